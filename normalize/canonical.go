@@ -1,0 +1,248 @@
+package normalize
+
+// Canonicalize returns the canonical form of src with default options and
+// the auto-detected schema.
+func Canonicalize(src []byte) ([]byte, error) {
+	out, _, err := AppendCanonical(make([]byte, 0, len(src)), src, Options{})
+	return out, err
+}
+
+// AppendCanonical validates src and appends its canonical form to dst. It
+// returns the schema used for the top-level member order: opts.Mode, or the
+// detected schema when opts.Mode is ModeAuto (ModeAuto again when no known
+// schema matched; the body is then in plain JCS order). On error dst is
+// returned unchanged. With a reused dst of enough capacity it does not
+// allocate.
+func AppendCanonical(dst, src []byte, opts Options) ([]byte, Mode, error) {
+	p := getParser()
+	defer putParser(p)
+	return p.canonical(dst, src, opts)
+}
+
+func (p *parser) canonical(dst, src []byte, opts Options) ([]byte, Mode, error) {
+	opt := opts.withDefaults()
+	if err := p.parse(src, opt); err != nil {
+		return dst, opts.Mode, err
+	}
+	mode, err := p.schema(opts.Mode)
+	if err != nil {
+		return dst, opts.Mode, err
+	}
+	root := &p.nodes[0]
+	if mode == ModeAuto || root.kind != kObject {
+		return p.emit(dst, 0), mode, nil
+	}
+	// Top level of a known schema: members by (group, rank), stable over the
+	// JCS order they are already sorted in.
+	ms := p.members[root.m0 : root.m0+root.cnt]
+	order := append(p.order[:0], ms...)
+	rank := func(k int32) int { return memberRank(mode, p.key(k)) }
+	for i := 1; i < len(order); i++ {
+		for j := i; j > 0 && rank(order[j]) < rank(order[j-1]); j-- {
+			order[j], order[j-1] = order[j-1], order[j]
+		}
+	}
+	p.order = order
+	dst = append(dst, '{')
+	for i, k := range order {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = p.emitString(dst, k)
+		dst = append(dst, ':')
+		dst = p.emit(dst, k+1)
+	}
+	return append(dst, '}'), mode, nil
+}
+
+// schema resolves the mode against the parsed root.
+func (p *parser) schema(m Mode) (Mode, error) {
+	root := &p.nodes[0]
+	if root.kind != kObject {
+		if m == ModeChat || m == ModeCompletion {
+			return m, newErr(int(root.start), CodeSchema, ErrSchema, "a %s request must be a JSON object", m)
+		}
+		if m == ModeAuto {
+			return ModeAuto, nil
+		}
+		return m, nil
+	}
+	if m != ModeAuto {
+		return m, nil
+	}
+	var hasMessages, hasPrompt, hasInputs bool
+	for _, k := range p.members[root.m0 : root.m0+root.cnt] {
+		switch string(p.key(k)) {
+		case "messages":
+			hasMessages = true
+		case "prompt":
+			hasPrompt = true
+		case "inputs":
+			hasInputs = true
+		}
+	}
+	switch {
+	case hasMessages:
+		return ModeChat, nil
+	case hasPrompt:
+		return ModeCompletion, nil
+	case hasInputs:
+		return ModeNative, nil
+	}
+	return ModeAuto, nil
+}
+
+// Top-level member lists. Prompt-defining members come first in the order
+// the engine renders them; volatile metadata goes last; every other member
+// is a generation parameter in between, in JCS order. docs/normalize.md
+// lists the same.
+var (
+	chatPrompt       = []string{"model", "chat_template", "chat_template_kwargs", "tools", "documents", "messages", "add_generation_prompt", "continue_final_message"}
+	completionPrompt = []string{"model", "prompt", "suffix"}
+	nativePrompt     = []string{"inputs", "parameters"}
+	volatileMembers  = []string{"user", "metadata", "stream", "stream_options", "store", "prompt_cache_key", "safety_identifier", "request_id", "service_tier", "priority", "kv_transfer_params"}
+)
+
+const (
+	rankParam    = 1000
+	rankVolatile = 2000
+)
+
+func memberRank(m Mode, name []byte) int {
+	var prompt []string
+	switch m {
+	case ModeChat:
+		prompt = chatPrompt
+	case ModeCompletion:
+		prompt = completionPrompt
+	case ModeNative:
+		prompt = nativePrompt
+	}
+	for i, n := range prompt {
+		if string(name) == n {
+			return i
+		}
+	}
+	for _, n := range volatileMembers {
+		if string(name) == n {
+			return rankVolatile
+		}
+	}
+	return rankParam
+}
+
+func (p *parser) emit(dst []byte, i int32) []byte {
+	n := &p.nodes[i]
+	switch n.kind {
+	case kObject:
+		dst = append(dst, '{')
+		for j, k := range p.members[n.m0 : n.m0+n.cnt] {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = p.emitString(dst, k)
+			dst = append(dst, ':')
+			dst = p.emit(dst, k+1)
+		}
+		return append(dst, '}')
+	case kArray:
+		dst = append(dst, '[')
+		end := n.next
+		for c := i + 1; c < end; c = p.nodes[c].next {
+			if c > i+1 {
+				dst = append(dst, ',')
+			}
+			dst = p.emit(dst, c)
+		}
+		return append(dst, ']')
+	case kString:
+		return p.emitString(dst, i)
+	case kNumber:
+		return p.appendNumber(dst, p.src[n.start:n.end], n.num)
+	case kTrue:
+		return append(dst, "true"...)
+	case kFalse:
+		return append(dst, "false"...)
+	default:
+		return append(dst, "null"...)
+	}
+}
+
+func (p *parser) emitString(dst []byte, i int32) []byte {
+	n := &p.nodes[i]
+	dst = append(dst, '"')
+	if !n.esc {
+		dst = append(dst, p.src[n.start:n.end]...)
+	} else {
+		dst = appendCanonicalEscapes(dst, p.src[n.start:n.end])
+	}
+	return append(dst, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendCanonicalEscapes rewrites the body of a validated string that has
+// escapes into RFC 8785 form: raw UTF-8 except '"', '\\' and control
+// characters.
+func appendCanonicalEscapes(dst, s []byte) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' {
+			j := i + 1
+			for j < len(s) && s[j] != '\\' {
+				j++
+			}
+			dst = append(dst, s[i:j]...)
+			i = j
+			continue
+		}
+		var r rune
+		switch e := s[i+1]; e {
+		case 'u':
+			r = hexVal(s[i+2 : i+6])
+			if r >= 0xD800 && r <= 0xDBFF {
+				lo := hexVal(s[i+8 : i+12])
+				r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
+				i += 6
+			}
+			i += 6
+		case 'b':
+			r, i = '\b', i+2
+		case 'f':
+			r, i = '\f', i+2
+		case 'n':
+			r, i = '\n', i+2
+		case 'r':
+			r, i = '\r', i+2
+		case 't':
+			r, i = '\t', i+2
+		default: // '"', '\\', '/'
+			r, i = rune(e), i+2
+		}
+		dst = appendEscapedRune(dst, r)
+	}
+	return dst
+}
+
+func appendEscapedRune(dst []byte, r rune) []byte {
+	switch {
+	case r == '"' || r == '\\':
+		return append(dst, '\\', byte(r))
+	case r >= 0x20:
+		if r < 0x80 {
+			return append(dst, byte(r))
+		}
+		return appendRune(dst, r)
+	case r == '\b':
+		return append(dst, '\\', 'b')
+	case r == '\f':
+		return append(dst, '\\', 'f')
+	case r == '\n':
+		return append(dst, '\\', 'n')
+	case r == '\r':
+		return append(dst, '\\', 'r')
+	case r == '\t':
+		return append(dst, '\\', 't')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[r>>4], hexDigits[r&0xF])
+}

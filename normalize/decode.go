@@ -1,0 +1,199 @@
+package normalize
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"github.com/klauspost/compress/flate"
+	"io"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zlib"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Decode defaults; DecodeLimits fields left at zero take these.
+const (
+	DefaultMaxDecodedBytes = DefaultMaxBodyBytes
+	DefaultMaxRatio        = 100
+	// ratioFloor is the decoded size below which the ratio is not checked:
+	// small bodies of repetitive JSON legitimately compress very well.
+	ratioFloor = 64 << 10
+)
+
+// DecodeLimits bounds DecodeBody.
+type DecodeLimits struct {
+	// MaxDecodedBytes limits the decoded body (default 8 MiB).
+	MaxDecodedBytes int64
+	// MaxRatio limits decoded bytes per compressed byte read once the
+	// decoded body is past 64 KiB (default 100).
+	MaxRatio int
+}
+
+// DecodeError reports why a body could not be decoded. It matches
+// ErrUnsupportedEncoding (415), ErrTooLarge (413; ErrCompressionRatio too for
+// a likely compression bomb) or ErrCorrupt (400) with errors.Is.
+type DecodeError struct {
+	Encoding string
+	// Offset is the number of decoded bytes produced before the failure.
+	Offset int64
+	Reason string
+
+	code  string
+	kinds []error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("content-encoding %q: offset %d: %s", e.Encoding, e.Offset, e.Reason)
+}
+
+// Code returns the stable reason code.
+func (e *DecodeError) Code() string { return e.code }
+
+// Unwrap returns the error classes (and the underlying decoder error, if any).
+func (e *DecodeError) Unwrap() []error { return e.kinds }
+
+// DecodeBody reads r and undoes contentEncoding: "" or "identity", "gzip"
+// (or "x-gzip"), "deflate" (zlib-wrapped as HTTP specifies, or raw), or
+// "zstd". Stacked encodings are not accepted. The decoded size and the
+// expansion ratio are bounded by lim.
+func DecodeBody(contentEncoding string, r io.Reader, lim DecodeLimits) ([]byte, error) {
+	if lim.MaxDecodedBytes <= 0 {
+		lim.MaxDecodedBytes = DefaultMaxDecodedBytes
+	}
+	if lim.MaxRatio <= 0 {
+		lim.MaxRatio = DefaultMaxRatio
+	}
+	enc := strings.ToLower(strings.TrimSpace(contentEncoding))
+	cr := &countingReader{r: r}
+	var dec io.Reader
+	switch enc {
+	case "", "identity":
+		return readBounded(enc, r, nil, lim)
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(cr)
+		if err != nil {
+			return nil, corrupt(enc, 0, err)
+		}
+		defer zr.Close()
+		dec = zr
+	case "deflate":
+		br := &peekReader{r: cr}
+		if zlibHeader(br.peek2()) {
+			zr, err := zlib.NewReader(br)
+			if err != nil {
+				return nil, corrupt(enc, 0, err)
+			}
+			defer zr.Close()
+			dec = zr
+		} else {
+			fr := flate.NewReader(br)
+			defer fr.Close()
+			dec = fr
+		}
+	case "zstd":
+		zr, err := zstd.NewReader(cr,
+			zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxMemory(uint64(lim.MaxDecodedBytes)+1),
+			zstd.WithDecoderMaxWindow(min(uint64(lim.MaxDecodedBytes)+1, zstd.MaxWindowSize)))
+		if err != nil {
+			return nil, corrupt(enc, 0, err)
+		}
+		defer zr.Close()
+		dec = zr
+	default:
+		return nil, &DecodeError{Encoding: contentEncoding, Reason: "unsupported content encoding (want identity, gzip, deflate or zstd)",
+			code: CodeUnsupportedEnc, kinds: []error{ErrUnsupportedEncoding}}
+	}
+	return readBounded(enc, dec, cr, lim)
+}
+
+func corrupt(enc string, off int64, err error) error {
+	return &DecodeError{Encoding: enc, Offset: off, Reason: "corrupt body: " + err.Error(), code: CodeCorrupt, kinds: []error{ErrCorrupt, err}}
+}
+
+func readBounded(enc string, r io.Reader, compressed *countingReader, lim DecodeLimits) ([]byte, error) {
+	var buf bytes.Buffer
+	chunk := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(chunk)
+		if n > 0 {
+			if int64(buf.Len()+n) > lim.MaxDecodedBytes {
+				return nil, &DecodeError{Encoding: enc, Offset: lim.MaxDecodedBytes,
+					Reason: fmt.Sprintf("decoded body is over the limit of %d bytes", lim.MaxDecodedBytes),
+					code:   CodeDecodedSize, kinds: []error{ErrTooLarge}}
+			}
+			buf.Write(chunk[:n])
+			if compressed != nil && buf.Len() > ratioFloor && int64(buf.Len()) > int64(lim.MaxRatio)*max(compressed.n, 1) {
+				return nil, &DecodeError{Encoding: enc, Offset: int64(buf.Len()),
+					Reason: fmt.Sprintf("expands more than %d:1 (%d bytes from %d): likely a compression bomb", lim.MaxRatio, buf.Len(), compressed.n),
+					code:   CodeCompressionRatio, kinds: []error{ErrCompressionRatio, ErrTooLarge}}
+			}
+		}
+		if err == io.EOF {
+			return buf.Bytes(), nil
+		}
+		if err != nil {
+			if compressed == nil {
+				return nil, fmt.Errorf("read body: %w", err)
+			}
+			var de *DecodeError
+			if errors.As(err, &de) {
+				return nil, err
+			}
+			return nil, corrupt(enc, int64(buf.Len()), err)
+		}
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// peekReader lets deflate look at the first two bytes to tell zlib from raw.
+type peekReader struct {
+	r    io.Reader
+	head []byte
+	done bool
+}
+
+func (p *peekReader) peek2() []byte {
+	if !p.done {
+		p.done = true
+		var b [2]byte
+		n, _ := io.ReadFull(p.r, b[:])
+		p.head = b[:n]
+	}
+	return p.head
+}
+
+func (p *peekReader) Read(b []byte) (int, error) {
+	p.peek2()
+	if len(p.head) > 0 {
+		n := copy(b, p.head)
+		p.head = p.head[n:]
+		return n, nil
+	}
+	return p.r.Read(b)
+}
+
+// ReadByte makes peekReader an io.ByteReader so flate does not wrap it in a
+// buffer that reads ahead of the count.
+func (p *peekReader) ReadByte() (byte, error) {
+	var b [1]byte
+	_, err := io.ReadFull(p, b[:])
+	return b[0], err
+}
+
+func zlibHeader(h []byte) bool {
+	return len(h) == 2 && h[0]&0x0F == 8 && (uint16(h[0])<<8|uint16(h[1]))%31 == 0
+}

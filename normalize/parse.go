@@ -1,0 +1,839 @@
+package normalize
+
+import (
+	"encoding/binary"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+)
+
+// Default limits; Options fields left at zero take these.
+const (
+	DefaultMaxBodyBytes   = 8 << 20
+	DefaultMaxDepth       = 128
+	DefaultMaxStringBytes = 4 << 20
+)
+
+// Options controls canonicalization. Zero values take the defaults.
+type Options struct {
+	// Mode is the request schema; ModeAuto detects it.
+	Mode Mode
+	// MaxBodyBytes limits the input size (default 8 MiB).
+	MaxBodyBytes int
+	// MaxDepth limits nesting of arrays and objects (default 128).
+	MaxDepth int
+	// MaxStringBytes limits each string's (and number literal's) length in
+	// input bytes, escapes included (default 4 MiB).
+	MaxStringBytes int
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.MaxDepth <= 0 {
+		o.MaxDepth = DefaultMaxDepth
+	}
+	if o.MaxStringBytes <= 0 {
+		o.MaxStringBytes = DefaultMaxStringBytes
+	}
+	return o
+}
+
+type kind uint8
+
+const (
+	kNull kind = iota
+	kFalse
+	kTrue
+	kNumber
+	kString
+	kArray
+	kObject
+)
+
+// node is one value of the parsed document, stored flat in document order.
+// A container's children follow it; next is the index after its subtree.
+type node struct {
+	kind kind
+	esc  bool // string: contains a backslash escape
+	num  bool // number: has a fraction or exponent
+	// start, end: byte range in src. Strings: between the quotes. Numbers:
+	// the literal. Containers: offset of the opening bracket.
+	start, end int32
+	next       int32
+	// Objects: sorted member keys at members[m0:m0+cnt].
+	// Escaped keys: the unescaped name at keybuf[m0:m0+cnt].
+	m0, cnt int32
+}
+
+// parser validates a document and records its structure; it is pooled so the
+// append path does not allocate per request.
+type parser struct {
+	src     []byte
+	opt     Options
+	nodes   []node
+	members []int32
+	mstack  []int32
+	keybuf  []byte
+	digits  []byte
+	order   []int32
+}
+
+var parserPool = sync.Pool{New: func() any { return new(parser) }}
+
+func getParser() *parser { return parserPool.Get().(*parser) }
+
+func putParser(p *parser) {
+	// Do not keep the scratch of a rare huge body alive forever.
+	if cap(p.nodes) > 1<<20 || cap(p.keybuf) > 1<<22 {
+		return
+	}
+	p.src = nil
+	parserPool.Put(p)
+}
+
+func (p *parser) reset(src []byte, opt Options) {
+	p.src = src
+	p.opt = opt
+	p.nodes = p.nodes[:0]
+	p.members = p.members[:0]
+	p.mstack = p.mstack[:0]
+	p.keybuf = p.keybuf[:0]
+}
+
+// Validate reports whether src is a single valid I-JSON value within the
+// limits of opts. It returns a *SyntaxError on failure. Mode is ignored.
+func Validate(src []byte, opts Options) error {
+	p := getParser()
+	defer putParser(p)
+	return p.parse(src, opts.withDefaults())
+}
+
+func (p *parser) parse(src []byte, opt Options) error {
+	p.reset(src, opt)
+	if len(src) > opt.MaxBodyBytes {
+		return newErr(opt.MaxBodyBytes, CodeSizeLimit, ErrTooLarge, "body of %d bytes is over the limit of %d bytes", len(src), opt.MaxBodyBytes)
+	}
+	if len(src) > 1<<31-1 {
+		return newErr(0, CodeSizeLimit, ErrTooLarge, "body over 2 GiB")
+	}
+	i := skipWS(src, 0)
+	i, err := p.value(i, 0)
+	if err != nil {
+		return err
+	}
+	i = skipWS(src, i)
+	if i < len(src) {
+		return newErr(i, CodeTrailingData, ErrInvalid, "unexpected data after the top-level value: %s", describe(src[i]))
+	}
+	return nil
+}
+
+func skipWS(s []byte, i int) int {
+	for i < len(s) {
+		switch s[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+func describe(c byte) string {
+	if c >= 0x20 && c < 0x7f {
+		return "'" + string(rune(c)) + "'"
+	}
+	return "byte 0x" + strconv.FormatUint(uint64(c), 16)
+}
+
+func (p *parser) unexpected(i int, want string) error {
+	s := p.src
+	if i >= len(s) {
+		return newErr(i, CodeUnexpectedEnd, ErrInvalid, "unexpected end of input, want %s", want)
+	}
+	c := s[i]
+	switch {
+	case c == '/':
+		return newErr(i, CodeComment, ErrInvalid, "comments are not allowed")
+	case c == '\'':
+		return newErr(i, CodeSingleQuote, ErrInvalid, "single-quoted strings are not allowed")
+	case c >= 0x80:
+		return newErr(i, CodeInvalidCharacter, ErrInvalid, "unexpected non-ASCII %s, want %s", describe(c), want)
+	}
+	return newErr(i, CodeInvalidCharacter, ErrInvalid, "unexpected %s, want %s", describe(c), want)
+}
+
+func (p *parser) value(i, depth int) (int, error) {
+	s := p.src
+	if i >= len(s) {
+		return i, p.unexpected(i, "a value")
+	}
+	switch c := s[i]; {
+	case c == '{':
+		return p.object(i, depth+1)
+	case c == '[':
+		return p.array(i, depth+1)
+	case c == '"':
+		return p.str(i, false)
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.number(i)
+	case c == 't':
+		return p.literal(i, "true", kTrue)
+	case c == 'f':
+		return p.literal(i, "false", kFalse)
+	case c == 'n':
+		return p.literal(i, "null", kNull)
+	case c == 'N' || c == 'I':
+		return i, newErr(i, CodeInvalidLiteral, ErrInvalid, "NaN and Infinity are not JSON numbers")
+	case c == '+' || c == '.':
+		return i, newErr(i, CodeInvalidNumber, ErrInvalid, "a number must start with '-' or a digit")
+	default:
+		return i, p.unexpected(i, "a value")
+	}
+}
+
+func (p *parser) literal(i int, word string, k kind) (int, error) {
+	s := p.src
+	for j := 0; j < len(word); j++ {
+		if i+j >= len(s) {
+			return i + j, newErr(i+j, CodeUnexpectedEnd, ErrInvalid, "unexpected end of input in literal %s", word)
+		}
+		if s[i+j] != word[j] {
+			return i, newErr(i, CodeInvalidLiteral, ErrInvalid, "invalid literal, want %s", word)
+		}
+	}
+	end := i + len(word)
+	// "nullx" or "true1": a literal must be followed by a delimiter.
+	if end < len(s) && isIdentByte(s[end]) {
+		return i, newErr(i, CodeInvalidLiteral, ErrInvalid, "invalid literal, want %s", word)
+	}
+	p.nodes = append(p.nodes, node{kind: k, start: int32(i), end: int32(end), next: int32(len(p.nodes) + 1)})
+	return end, nil
+}
+
+func isIdentByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
+
+func (p *parser) array(i, depth int) (int, error) {
+	if depth > p.opt.MaxDepth {
+		return i, newErr(i, CodeDepthLimit, ErrTooDeep, "nesting deeper than %d", p.opt.MaxDepth)
+	}
+	s := p.src
+	idx := len(p.nodes)
+	p.nodes = append(p.nodes, node{kind: kArray, start: int32(i)})
+	i = skipWS(s, i+1)
+	if i < len(s) && s[i] == ']' {
+		p.nodes[idx].next = int32(len(p.nodes))
+		return i + 1, nil
+	}
+	for {
+		var err error
+		if i < len(s) && s[i] == ']' {
+			return i, newErr(i, CodeTrailingComma, ErrInvalid, "trailing comma in array")
+		}
+		if i, err = p.value(i, depth); err != nil {
+			return i, err
+		}
+		p.nodes[idx].cnt++
+		i = skipWS(s, i)
+		if i >= len(s) {
+			return i, p.unexpected(i, "',' or ']'")
+		}
+		if s[i] == ',' {
+			i = skipWS(s, i+1)
+			continue
+		}
+		if s[i] == ']' {
+			p.nodes[idx].next = int32(len(p.nodes))
+			return i + 1, nil
+		}
+		return i, p.unexpected(i, "',' or ']'")
+	}
+}
+
+func (p *parser) object(i, depth int) (int, error) {
+	if depth > p.opt.MaxDepth {
+		return i, newErr(i, CodeDepthLimit, ErrTooDeep, "nesting deeper than %d", p.opt.MaxDepth)
+	}
+	s := p.src
+	idx := len(p.nodes)
+	p.nodes = append(p.nodes, node{kind: kObject, start: int32(i)})
+	i = skipWS(s, i+1)
+	base := len(p.mstack)
+	if i < len(s) && s[i] == '}' {
+		p.nodes[idx].m0 = int32(len(p.members))
+		p.nodes[idx].next = int32(len(p.nodes))
+		return i + 1, nil
+	}
+	for {
+		var err error
+		if i >= len(s) || s[i] != '"' {
+			if i < len(s) && s[i] == '}' && len(p.mstack) > base {
+				return i, newErr(i, CodeTrailingComma, ErrInvalid, "trailing comma in object")
+			}
+			return i, p.unexpected(i, "a member name string")
+		}
+		k := len(p.nodes)
+		if i, err = p.str(i, true); err != nil {
+			return i, err
+		}
+		i = skipWS(s, i)
+		if i >= len(s) || s[i] != ':' {
+			return i, p.unexpected(i, "':' after member name")
+		}
+		i = skipWS(s, i+1)
+		if i, err = p.value(i, depth); err != nil {
+			return i, err
+		}
+		p.mstack = append(p.mstack, int32(k))
+		i = skipWS(s, i)
+		if i >= len(s) {
+			return i, p.unexpected(i, "',' or '}'")
+		}
+		if s[i] == ',' {
+			i = skipWS(s, i+1)
+			continue
+		}
+		if s[i] == '}' {
+			break
+		}
+		return i, p.unexpected(i, "',' or '}'")
+	}
+	ms := p.mstack[base:]
+	p.sortMembers(ms)
+	if err := p.checkDuplicates(ms); err != nil {
+		return i, err
+	}
+	n := &p.nodes[idx]
+	n.m0 = int32(len(p.members))
+	n.cnt = int32(len(ms))
+	n.next = int32(len(p.nodes))
+	p.members = append(p.members, ms...)
+	p.mstack = p.mstack[:base]
+	return i + 1, nil
+}
+
+// key returns the unescaped member name of key node k.
+func (p *parser) key(k int32) []byte {
+	n := &p.nodes[k]
+	if n.esc {
+		return p.keybuf[n.m0 : n.m0+n.cnt]
+	}
+	return p.src[n.start:n.end]
+}
+
+// keyLess orders keys by UTF-16 code units, ties by position, so the
+// order is total and duplicates end up adjacent in source order.
+func (p *parser) keyLess(a, b int32) bool {
+	c := compareUTF16(p.key(a), p.key(b))
+	if c != 0 {
+		return c < 0
+	}
+	return a < b
+}
+
+func (p *parser) sortMembers(ms []int32) {
+	if len(ms) <= 16 {
+		for i := 1; i < len(ms); i++ {
+			for j := i; j > 0 && p.keyLess(ms[j], ms[j-1]); j-- {
+				ms[j], ms[j-1] = ms[j-1], ms[j]
+			}
+		}
+		return
+	}
+	p.quickSort(ms)
+}
+
+// quickSort is a plain in-place quicksort with median-of-three; written out
+// so the comparison needs no closure.
+func (p *parser) quickSort(ms []int32) {
+	for len(ms) > 16 {
+		m := len(ms) / 2
+		l := len(ms) - 1
+		if p.keyLess(ms[m], ms[0]) {
+			ms[m], ms[0] = ms[0], ms[m]
+		}
+		if p.keyLess(ms[l], ms[0]) {
+			ms[l], ms[0] = ms[0], ms[l]
+		}
+		if p.keyLess(ms[l], ms[m]) {
+			ms[l], ms[m] = ms[m], ms[l]
+		}
+		pivot := ms[m]
+		i, j := 0, l
+		for i <= j {
+			for p.keyLess(ms[i], pivot) {
+				i++
+			}
+			for p.keyLess(pivot, ms[j]) {
+				j--
+			}
+			if i <= j {
+				ms[i], ms[j] = ms[j], ms[i]
+				i++
+				j--
+			}
+		}
+		if j < len(ms)-1-i {
+			p.quickSort(ms[:j+1])
+			ms = ms[i:]
+		} else {
+			p.quickSort(ms[i:])
+			ms = ms[:j+1]
+		}
+	}
+	p.sortMembers(ms)
+}
+
+func (p *parser) checkDuplicates(ms []int32) error {
+	dup := int32(-1)
+	for i := 1; i < len(ms); i++ {
+		if string(p.key(ms[i])) == string(p.key(ms[i-1])) {
+			if dup < 0 || ms[i] < dup {
+				dup = ms[i]
+			}
+		}
+	}
+	if dup < 0 {
+		return nil
+	}
+	n := p.nodes[dup]
+	return newErr(int(n.start)-1, CodeDuplicateMember, ErrInvalid, "duplicate member name %s", quoteShort(p.key(dup)))
+}
+
+// compareUTF16 compares two valid UTF-8 strings by their UTF-16 code units,
+// as RFC 8785 orders member names. Byte order equals code point order, which
+// differs from UTF-16 order only between a supplementary character (a
+// surrogate pair, D800..DFFF) and a BMP character at or above U+E000.
+func compareUTF16(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	if i == n {
+		switch {
+		case len(a) < len(b):
+			return -1
+		case len(a) > len(b):
+			return 1
+		}
+		return 0
+	}
+	// Back up to the start of the differing character.
+	for i > 0 && a[i]&0xC0 == 0x80 {
+		i--
+	}
+	ra, _ := utf8.DecodeRune(a[i:])
+	rb, _ := utf8.DecodeRune(b[i:])
+	return cmpInt(utf16Unit(ra, rb), utf16Unit(rb, ra))
+}
+
+// utf16Unit returns the value that decides r's order against other: r
+// itself, or its high surrogate when only r is supplementary.
+func utf16Unit(r, other rune) rune {
+	if r >= 0x10000 && other < 0x10000 {
+		return 0xD800 + (r-0x10000)>>10
+	}
+	return r
+}
+
+func cmpInt(a, b rune) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// plainWord reports whether the 8 bytes of v are all printable ASCII other
+// than '"' and '\\': the bytes a string can hold without a closer look.
+func plainWord(v uint64) bool {
+	ctl := (v - lsb*0x20) & ^v
+	q := v ^ (lsb * '"')
+	q = (q - lsb) & ^q
+	bs := v ^ (lsb * '\\')
+	bs = (bs - lsb) & ^bs
+	return (ctl|q|bs|v)&msb == 0
+}
+
+// str validates a string starting at the quote at i; key strings get their
+// unescaped name stored when they contain escapes.
+func (p *parser) str(i int, isKey bool) (int, error) {
+	s := p.src
+	open := i
+	i++
+	start := i
+	esc := false
+	for {
+		for i+8 <= len(s) && plainWord(binary.LittleEndian.Uint64(s[i:])) {
+			i += 8
+		}
+		if i >= len(s) {
+			return i, newErr(i, CodeUnexpectedEnd, ErrInvalid, "unexpected end of input in string starting at offset %d", open)
+		}
+		c := s[i]
+		switch {
+		case c == '"':
+			goto done
+		case c == '\\':
+			esc = true
+			n, err := p.escape(i)
+			if err != nil {
+				return i, err
+			}
+			i += n
+		case c < 0x20:
+			return i, newErr(i, CodeControlCharacter, ErrInvalid, "unescaped control character %s in string", describe(c))
+		case c < 0x80:
+			i++
+		default:
+			r, size := utf8.DecodeRune(s[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return i, newErr(i, CodeInvalidUTF8, ErrInvalid, "invalid UTF-8 %s in string", describe(c))
+			}
+			i += size
+		}
+	}
+done:
+	if i-start > p.opt.MaxStringBytes {
+		return i, newErr(open, CodeStringLimit, ErrTooLong, "string of %d bytes is over the limit of %d bytes", i-start, p.opt.MaxStringBytes)
+	}
+	nd := node{kind: kString, esc: esc, start: int32(start), end: int32(i), next: int32(len(p.nodes) + 1)}
+	if isKey && esc {
+		k0 := len(p.keybuf)
+		p.keybuf = appendUnescaped(p.keybuf, s[start:i])
+		nd.m0 = int32(k0)
+		nd.cnt = int32(len(p.keybuf) - k0)
+	}
+	p.nodes = append(p.nodes, nd)
+	return i + 1, nil
+}
+
+// escape validates the escape sequence at s[i] == '\\' and returns its length.
+func (p *parser) escape(i int) (int, error) {
+	s := p.src
+	if i+1 >= len(s) {
+		return 0, newErr(i, CodeUnexpectedEnd, ErrInvalid, "unexpected end of input in escape")
+	}
+	switch s[i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2, nil
+	case 'u':
+	default:
+		return 0, newErr(i, CodeInvalidEscape, ErrInvalid, "invalid escape sequence \\%s", string(rune(s[i+1])))
+	}
+	u, err := p.hex4(i)
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case u >= 0xDC00 && u <= 0xDFFF:
+		return 0, newErr(i, CodeLoneSurrogate, ErrInvalid, "low surrogate \\u%04x without a preceding high surrogate", u)
+	case u >= 0xD800 && u <= 0xDBFF:
+		if i+7 < len(s) && s[i+6] == '\\' && s[i+7] == 'u' {
+			lo, err := p.hex4(i + 6)
+			if err != nil {
+				return 0, err
+			}
+			if lo >= 0xDC00 && lo <= 0xDFFF {
+				return 12, nil
+			}
+		}
+		return 0, newErr(i, CodeLoneSurrogate, ErrInvalid, "high surrogate \\u%04x not followed by a low surrogate", u)
+	}
+	return 6, nil
+}
+
+func (p *parser) hex4(i int) (rune, error) {
+	s := p.src
+	if i+6 > len(s) {
+		for j := i + 2; j < len(s); j++ {
+			if unhex(s[j]) < 0 {
+				return 0, newErr(i, CodeInvalidEscape, ErrInvalid, "invalid \\u escape: want 4 hex digits")
+			}
+		}
+		return 0, newErr(len(s), CodeUnexpectedEnd, ErrInvalid, "unexpected end of input in \\u escape")
+	}
+	var r rune
+	for j := i + 2; j < i+6; j++ {
+		h := unhex(s[j])
+		if h < 0 {
+			return 0, newErr(i, CodeInvalidEscape, ErrInvalid, "invalid \\u escape: want 4 hex digits")
+		}
+		r = r<<4 | h
+	}
+	return r, nil
+}
+
+func unhex(c byte) rune {
+	switch {
+	case c >= '0' && c <= '9':
+		return rune(c - '0')
+	case c >= 'a' && c <= 'f':
+		return rune(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return rune(c-'A') + 10
+	}
+	return -1
+}
+
+// appendUnescaped decodes the body of an already validated string.
+func appendUnescaped(dst, s []byte) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' {
+			j := i + 1
+			for j < len(s) && s[j] != '\\' {
+				j++
+			}
+			dst = append(dst, s[i:j]...)
+			i = j
+			continue
+		}
+		switch s[i+1] {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r := hexVal(s[i+2 : i+6])
+			if r >= 0xD800 && r <= 0xDBFF {
+				lo := hexVal(s[i+8 : i+12])
+				r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
+				i += 6
+			}
+			dst = utf8.AppendRune(dst, r)
+			i += 6
+			continue
+		default: // '"', '\\', '/'
+			dst = append(dst, s[i+1])
+		}
+		i += 2
+	}
+	return dst
+}
+
+func hexVal(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		r = r<<4 | unhex(c)
+	}
+	return r
+}
+
+func (p *parser) number(i int) (int, error) {
+	s := p.src
+	start := i
+	frac := false
+	if s[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(s):
+		return i, newErr(i, CodeUnexpectedEnd, ErrInvalid, "unexpected end of input in number")
+	case s[i] == '0':
+		i++
+		if i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			return i, newErr(start, CodeLeadingZero, ErrInvalid, "number with a leading zero")
+		}
+	case s[i] >= '1' && s[i] <= '9':
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+	default:
+		return i, newErr(start, CodeInvalidNumber, ErrInvalid, "want a digit after '-'")
+	}
+	if i < len(s) && s[i] == '.' {
+		frac = true
+		i++
+		d := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == d {
+			return i, newErr(start, CodeInvalidNumber, ErrInvalid, "want a digit after the decimal point")
+		}
+	}
+	expAt := -1
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		frac = true
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		expAt = i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == expAt {
+			return i, newErr(start, CodeInvalidNumber, ErrInvalid, "want a digit in the exponent")
+		}
+	}
+	if i < len(s) && (isIdentByte(s[i]) || s[i] == '.') {
+		return i, newErr(start, CodeInvalidNumber, ErrInvalid, "invalid character %s in number", describe(s[i]))
+	}
+	if i-start > p.opt.MaxStringBytes {
+		return i, newErr(start, CodeStringLimit, ErrTooLong, "number literal of %d bytes is over the limit of %d bytes", i-start, p.opt.MaxStringBytes)
+	}
+	if frac && (expAt >= 0 || i-start > 300) {
+		_, d, n, ok := splitNumber(s[start:i], p.digits[:0])
+		p.digits = d
+		if !ok || n > 309 {
+			if !ok || !fitsFloat64(s[start:i]) {
+				return i, newErr(start, CodeNumberRange, ErrInvalid, "number %s is outside the range of a double", quoteShort(s[start:i]))
+			}
+		}
+	}
+	p.nodes = append(p.nodes, node{kind: kNumber, num: frac, start: int32(start), end: int32(i), next: int32(len(p.nodes) + 1)})
+	return i, nil
+}
+
+func fitsFloat64(lit []byte) bool {
+	_, err := strconv.ParseFloat(string(lit), 64)
+	return err == nil
+}
+
+// maxExponent bounds the decimal exponent of a number: far beyond any double,
+// small enough that arithmetic on it cannot overflow.
+const maxExponent = 1_000_000_000
+
+// splitNumber reduces a valid JSON number literal to its exact decimal value:
+// neg, the significant digits d (no leading or trailing zeros, appended to
+// buf) and n such that the value is 0.d × 10^n. Zero has empty d. ok is false
+// when the exponent is beyond maxExponent.
+func splitNumber(lit, buf []byte) (neg bool, d []byte, n int, ok bool) {
+	i := 0
+	if lit[0] == '-' {
+		neg = true
+		i++
+	}
+	point := 0 // digits before the decimal point, after dropping leading zeros
+	lead := true
+	for ; i < len(lit) && lit[i] >= '0' && lit[i] <= '9'; i++ {
+		if lead && lit[i] == '0' {
+			continue
+		}
+		lead = false
+		buf = append(buf, lit[i])
+		point++
+	}
+	if i < len(lit) && lit[i] == '.' {
+		i++
+		for ; i < len(lit) && lit[i] >= '0' && lit[i] <= '9'; i++ {
+			if lead && lit[i] == '0' {
+				point--
+				continue
+			}
+			lead = false
+			buf = append(buf, lit[i])
+		}
+	}
+	exp := 0
+	if i < len(lit) && (lit[i] == 'e' || lit[i] == 'E') {
+		i++
+		eneg := false
+		if lit[i] == '+' || lit[i] == '-' {
+			eneg = lit[i] == '-'
+			i++
+		}
+		for ; i < len(lit); i++ {
+			exp = exp*10 + int(lit[i]-'0')
+			if exp > maxExponent {
+				return neg, buf, 0, false
+			}
+		}
+		if eneg {
+			exp = -exp
+		}
+	}
+	for len(buf) > 0 && buf[len(buf)-1] == '0' {
+		buf = buf[:len(buf)-1]
+	}
+	if len(buf) == 0 {
+		return false, buf, 0, true
+	}
+	return neg, buf, point + exp, true
+}
+
+// appendNumber writes the canonical form of a validated number literal.
+// Integer literals (no fraction, no exponent) are kept as written, "-0"
+// aside: within ±2^53 that is already the ECMAScript form, and beyond it the
+// written digits are the exact value, which the ECMAScript form of the
+// nearest double would change. Other literals take the ECMAScript layout of
+// their exact decimal value, which equals RFC 8785's output whenever the
+// literal is the shortest form of a double, and never rounds otherwise.
+func (p *parser) appendNumber(dst []byte, lit []byte, frac bool) []byte {
+	if !frac {
+		if len(lit) == 2 && lit[0] == '-' && lit[1] == '0' {
+			return append(dst, '0')
+		}
+		return append(dst, lit...)
+	}
+	neg, d, n, _ := splitNumber(lit, p.digits[:0])
+	p.digits = d
+	return appendES(dst, neg, d, n)
+}
+
+// appendES lays out 0.d × 10^n the way ECMAScript's Number::toString does.
+func appendES(dst []byte, neg bool, d []byte, n int) []byte {
+	if len(d) == 0 {
+		return append(dst, '0')
+	}
+	if neg {
+		dst = append(dst, '-')
+	}
+	k := len(d)
+	switch {
+	case k <= n && n <= 21:
+		dst = append(dst, d...)
+		for j := k; j < n; j++ {
+			dst = append(dst, '0')
+		}
+	case 0 < n && n <= 21:
+		dst = append(dst, d[:n]...)
+		dst = append(dst, '.')
+		dst = append(dst, d[n:]...)
+	case -6 < n && n <= 0:
+		dst = append(dst, '0', '.')
+		for j := n; j < 0; j++ {
+			dst = append(dst, '0')
+		}
+		dst = append(dst, d...)
+	default:
+		dst = append(dst, d[0])
+		if k > 1 {
+			dst = append(dst, '.')
+			dst = append(dst, d[1:]...)
+		}
+		dst = append(dst, 'e')
+		e := n - 1
+		if e < 0 {
+			dst = append(dst, '-')
+			e = -e
+		} else {
+			dst = append(dst, '+')
+		}
+		dst = strconv.AppendInt(dst, int64(e), 10)
+	}
+	return dst
+}
+
+func appendRune(dst []byte, r rune) []byte { return utf8.AppendRune(dst, r) }
