@@ -1,0 +1,95 @@
+package route
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Defaults applied by New for zero Config fields.
+const (
+	// DefaultPolicy is the policy used when Config.Policy is empty.
+	DefaultPolicy = "prefix-aware"
+	// DefaultLoadFactor is c in the bound ceil(c·(total+1)/n).
+	DefaultLoadFactor = 1.25
+	// DefaultVirtualNodes is the number of ring positions per backend. It is
+	// the smallest power of two that keeps every backend's share of keys
+	// within ±5% of 1/n at 7 backends (see TestBalanceSevenBackends and
+	// docs/routing.md for the measurement).
+	DefaultVirtualNodes = 4096
+	// DefaultThreshold is a backend's concurrency threshold (maximum in
+	// flight) when neither Member.Threshold nor Config.DefaultThreshold set it.
+	DefaultThreshold = 64
+	// DefaultQueueDepth is the number of requests that may wait for capacity.
+	DefaultQueueDepth = 256
+	// DefaultQueueWait is how long a request waits for capacity.
+	DefaultQueueWait = 250 * time.Millisecond
+
+	// MaxThreshold is the largest allowed concurrency threshold.
+	MaxThreshold = 1024
+	// MaxVirtualNodes is the largest allowed Config.VirtualNodes.
+	MaxVirtualNodes = 1 << 16
+)
+
+// Config configures a Router. The zero value is valid and means defaults.
+type Config struct {
+	// Policy names the routing policy: "prefix-aware" (default),
+	// "least-outstanding", "random" or "consistent-hash". See Policies.
+	Policy string
+	// LoadFactor is c in the load bound ceil(c·(total+1)/n); 0 means 1.25.
+	// It must be at least 1.
+	LoadFactor float64
+	// VirtualNodes is the number of ring positions per backend; 0 means
+	// DefaultVirtualNodes. Changing it moves keys.
+	VirtualNodes int
+	// DefaultThreshold is the concurrency threshold for members whose
+	// Threshold is 0; 0 means 64. Range 1..1024.
+	DefaultThreshold int
+	// QueueDepth is how many Pick calls may wait for capacity at once; 0
+	// means 256, negative disables waiting (saturation fails at once).
+	QueueDepth int
+	// QueueWait is the longest a Pick waits for capacity; 0 means 250ms,
+	// negative disables waiting.
+	QueueWait time.Duration
+	// DisableSpillChain makes prefix-aware skip Request.SpillKeys and walk
+	// clockwise from the key's home at once (for measuring the chain's gain).
+	DisableSpillChain bool
+	// Seed seeds the random tie-breaks of the random and least-outstanding
+	// policies; 0 seeds from the clock.
+	Seed uint64
+}
+
+// withDefaults validates c and returns it with zero fields filled in.
+func (c Config) withDefaults() (Config, error) {
+	if c.Policy == "" {
+		c.Policy = DefaultPolicy
+	}
+	if _, ok := policies[c.Policy]; !ok {
+		return c, fmt.Errorf("route: config Policy %q unknown (have %v)", c.Policy, Policies())
+	}
+	if c.LoadFactor == 0 {
+		c.LoadFactor = DefaultLoadFactor
+	}
+	if math.IsNaN(c.LoadFactor) || math.IsInf(c.LoadFactor, 0) || c.LoadFactor < 1 {
+		return c, fmt.Errorf("route: config LoadFactor %v must be a finite number >= 1", c.LoadFactor)
+	}
+	if c.VirtualNodes == 0 {
+		c.VirtualNodes = DefaultVirtualNodes
+	}
+	if c.VirtualNodes < 1 || c.VirtualNodes > MaxVirtualNodes {
+		return c, fmt.Errorf("route: config VirtualNodes %d out of range 1..%d", c.VirtualNodes, MaxVirtualNodes)
+	}
+	if c.DefaultThreshold == 0 {
+		c.DefaultThreshold = DefaultThreshold
+	}
+	if c.DefaultThreshold < 1 || c.DefaultThreshold > MaxThreshold {
+		return c, fmt.Errorf("route: config DefaultThreshold %d out of range 1..%d", c.DefaultThreshold, MaxThreshold)
+	}
+	if c.QueueDepth == 0 {
+		c.QueueDepth = DefaultQueueDepth
+	}
+	if c.QueueWait == 0 {
+		c.QueueWait = DefaultQueueWait
+	}
+	return c, nil
+}

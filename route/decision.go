@@ -1,0 +1,253 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+var (
+	// ErrSaturated matches (errors.Is) every *SaturatedError.
+	ErrSaturated = errors.New("route: all candidates saturated")
+	// ErrNoCandidates means no healthy member serves the requested model.
+	ErrNoCandidates = errors.New("route: no healthy backend serves the model")
+)
+
+// SaturatedError reports that every candidate was at its threshold for as
+// long as the request could wait, or that the wait queue was full. Servers
+// answer it with 429 / RESOURCE_EXHAUSTED and Retry-After.
+type SaturatedError struct {
+	// RetryAfter is a hint for the client's next attempt.
+	RetryAfter time.Duration
+	// Waited is how long the request waited in the queue.
+	Waited time.Duration
+	// QueueFull is true when the request was refused without waiting
+	// because the queue was at its depth (or waiting is disabled).
+	QueueFull bool
+	// Candidates is the number of candidates that were all full.
+	Candidates int
+	// Model is the requested model, empty for any.
+	Model string
+}
+
+func (e *SaturatedError) Error() string {
+	if e.QueueFull {
+		return fmt.Sprintf("route: all %d candidates for model %q saturated and wait queue full; retry after %v", e.Candidates, e.Model, e.RetryAfter)
+	}
+	return fmt.Sprintf("route: all %d candidates for model %q saturated after waiting %v; retry after %v", e.Candidates, e.Model, e.Waited, e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrSaturated) true.
+func (e *SaturatedError) Is(target error) bool { return target == ErrSaturated }
+
+// Request is what routing needs to know about a request.
+type Request struct {
+	// Key is the routing key of the stable prefix (package normalize).
+	Key uint64
+	// SpillKeys are keys of the same routing text over growing windows, in
+	// the order to try their homes when Key's home is full. May be empty.
+	SpillKeys []uint64
+	// Model is the model or LoRA adapter; empty matches every member.
+	Model string
+}
+
+// Decision is where a request goes and why. It is a plain value: a pick
+// allocates nothing. Call Done exactly when the request finishes (defer
+// d.Done() right after a successful Pick); extra calls, from any copy and any
+// goroutine, do nothing.
+type Decision struct {
+	// Backend is the chosen member's name.
+	Backend string
+	// Home is the key's owner among candidates ignoring load (ring
+	// policies); empty for least-outstanding and random.
+	Home string
+	// Reason says why Backend was chosen.
+	Reason Reason
+	// Distance is how far from home: for ReasonSpill the number of
+	// candidates the clockwise walk passed (home included), for
+	// ReasonSpillChain the 1-based index of the spill key used; 0 otherwise.
+	Distance int
+	// Queued is how long the request waited for capacity; 0 if it did not.
+	Queued time.Duration
+	// Load is Backend's in-flight count right after this pick, including it.
+	Load int
+	// Bound is the load bound in force for this pick (the smaller of the
+	// bounded-load limit and Backend's threshold); 0 when the policy has none.
+	Bound int
+
+	rel release
+}
+
+// release is a ticket for a slot: Done wins the slot's generation with one
+// CAS, so exactly one Done per pick releases, even across copies of the
+// Decision and after the slot is reused by a later pick (its generation has
+// moved on, so a stale ticket's CAS fails).
+type release struct {
+	slot *releaseSlot
+	gen  uint64
+}
+
+type releaseSlot struct {
+	gen atomic.Uint64
+	st  *memberState
+	r   *Router
+}
+
+// slots recycles release slots; a slot is in the pool only between a Done
+// and the next pick, never while a Decision can still win it.
+var slots = sync.Pool{New: func() any { return new(releaseSlot) }}
+
+// Done releases the request's in-flight slot. It is idempotent and safe to
+// call from several goroutines; the zero Decision's Done does nothing.
+func (d *Decision) Done() {
+	s := d.rel.slot
+	if s == nil || !s.gen.CompareAndSwap(d.rel.gen, d.rel.gen+1) {
+		return
+	}
+	st, r := s.st, s.r
+	s.st, s.r = nil, nil
+	slots.Put(s)
+	st.inflight.Add(-1)
+	r.total.Add(-1)
+	if r.waiters.Load() > 0 {
+		r.wakeWaiters()
+	}
+}
+
+// Released reports whether Done has run for this pick.
+func (d *Decision) Released() bool {
+	return d.rel.slot == nil || d.rel.slot.gen.Load() != d.rel.gen
+}
+
+type pickStatus uint8
+
+const (
+	picked pickStatus = iota
+	saturated
+	noCandidates
+)
+
+// result is what a policy returns.
+type result struct {
+	status pickStatus
+	idx    int32 // chosen member
+	home   int32 // home member, -1 if none
+	reason Reason
+	dist   int
+	load   int64
+	bound  int64
+}
+
+// TryPick picks a backend without waiting: when every candidate is full it
+// fails at once with a *SaturatedError (QueueFull false, Waited 0). It is
+// what a discrete-event simulator running in virtual time calls.
+func (r *Router) TryPick(req Request) (Decision, error) {
+	d, st, n := r.tryPick(&req)
+	switch st {
+	case picked:
+		return d, nil
+	case noCandidates:
+		return Decision{}, ErrNoCandidates
+	}
+	return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), Candidates: n, Model: strings.Clone(req.Model)}
+}
+
+// Pick picks a backend, waiting in the bounded queue for up to
+// Config.QueueWait when every candidate is full. It fails with
+// ErrNoCandidates, a *SaturatedError, or ctx's error; it never waits past ctx
+// or QueueWait.
+func (r *Router) Pick(ctx context.Context, req Request) (Decision, error) {
+	d, st, n := r.tryPick(&req)
+	switch st {
+	case picked:
+		return d, nil
+	case noCandidates:
+		return Decision{}, ErrNoCandidates
+	}
+	return r.wait(ctx, &req, n)
+}
+
+func (r *Router) retryAfter() time.Duration {
+	if r.cfg.QueueWait > 0 {
+		return r.cfg.QueueWait
+	}
+	return time.Second
+}
+
+// wait is the slow path: queue until a Done (or a membership or health
+// change) may have freed capacity, then try again.
+func (r *Router) wait(ctx context.Context, req *Request, n int) (Decision, error) {
+	if r.cfg.QueueDepth < 0 || r.cfg.QueueWait < 0 {
+		return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), QueueFull: true, Candidates: n, Model: strings.Clone(req.Model)}
+	}
+	if r.waiters.Add(1) > int64(r.cfg.QueueDepth) {
+		r.waiters.Add(-1)
+		return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), QueueFull: true, Candidates: n, Model: strings.Clone(req.Model)}
+	}
+	defer r.waiters.Add(-1)
+	start := time.Now()
+	timer := time.NewTimer(r.cfg.QueueWait)
+	defer timer.Stop()
+	for {
+		// Take the wake channel before trying: a Done that frees capacity
+		// after our try closes this channel (we are counted in waiters), so
+		// no wake-up is lost.
+		wake := *r.wake.Load()
+		d, st, m := r.tryPick(req)
+		switch st {
+		case picked:
+			d.Queued = time.Since(start)
+			return d, nil
+		case noCandidates:
+			return Decision{}, ErrNoCandidates
+		}
+		n = m
+		select {
+		case <-wake:
+		case <-timer.C:
+			return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), Waited: time.Since(start), Candidates: n, Model: strings.Clone(req.Model)}
+		case <-ctx.Done():
+			return Decision{}, fmt.Errorf("route: waiting for capacity: %w", context.Cause(ctx))
+		}
+	}
+}
+
+// tryPick is the lock-free, allocation-free fast path shared by Pick and
+// TryPick. It returns the number of candidates for error messages.
+func (r *Router) tryPick(req *Request) (Decision, pickStatus, int) {
+	s := r.snap.Load()
+	n := s.candidates(req.Model)
+	if n == 0 {
+		return Decision{}, noCandidates, 0
+	}
+	// Reserve this request in the total first: the bound is computed from a
+	// total that already counts it, and every concurrent pick's reservation
+	// is visible to the others, so two picks can never both see room that
+	// only one of them may take (see acquire).
+	total := r.total.Add(1)
+	e := pickEnv{r: r, s: s, n: n, bound: r.bound(total, n)}
+	res := r.dispatch(&e, req)
+	if res.status != picked {
+		r.total.Add(-1)
+		return Decision{}, res.status, n
+	}
+	m := &s.members[res.idx]
+	slot := slots.Get().(*releaseSlot)
+	slot.st, slot.r = m.st, r
+	d := Decision{
+		Backend:  m.name,
+		Reason:   res.reason,
+		Distance: res.dist,
+		Load:     int(res.load),
+		Bound:    int(res.bound),
+		rel:      release{slot: slot, gen: slot.gen.Load()},
+	}
+	if res.home >= 0 {
+		d.Home = s.members[res.home].name
+	}
+	return d, picked, n
+}

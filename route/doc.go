@@ -1,0 +1,21 @@
+// Package route decides which backend replica serves a request.
+//
+// It owns the consistent-hash ring with bounded loads (Mirrokni, Thorup,
+// Zadimoghaddam), the routing policies picked by name (prefix-aware,
+// least-outstanding, random, and the consistent-hash reference), the spill
+// chain for hot prefixes, candidate filtering by health and model/LoRA
+// adapter, in-flight accounting, and the bounded wait queue used when every
+// candidate is at its concurrency threshold.
+//
+// It does not compute routing keys (package normalize does), probe health or
+// discover backends (package backends does), or forward requests; callers
+// report health with SetHealth and membership with SetMembers.
+//
+// The read path is lock-free: the Router holds an immutable snapshot (ring,
+// members, candidate counts) behind an atomic.Pointer that writers replace.
+// A pick takes no lock and allocates nothing; the Decision it returns is a
+// plain value whose Done releases the in-flight slot exactly once, however
+// many times (or from however many copies) it is called.
+//
+// See docs/routing.md for the design and docs/benchmarks.md for numbers.
+package route

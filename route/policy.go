@@ -1,0 +1,137 @@
+package route
+
+import (
+	"slices"
+	"strings"
+	"strconv"
+)
+
+// policy chooses a member for a request from a snapshot. A new policy is one
+// file: a type implementing policy and an init that registers it by name.
+// pick must charge the chosen member through pickEnv.take (which honours the
+// explain dry run) and must not retain e or req.
+type policy interface {
+	name() string
+	pick(e *pickEnv, req *Request) result
+}
+
+// policies maps Config.Policy names to constructors; files register in init.
+var policies = map[string]func(Config) policy{}
+
+func register(name string, build func(Config) policy) { policies[name] = build }
+
+// Policies lists the policy names Config.Policy accepts.
+func Policies() []string {
+	names := make([]string, 0, len(policies))
+	for n := range policies {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// dispatch calls the policy. Built-in policies are called through their
+// concrete types so escape analysis keeps e and req on the caller's stack;
+// any other policy goes through the interface with heap copies (it works,
+// at the cost of allocations).
+func (r *Router) dispatch(e *pickEnv, req *Request) result {
+	switch p := r.policy.(type) {
+	case prefixAware:
+		return p.pick(e, req)
+	case consistentHash:
+		return p.pick(e, req)
+	case leastOutstanding:
+		return p.pick(e, req)
+	case randomPolicy:
+		return p.pick(e, req)
+	}
+	ec, rc := new(pickEnv), new(Request)
+	*ec = *e
+	rc.Key, rc.SpillKeys, rc.Model = req.Key, slices.Clone(req.SpillKeys), strings.Clone(req.Model)
+	return r.policy.pick(ec, rc)
+}
+
+// pickEnv is one pick's view: the snapshot, the candidate count n and the
+// bounded-load limit computed from the reserved total. In a dry run
+// (Explain) take checks without charging and skips are recorded.
+type pickEnv struct {
+	r     *Router
+	s     *snapshot
+	n     int
+	bound int64
+	dry   bool
+	ex    *Explanation
+}
+
+// why tells why member i is not a candidate, or "" if it is.
+func (e *pickEnv) notCandidate(i int32, model string) string {
+	m := &e.s.members[i]
+	if h := Health(m.st.health.Load()); h != HealthHealthy {
+		return h.String()
+	}
+	if !m.serves(model) {
+		return "does not serve model " + strconv.Quote(model)
+	}
+	return ""
+}
+
+func (e *pickEnv) candidate(i int32, model string) bool {
+	m := &e.s.members[i]
+	return Health(m.st.health.Load()) == HealthHealthy && m.serves(model)
+}
+
+// limit is the most member i may hold after this pick: its threshold, and
+// with bounded is true also the bounded-load limit.
+func (e *pickEnv) limit(i int32, bounded bool) int64 {
+	th := e.s.members[i].threshold
+	if bounded && e.bound < th {
+		return e.bound
+	}
+	return th
+}
+
+// take charges member i if that keeps it at or below limit and returns its
+// load including this request. The compare-and-swap makes the check and the
+// increment one step: of two concurrent picks that saw the same load, only
+// one can move it, the other re-reads and re-checks. limit < 0 means no
+// limit (the consistent-hash reference).
+func (e *pickEnv) take(i int32, limit int64, via string) (int64, bool) {
+	c := &e.s.members[i].st.inflight
+	for {
+		l := c.Load()
+		if limit >= 0 && l+1 > limit {
+			if e.ex != nil {
+				e.ex.skip(e.s.members[i].name, via, l, limit, e.s.members[i].threshold)
+			}
+			return l, false
+		}
+		if e.dry {
+			return l + 1, true
+		}
+		if c.CompareAndSwap(l, l+1) {
+			return l + 1, true
+		}
+	}
+}
+
+// firstCandidate walks clockwise from ring index from to the first vnode
+// whose member is a candidate, returning that vnode and member (-1 if none).
+func (e *pickEnv) firstCandidate(from int, model string) (int, int32) {
+	rg := e.s.ring
+	n := len(rg.owner)
+	j := from
+	for step := 0; step < n; step++ {
+		o := int32(rg.owner[j])
+		if e.candidate(o, model) {
+			return j, o
+		}
+		if e.ex != nil {
+			e.ex.skipNot(e.s.members[o].name, "walk", e.notCandidate(o, model))
+		}
+		j++
+		if j == n {
+			j = 0
+		}
+	}
+	return -1, -1
+}

@@ -1,0 +1,25 @@
+package route
+
+func init() {
+	register("consistent-hash", func(Config) policy { return consistentHash{} })
+}
+
+// consistentHash is the reference the simulator compares against: always the
+// key's home among candidates, ignoring load and thresholds. It never
+// saturates; it still counts in-flight requests so Status and the bound of
+// other routers sharing the fleet stay true.
+type consistentHash struct{}
+
+func (consistentHash) name() string { return "consistent-hash" }
+
+func (consistentHash) pick(e *pickEnv, req *Request) result {
+	if len(e.s.ring.owner) == 0 {
+		return result{status: noCandidates}
+	}
+	_, home := e.firstCandidate(e.s.ring.search(req.Key), req.Model)
+	if home < 0 {
+		return result{status: noCandidates}
+	}
+	l, _ := e.take(home, -1, "home")
+	return result{idx: home, home: home, reason: ReasonAffinity, load: l}
+}
