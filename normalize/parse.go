@@ -188,6 +188,8 @@ func (p *parser) value(i, depth int) (int, error) {
 		return p.literal(i, "null", kNull)
 	case c == 'N' || c == 'I':
 		return i, newErr(i, CodeInvalidLiteral, ErrInvalid, "NaN and Infinity are not JSON numbers")
+	case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+		return i, newErr(i, CodeInvalidLiteral, ErrInvalid, "unknown literal starting with %s (want true, false or null)", describe(c))
 	case c == '+' || c == '.':
 		return i, newErr(i, CodeInvalidNumber, ErrInvalid, "a number must start with '-' or a digit")
 	default:
@@ -693,14 +695,8 @@ func (p *parser) number(i int) (int, error) {
 	if i-start > p.opt.MaxStringBytes {
 		return i, newErr(start, CodeStringLimit, ErrTooLong, "number literal of %d bytes is over the limit of %d bytes", i-start, p.opt.MaxStringBytes)
 	}
-	if frac && (expAt >= 0 || i-start > 300) {
-		_, d, n, ok := splitNumber(s[start:i], p.digits[:0])
-		p.digits = d
-		if !ok || n > 309 {
-			if !ok || !fitsFloat64(s[start:i]) {
-				return i, newErr(start, CodeNumberRange, ErrInvalid, "number %s is outside the range of a double", quoteShort(s[start:i]))
-			}
-		}
+	if frac && (expAt >= 0 || i-start > 300) && !fitsFloat64(s[start:i]) {
+		return i, newErr(start, CodeNumberRange, ErrInvalid, "number %s is outside the range of a double", quoteShort(s[start:i]))
 	}
 	p.nodes = append(p.nodes, node{kind: kNumber, num: frac, start: int32(start), end: int32(i), next: int32(len(p.nodes) + 1)})
 	return i, nil
@@ -711,75 +707,12 @@ func fitsFloat64(lit []byte) bool {
 	return err == nil
 }
 
-// maxExponent bounds the decimal exponent of a number: far beyond any double,
-// small enough that arithmetic on it cannot overflow.
-const maxExponent = 1_000_000_000
-
-// splitNumber reduces a valid JSON number literal to its exact decimal value:
-// neg, the significant digits d (no leading or trailing zeros, appended to
-// buf) and n such that the value is 0.d × 10^n. Zero has empty d. ok is false
-// when the exponent is beyond maxExponent.
-func splitNumber(lit, buf []byte) (neg bool, d []byte, n int, ok bool) {
-	i := 0
-	if lit[0] == '-' {
-		neg = true
-		i++
-	}
-	point := 0 // digits before the decimal point, after dropping leading zeros
-	lead := true
-	for ; i < len(lit) && lit[i] >= '0' && lit[i] <= '9'; i++ {
-		if lead && lit[i] == '0' {
-			continue
-		}
-		lead = false
-		buf = append(buf, lit[i])
-		point++
-	}
-	if i < len(lit) && lit[i] == '.' {
-		i++
-		for ; i < len(lit) && lit[i] >= '0' && lit[i] <= '9'; i++ {
-			if lead && lit[i] == '0' {
-				point--
-				continue
-			}
-			lead = false
-			buf = append(buf, lit[i])
-		}
-	}
-	exp := 0
-	if i < len(lit) && (lit[i] == 'e' || lit[i] == 'E') {
-		i++
-		eneg := false
-		if lit[i] == '+' || lit[i] == '-' {
-			eneg = lit[i] == '-'
-			i++
-		}
-		for ; i < len(lit); i++ {
-			exp = exp*10 + int(lit[i]-'0')
-			if exp > maxExponent {
-				return neg, buf, 0, false
-			}
-		}
-		if eneg {
-			exp = -exp
-		}
-	}
-	for len(buf) > 0 && buf[len(buf)-1] == '0' {
-		buf = buf[:len(buf)-1]
-	}
-	if len(buf) == 0 {
-		return false, buf, 0, true
-	}
-	return neg, buf, point + exp, true
-}
-
 // appendNumber writes the canonical form of a validated number literal.
 // Integer literals (no fraction, no exponent) are kept as written, "-0"
 // aside: within ±2^53 that is already the ECMAScript form, and beyond it the
-// written digits are the exact value, which the ECMAScript form of the
-// nearest double would change. Other literals take the ECMAScript layout of
-// their exact decimal value, which equals RFC 8785's output whenever the
-// literal is the shortest form of a double, and never rounds otherwise.
+// written digits are the exact value, which the form of the nearest double
+// would change (Python and JavaScript BigInt readers see the difference).
+// Every other literal is read as a double and written as RFC 8785 does.
 func (p *parser) appendNumber(dst []byte, lit []byte, frac bool) []byte {
 	if !frac {
 		if len(lit) == 2 && lit[0] == '-' && lit[1] == '0' {
@@ -787,9 +720,42 @@ func (p *parser) appendNumber(dst []byte, lit []byte, frac bool) []byte {
 		}
 		return append(dst, lit...)
 	}
-	neg, d, n, _ := splitNumber(lit, p.digits[:0])
-	p.digits = d
-	return appendES(dst, neg, d, n)
+	f, _ := strconv.ParseFloat(string(lit), 64)
+	p.digits = strconv.AppendFloat(p.digits[:0], f, 'e', -1, 64)
+	return appendShortest(dst, p.digits)
+}
+
+// appendShortest rewrites strconv's shortest 'e' form ("-d.ddde±XX") in the
+// ECMAScript layout.
+func appendShortest(dst, e []byte) []byte {
+	neg := false
+	if e[0] == '-' {
+		neg = true
+		e = e[1:]
+	}
+	x := 0
+	for x < len(e) && e[x] != 'e' {
+		x++
+	}
+	mant := e[:x]
+	exp := 0
+	eneg := e[x+1] == '-'
+	for _, c := range e[x+2:] {
+		exp = exp*10 + int(c-'0')
+	}
+	if eneg {
+		exp = -exp
+	}
+	// Digits without the point: mant is "d" or "d.ddd".
+	var buf [24]byte
+	d := append(buf[:0], mant[0])
+	if len(mant) > 2 {
+		d = append(d, mant[2:]...)
+	}
+	if len(d) == 1 && d[0] == '0' {
+		return append(dst, '0')
+	}
+	return appendES(dst, neg, d, exp+1)
 }
 
 // appendES lays out 0.d × 10^n the way ECMAScript's Number::toString does.
