@@ -2,8 +2,8 @@ package route
 
 import (
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 )
 
 // policy chooses a member for a request from a snapshot. A new policy is one
