@@ -1,0 +1,201 @@
+package route
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/zeebo/xxh3"
+)
+
+// benchKeys is a fixed set of keys with spill chains; picks cycle over it.
+var benchKeys = func() []Request {
+	rs := make([]Request, 4096)
+	for i := range rs {
+		k := splitmix(uint64(i) + 1)
+		rs[i] = Request{Key: k, SpillKeys: []uint64{splitmix(k), splitmix(k + 1)}}
+	}
+	return rs
+}()
+
+var benchRouters = map[string]*Router{}
+
+// benchRouter builds each fleet once: building 1,024 backends' rings is far
+// slower than the picks being measured.
+func benchRouter(b *testing.B, policy string, n int) *Router {
+	id := fmt.Sprint(policy, n)
+	if r := benchRouters[id]; r != nil {
+		return r
+	}
+	r := mustNew(b, Config{Policy: policy, DefaultThreshold: MaxThreshold}, fleet(n))
+	benchRouters[id] = r
+	b.ResetTimer()
+	return r
+}
+
+// BenchmarkPick measures Pick plus Done, serial and parallel, per policy and
+// fleet size, with default VirtualNodes (4096 per backend).
+func BenchmarkPick(b *testing.B) {
+	ctx := context.Background()
+	for _, policy := range []string{"prefix-aware", "consistent-hash", "least-outstanding", "random"} {
+		for _, n := range []int{7, 64, 1024} {
+			b.Run(fmt.Sprintf("policy=%s/backends=%d/serial", policy, n), func(b *testing.B) {
+				r := benchRouter(b, policy, n)
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					d, err := r.Pick(ctx, benchKeys[i&4095])
+					if err != nil {
+						b.Fatal(err)
+					}
+					d.Done()
+					i++
+				}
+			})
+			b.Run(fmt.Sprintf("policy=%s/backends=%d/parallel", policy, n), func(b *testing.B) {
+				r := benchRouter(b, policy, n)
+				b.ReportAllocs()
+				var seq atomic.Uint64
+				b.RunParallel(func(pb *testing.PB) {
+					i := int(seq.Add(1) * 977)
+					for pb.Next() {
+						d, err := r.Pick(ctx, benchKeys[i&4095])
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						d.Done()
+						i++
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkPickSpill measures the spill path: every key's home is held at
+// its threshold, so each pick takes the spill chain.
+func BenchmarkPickSpill(b *testing.B) {
+	r := mustNew(b, Config{DefaultThreshold: 1, LoadFactor: 100}, fleet(64))
+	held := make([]Decision, 0, 64)
+	for i := 0; len(held) < 32; i++ {
+		if d, err := r.TryPick(Request{Key: uint64(i) << 40}); err == nil {
+			held = append(held, d)
+		}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		d, err := r.TryPick(benchKeys[i&4095])
+		if err == nil {
+			d.Done()
+		}
+		i++
+	}
+	for i := range held {
+		held[i].Done()
+	}
+}
+
+// naiveRing is what a user might write first: a sorted ring searched with
+// sort.Search, loads in a map, everything under one mutex, with the same
+// bounded-load rule and the same virtual nodes.
+type naiveRing struct {
+	mu     sync.Mutex
+	hashes []uint64
+	owners []string
+	load   map[string]int
+	total  int
+	n      int
+}
+
+func newNaiveRing(n, vnodes int) *naiveRing {
+	type vn struct {
+		h uint64
+		o string
+	}
+	var vs []vn
+	for i := range n {
+		name := fmt.Sprintf("vllm-%d", i)
+		for v := range vnodes {
+			vs = append(vs, vn{xxh3.HashString(name + "#" + strconv.Itoa(v)), name})
+		}
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i].h < vs[j].h })
+	r := &naiveRing{load: map[string]int{}, n: n}
+	for _, v := range vs {
+		r.hashes = append(r.hashes, v.h)
+		r.owners = append(r.owners, v.o)
+	}
+	return r
+}
+
+func (r *naiveRing) pick(key uint64) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := sort.Search(len(r.hashes), func(i int) bool { return r.hashes[i] >= key })
+	bound := int(math.Ceil(1.25 * float64(r.total+1) / float64(r.n)))
+	for step := 0; step < len(r.hashes); step++ {
+		o := r.owners[(i+step)%len(r.hashes)]
+		if r.load[o] < bound {
+			r.load[o]++
+			r.total++
+			return o
+		}
+	}
+	return ""
+}
+
+func (r *naiveRing) done(name string) {
+	r.mu.Lock()
+	r.load[name]--
+	r.total--
+	r.mu.Unlock()
+}
+
+func BenchmarkNaiveMutexRing(b *testing.B) {
+	for _, n := range []int{7, 64, 1024} {
+		var r *naiveRing
+		b.Run(fmt.Sprintf("backends=%d/serial", n), func(b *testing.B) {
+			r = newNaiveRing(n, DefaultVirtualNodes)
+			b.ResetTimer()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				r.done(r.pick(benchKeys[i&4095].Key))
+				i++
+			}
+		})
+		b.Run(fmt.Sprintf("backends=%d/parallel", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var seq atomic.Uint64
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(seq.Add(1) * 977)
+				for pb.Next() {
+					r.done(r.pick(benchKeys[i&4095].Key))
+					i++
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkSetMembers(b *testing.B) {
+	for _, n := range []int{7, 64, 1024} {
+		ms := fleet(n)
+		r := mustNew(b, Config{}, ms)
+		b.Run(fmt.Sprintf("backends=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := r.SetMembers(ms); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
