@@ -1,0 +1,156 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/prefixgate/prefixgate/normalize"
+	"github.com/prefixgate/prefixgate/route"
+)
+
+var errNoCandidates = route.ErrNoCandidates
+
+// requestError is an error with the HTTP status, OpenAI error code and
+// message a client should see.
+type requestError struct {
+	status     int
+	code       string
+	msg        string
+	retryAfter time.Duration
+}
+
+func (e *requestError) Error() string { return e.msg }
+
+// normalizeError maps a normalizer error: a body over a limit is 413, an
+// unknown encoding 415, anything else invalid input (400).
+func normalizeError(err error) error {
+	status := http.StatusBadRequest
+	switch {
+	case errors.Is(err, normalize.ErrTooLarge):
+		status = http.StatusRequestEntityTooLarge
+	case errors.Is(err, normalize.ErrUnsupportedEncoding):
+		status = http.StatusUnsupportedMediaType
+	}
+	return &requestError{status: status, code: normalize.ErrorCode(err), msg: "invalid request body: " + err.Error()}
+}
+
+// pickError maps a routing failure: saturation is 429 with Retry-After, no
+// candidate at all is 503.
+func pickError(err error) error {
+	var se *route.SaturatedError
+	switch {
+	case errors.As(err, &se):
+		return &requestError{status: http.StatusTooManyRequests, code: "saturated",
+			msg: "every backend is at its concurrency bound: " + err.Error(), retryAfter: se.RetryAfter}
+	case errors.Is(err, route.ErrNoCandidates):
+		return &requestError{status: http.StatusServiceUnavailable, code: "no_backend",
+			msg: "no healthy backend serves this request: " + err.Error()}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &requestError{status: http.StatusGatewayTimeout, code: "timeout", msg: "request timed out while waiting for a backend"}
+	case errors.Is(err, context.Canceled):
+		return &requestError{status: 499, code: "canceled", msg: "client canceled the request"}
+	}
+	return &requestError{status: http.StatusInternalServerError, code: "internal", msg: err.Error()}
+}
+
+// upstreamError maps a failure to reach any backend.
+func upstreamError(err error) error {
+	if err == nil {
+		err = errors.New("no backend answered")
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &requestError{status: http.StatusGatewayTimeout, code: "timeout", msg: "request timed out: " + err.Error()}
+	}
+	if errors.Is(err, context.Canceled) {
+		return &requestError{status: 499, code: "canceled", msg: "client canceled the request"}
+	}
+	return &requestError{status: http.StatusBadGateway, code: "upstream_unreachable", msg: err.Error()}
+}
+
+func asRequestError(err error) *requestError {
+	var re *requestError
+	if errors.As(err, &re) {
+		return re
+	}
+	return &requestError{status: http.StatusInternalServerError, code: "internal", msg: err.Error()}
+}
+
+// writeError writes err in OpenAI's error shape.
+func writeError(w http.ResponseWriter, err error) {
+	re := asRequestError(err)
+	typ := "invalid_request_error"
+	switch {
+	case re.status == http.StatusTooManyRequests:
+		typ = "rate_limit_error"
+	case re.status >= 500:
+		typ = "server_error"
+	}
+	if re.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((re.retryAfter+time.Second-1)/time.Second)))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(re.status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"error": map[string]any{"message": re.msg, "type": typ, "code": re.code},
+	})
+}
+
+// connectError maps err to a Connect error with the matching code.
+func connectError(err error) *connect.Error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	re := asRequestError(err)
+	cerr := connect.NewError(codeForStatus(re.status), errors.New(re.msg))
+	if re.retryAfter > 0 {
+		cerr.Meta().Set("Retry-After", strconv.Itoa(int((re.retryAfter+time.Second-1)/time.Second)))
+	}
+	return cerr
+}
+
+// codeForStatus maps an HTTP status to a Connect code, consistently for
+// router errors and for errors that backends return.
+func codeForStatus(status int) connect.Code {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
+		return connect.CodeInvalidArgument
+	case http.StatusUnauthorized:
+		return connect.CodeUnauthenticated
+	case http.StatusForbidden:
+		return connect.CodePermissionDenied
+	case http.StatusNotFound:
+		return connect.CodeNotFound
+	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
+		return connect.CodeResourceExhausted
+	case 499:
+		return connect.CodeCanceled
+	case http.StatusGatewayTimeout:
+		return connect.CodeDeadlineExceeded
+	case http.StatusBadGateway, http.StatusServiceUnavailable:
+		return connect.CodeUnavailable
+	case http.StatusNotImplemented:
+		return connect.CodeUnimplemented
+	}
+	if status >= 500 {
+		return connect.CodeInternal
+	}
+	return connect.CodeUnknown
+}
+
+// backendStatusError turns a non-2xx backend answer into an error that keeps
+// its status and body.
+func backendStatusError(status int, body []byte) error {
+	msg := string(body)
+	if len(msg) > 2048 {
+		msg = msg[:2048] + "…"
+	}
+	return &requestError{status: status, code: "upstream_error", msg: fmt.Sprintf("backend answered %d: %s", status, msg)}
+}

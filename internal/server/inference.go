@@ -1,0 +1,344 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"connectrpc.com/connect"
+	"github.com/tidwall/gjson"
+
+	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
+	"github.com/prefixgate/prefixgate/normalize"
+	"github.com/prefixgate/prefixgate/route"
+)
+
+// inferenceService implements prefixgate.v1.InferenceService on top of the
+// same pipeline as the REST proxy.
+type inferenceService struct{ s *Server }
+
+// chatBody renders a ChatInput as an OpenAI chat completion request.
+func chatBody(in *pb.ChatInput, stream bool) ([]byte, error) {
+	if in == nil {
+		return nil, &requestError{status: http.StatusBadRequest, code: "missing_input", msg: "input is required"}
+	}
+	body, err := extraMembers(in.GetExtraJson(), "model", "tools", "messages")
+	if err != nil {
+		return nil, err
+	}
+	body["model"] = in.GetModel()
+	if len(in.GetTools()) > 0 {
+		tools := make([]any, 0, len(in.GetTools()))
+		for i, t := range in.GetTools() {
+			fn := map[string]any{"name": t.GetName()}
+			if t.GetDescription() != "" {
+				fn["description"] = t.GetDescription()
+			}
+			if t.GetParametersJson() != "" {
+				if !json.Valid([]byte(t.GetParametersJson())) {
+					return nil, invalidField(fmt.Sprintf("tools[%d].parameters_json", i), "is not valid JSON")
+				}
+				fn["parameters"] = json.RawMessage(t.GetParametersJson())
+			}
+			typ := t.GetType()
+			if typ == "" {
+				typ = "function"
+			}
+			tools = append(tools, map[string]any{"type": typ, "function": fn})
+		}
+		body["tools"] = tools
+	}
+	msgs := make([]any, 0, len(in.GetMessages()))
+	for i, m := range in.GetMessages() {
+		if m.GetRole() == "" {
+			return nil, invalidField(fmt.Sprintf("messages[%d].role", i), "is empty")
+		}
+		msg := map[string]any{"role": m.GetRole()}
+		switch {
+		case len(m.GetParts()) > 0 && m.GetContent() != "":
+			return nil, invalidField(fmt.Sprintf("messages[%d]", i), "sets both content and parts")
+		case len(m.GetParts()) > 0:
+			parts := make([]any, 0, len(m.GetParts()))
+			for _, p := range m.GetParts() {
+				switch p.GetType() {
+				case "image_url":
+					parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]any{"url": p.GetImageUrl()}})
+				default:
+					parts = append(parts, map[string]any{"type": "text", "text": p.GetText()})
+				}
+			}
+			msg["content"] = parts
+		default:
+			msg["content"] = m.GetContent()
+		}
+		if m.GetName() != "" {
+			msg["name"] = m.GetName()
+		}
+		if m.GetToolCallId() != "" {
+			msg["tool_call_id"] = m.GetToolCallId()
+		}
+		if m.GetToolCallsJson() != "" {
+			if !json.Valid([]byte(m.GetToolCallsJson())) {
+				return nil, invalidField(fmt.Sprintf("messages[%d].tool_calls_json", i), "is not valid JSON")
+			}
+			msg["tool_calls"] = json.RawMessage(m.GetToolCallsJson())
+		}
+		msgs = append(msgs, msg)
+	}
+	body["messages"] = msgs
+	if stream {
+		body["stream"] = true
+		body["stream_options"] = map[string]any{"include_usage": true}
+	}
+	return json.Marshal(body)
+}
+
+// completionBody renders a CompletionInput as an OpenAI completion request.
+func completionBody(in *pb.CompletionInput, stream bool) ([]byte, error) {
+	if in == nil {
+		return nil, &requestError{status: http.StatusBadRequest, code: "missing_input", msg: "input is required"}
+	}
+	body, err := extraMembers(in.GetExtraJson(), "model", "prompt")
+	if err != nil {
+		return nil, err
+	}
+	body["model"] = in.GetModel()
+	body["prompt"] = in.GetPrompt()
+	if stream {
+		body["stream"] = true
+		body["stream_options"] = map[string]any{"include_usage": true}
+	}
+	return json.Marshal(body)
+}
+
+// extraMembers parses extra_json, which must be a JSON object whose members
+// do not collide with the first-class fields.
+func extraMembers(extra string, reserved ...string) (map[string]any, error) {
+	body := map[string]any{}
+	if extra == "" {
+		return body, nil
+	}
+	var members map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader([]byte(extra)))
+	if err := dec.Decode(&members); err != nil || members == nil {
+		return nil, invalidField("extra_json", "is not a JSON object")
+	}
+	for _, r := range reserved {
+		if _, ok := members[r]; ok {
+			return nil, invalidField("extra_json", fmt.Sprintf("sets %q, which has its own field", r))
+		}
+	}
+	for k, v := range members {
+		body[k] = v
+	}
+	return body, nil
+}
+
+func invalidField(field, what string) error {
+	return &requestError{status: http.StatusBadRequest, code: "invalid_field", msg: field + " " + what}
+}
+
+func routingOf(d *route.Decision, info normalize.RouteInfo) *pb.Routing {
+	return &pb.Routing{
+		Backend:       d.Backend,
+		Decision:      decisionProto(d.Reason),
+		Key:           info.KeyHex(),
+		SpillDistance: int32(d.Distance),
+	}
+}
+
+func decisionProto(r route.Reason) pb.Decision {
+	switch r {
+	case route.ReasonAffinity:
+		return pb.Decision_DECISION_AFFINITY
+	case route.ReasonSpill:
+		return pb.Decision_DECISION_SPILL
+	case route.ReasonLeastOutstanding:
+		return pb.Decision_DECISION_LEAST_OUTSTANDING
+	case route.ReasonRandom:
+		return pb.Decision_DECISION_RANDOM
+	}
+	return pb.Decision_DECISION_UNSPECIFIED
+}
+
+func usageProto(u gjson.Result) *pb.Usage {
+	if !u.Exists() || u.Type == gjson.Null {
+		return nil
+	}
+	p, c, t, cached := usageFrom(u)
+	return &pb.Usage{PromptTokens: p, CompletionTokens: c, TotalTokens: t, CachedTokens: cached}
+}
+
+// unary runs one non-streaming request through the pipeline and returns the
+// backend's JSON answer.
+func (is inferenceService) unary(ctx context.Context, routeName, path string, mode normalize.Mode, body []byte, group string, hdr http.Header, out http.Header) ([]byte, *pb.Routing, error) {
+	s := is.s
+	code, decision, backend := "error", "", ""
+	defer func() { s.metrics.requests.WithLabelValues(routeName, decision, backend, code).Inc() }()
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	p, err := s.prepare(body, mode, group, 0)
+	if err != nil {
+		return nil, nil, connectError(err)
+	}
+	resp, d, err := s.dispatch(ctx, routeName, path, p, forwardHeaders(hdr))
+	if err != nil {
+		return nil, nil, connectError(err)
+	}
+	defer d.Done()
+	defer resp.Body.Close()
+	decision, backend = d.Reason.String(), d.Backend
+	setRoutingHeaders(out, d, p.info)
+	raw, err := readAll(resp.Body)
+	if err != nil {
+		return nil, nil, connectError(upstreamError(err))
+	}
+	code = fmt.Sprint(resp.StatusCode)
+	if resp.StatusCode/100 != 2 {
+		return nil, nil, connectError(backendStatusError(resp.StatusCode, raw))
+	}
+	return raw, routingOf(d, p.info), nil
+}
+
+func (is inferenceService) Chat(ctx context.Context, req *connect.Request[pb.ChatRequest]) (*connect.Response[pb.ChatResponse], error) {
+	body, err := chatBody(req.Msg.GetInput(), false)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	res := connect.NewResponse(&pb.ChatResponse{})
+	raw, routing, err := is.unary(ctx, "Chat", "/v1/chat/completions", normalize.ModeChat, body, req.Msg.GetInput().GetGroup(), req.Header(), res.Header())
+	if err != nil {
+		return nil, err
+	}
+	j := gjson.ParseBytes(raw)
+	res.Msg.Content = j.Get("choices.0.message.content").String()
+	res.Msg.FinishReason = j.Get("choices.0.finish_reason").String()
+	res.Msg.Usage = usageProto(j.Get("usage"))
+	res.Msg.BodyJson = string(raw)
+	res.Msg.Routing = routing
+	return res, nil
+}
+
+func (is inferenceService) Complete(ctx context.Context, req *connect.Request[pb.CompleteRequest]) (*connect.Response[pb.CompleteResponse], error) {
+	body, err := completionBody(req.Msg.GetInput(), false)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	res := connect.NewResponse(&pb.CompleteResponse{})
+	raw, routing, err := is.unary(ctx, "Complete", "/v1/completions", normalize.ModeCompletion, body, req.Msg.GetInput().GetGroup(), req.Header(), res.Header())
+	if err != nil {
+		return nil, err
+	}
+	j := gjson.ParseBytes(raw)
+	res.Msg.Text = j.Get("choices.0.text").String()
+	res.Msg.FinishReason = j.Get("choices.0.finish_reason").String()
+	res.Msg.Usage = usageProto(j.Get("usage"))
+	res.Msg.BodyJson = string(raw)
+	res.Msg.Routing = routing
+	return res, nil
+}
+
+func (is inferenceService) Invoke(ctx context.Context, req *connect.Request[pb.InvokeRequest]) (*connect.Response[pb.InvokeResponse], error) {
+	res := connect.NewResponse(&pb.InvokeResponse{})
+	raw, routing, err := is.unary(ctx, "Invoke", "/invocations", normalize.ModeNative, req.Msg.GetBody(), req.Msg.GetGroup(), req.Header(), res.Header())
+	if err != nil {
+		return nil, err
+	}
+	res.Msg.Body = raw
+	res.Msg.Routing = routing
+	return res, nil
+}
+
+// sseEvent is one parsed server-sent event of an OpenAI stream.
+type sseEvent struct {
+	chunk gjson.Result
+	raw   string
+}
+
+// stream runs one streaming request and calls send for each event; the
+// routing info rides on the first.
+func (is inferenceService) stream(ctx context.Context, routeName, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header, send func(ev sseEvent, routing *pb.Routing) error) error {
+	s := is.s
+	code, decision, backend := "error", "", ""
+	defer func() { s.metrics.requests.WithLabelValues(routeName, decision, backend, code).Inc() }()
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	p, err := s.prepare(body, mode, group, 0)
+	if err != nil {
+		return connectError(err)
+	}
+	resp, d, err := s.dispatch(ctx, routeName, path, p, forwardHeaders(hdr))
+	if err != nil {
+		return connectError(err)
+	}
+	defer d.Done()
+	defer resp.Body.Close()
+	decision, backend, code = d.Reason.String(), d.Backend, fmt.Sprint(resp.StatusCode)
+	setRoutingHeaders(out, d, p.info)
+	if resp.StatusCode/100 != 2 {
+		raw, _ := readAll(resp.Body)
+		return connectError(backendStatusError(resp.StatusCode, raw))
+	}
+	routing := routingOf(d, p.info)
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		data, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue
+		}
+		data = bytes.TrimSpace(data)
+		if string(data) == "[DONE]" {
+			return nil
+		}
+		if !gjson.ValidBytes(data) {
+			return connect.NewError(connect.CodeInternal, fmt.Errorf("backend %s sent an event that is not JSON: %.200q", d.Backend, data))
+		}
+		if err := send(sseEvent{chunk: gjson.ParseBytes(data), raw: string(data)}, routing); err != nil {
+			return err
+		}
+		routing = nil
+	}
+	if err := sc.Err(); err != nil {
+		return connectError(upstreamError(err))
+	}
+	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("backend %s ended the stream without [DONE]", d.Backend))
+}
+
+func (is inferenceService) ChatStream(ctx context.Context, req *connect.Request[pb.ChatStreamRequest], st *connect.ServerStream[pb.ChatStreamResponse]) error {
+	body, err := chatBody(req.Msg.GetInput(), true)
+	if err != nil {
+		return connectError(err)
+	}
+	return is.stream(ctx, "ChatStream", "/v1/chat/completions", normalize.ModeChat, body, req.Msg.GetInput().GetGroup(), req.Header(), st.ResponseHeader(),
+		func(ev sseEvent, routing *pb.Routing) error {
+			return st.Send(&pb.ChatStreamResponse{
+				Delta:        ev.chunk.Get("choices.0.delta.content").String(),
+				FinishReason: ev.chunk.Get("choices.0.finish_reason").String(),
+				Usage:        usageProto(ev.chunk.Get("usage")),
+				ChunkJson:    ev.raw,
+				Routing:      routing,
+			})
+		})
+}
+
+func (is inferenceService) CompleteStream(ctx context.Context, req *connect.Request[pb.CompleteStreamRequest], st *connect.ServerStream[pb.CompleteStreamResponse]) error {
+	body, err := completionBody(req.Msg.GetInput(), true)
+	if err != nil {
+		return connectError(err)
+	}
+	return is.stream(ctx, "CompleteStream", "/v1/completions", normalize.ModeCompletion, body, req.Msg.GetInput().GetGroup(), req.Header(), st.ResponseHeader(),
+		func(ev sseEvent, routing *pb.Routing) error {
+			return st.Send(&pb.CompleteStreamResponse{
+				Delta:        ev.chunk.Get("choices.0.text").String(),
+				FinishReason: ev.chunk.Get("choices.0.finish_reason").String(),
+				Usage:        usageProto(ev.chunk.Get("usage")),
+				ChunkJson:    ev.raw,
+				Routing:      routing,
+			})
+		})
+}

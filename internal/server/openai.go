@@ -1,0 +1,112 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/prefixgate/prefixgate/normalize"
+)
+
+// handleProxy serves an OpenAI-compatible or native endpoint: the body is
+// normalized, routed on its key and forwarded to the same path.
+func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		code, decision, backend := 0, "", ""
+		defer func() {
+			s.metrics.requests.WithLabelValues(routeName, decision, backend, strconv.Itoa(code)).Inc()
+		}()
+		fail := func(err error) {
+			code = asRequestError(err).status
+			writeError(w, err)
+		}
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			fail(&requestError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", msg: r.Method + " is not allowed on " + r.URL.Path + "; use POST"})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		raw, err := s.readBody(r, w)
+		if err != nil {
+			fail(err)
+			return
+		}
+		p, err := s.prepare(raw, mode, r.Header.Get(GroupHeader), 0)
+		if err != nil {
+			fail(err)
+			return
+		}
+		resp, d, err := s.dispatch(ctx, routeName, path, p, forwardHeaders(r.Header))
+		if err != nil {
+			fail(err)
+			return
+		}
+		defer d.Done()
+		defer resp.Body.Close()
+		decision, backend, code = d.Reason.String(), d.Backend, resp.StatusCode
+		for _, h := range []string{"Content-Type", "Cache-Control"} {
+			if v := resp.Header.Get(h); v != "" {
+				w.Header().Set(h, v)
+			}
+		}
+		setRoutingHeaders(w.Header(), d, p.info)
+		w.WriteHeader(resp.StatusCode)
+		if err := copyStream(w, resp.Body); err != nil {
+			s.log.Warn("stream ended early", "backend", d.Backend, "err", err)
+		}
+	}
+}
+
+// forwardHeaders keeps the headers a backend may need; everything else
+// (hop-by-hop, encodings, prefixgate's own) stays at the router.
+func forwardHeaders(in http.Header) http.Header {
+	out := make(http.Header, 4)
+	for _, k := range []string{"Authorization", "Traceparent", "Tracestate", "X-Request-Id"} {
+		if v := in.Values(k); len(v) > 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// handleModels answers GET /v1/models with the union of the fleet's models.
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	seen := map[string]bool{}
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		OwnedBy string `json:"owned_by"`
+	}
+	data := []model{}
+	for _, b := range s.pool.Backends() {
+		for _, m := range b.Models() {
+			if !seen[m] {
+				seen[m] = true
+				data = append(data, model{ID: m, Object: "model", OwnedBy: "prefixgate"})
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// usageFrom reads an OpenAI usage object.
+func usageFrom(u gjson.Result) (prompt, completion, total, cached int64) {
+	return u.Get("prompt_tokens").Int(), u.Get("completion_tokens").Int(), u.Get("total_tokens").Int(),
+		u.Get("prompt_tokens_details.cached_tokens").Int()
+}
+
+// readAll reads a backend body, bounded.
+func readAll(r io.Reader) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(r, 256<<20))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

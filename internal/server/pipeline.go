@@ -1,0 +1,161 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/normalize"
+	"github.com/prefixgate/prefixgate/route"
+)
+
+// GroupHeader names the caller's routing group.
+const GroupHeader = "X-Prefixgate-Group"
+
+// Response headers that say where a request went.
+const (
+	BackendHeader  = "X-Prefixgate-Backend"
+	DecisionHeader = "X-Prefixgate-Decision"
+	KeyHeader      = "X-Prefixgate-Key"
+)
+
+// prepared is a request after decoding and normalization.
+type prepared struct {
+	body []byte // canonical
+	info normalize.RouteInfo
+}
+
+// checkGroup enforces the group id contract: at most 64 printable ASCII.
+func checkGroup(g string) error {
+	if len(g) > 64 {
+		return &requestError{status: http.StatusBadRequest, code: "invalid_group",
+			msg: fmt.Sprintf("group id is %d bytes long; the limit is 64", len(g))}
+	}
+	for i := 0; i < len(g); i++ {
+		if g[i] < 0x20 || g[i] > 0x7e {
+			return &requestError{status: http.StatusBadRequest, code: "invalid_group",
+				msg: fmt.Sprintf("group id has a non-printable or non-ASCII byte 0x%02x at offset %d", g[i], i)}
+		}
+	}
+	return nil
+}
+
+// prepare canonicalizes raw and computes its routing key.
+func (s *Server) prepare(raw []byte, mode normalize.Mode, group string, prefixLength int) (prepared, error) {
+	if err := checkGroup(group); err != nil {
+		return prepared{}, err
+	}
+	if prefixLength == 0 {
+		prefixLength = s.cfg.PrefixLength
+	}
+	opts := normalize.Options{Mode: mode, MaxBodyBytes: int(s.cfg.MaxDecodedBytes), MaxDepth: s.cfg.MaxDepth}
+	kopts := normalize.KeyOptions{Mode: mode, Group: group, PrefixLength: prefixLength}
+	start := time.Now()
+	body, info, err := normalize.Normalize(make([]byte, 0, len(raw)), raw, opts, kopts)
+	s.metrics.normalizeSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.metrics.normalizeErrors.WithLabelValues(normalize.ErrorCode(err)).Inc()
+		return prepared{}, normalizeError(err)
+	}
+	return prepared{body: body, info: info}, nil
+}
+
+// readBody reads a request body within the size limit and decodes its
+// Content-Encoding within the decoded-size and ratio limits.
+func (s *Server) readBody(r *http.Request, w http.ResponseWriter) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	body, err := normalize.DecodeBody(r.Header.Get("Content-Encoding"), rd,
+		normalize.DecodeLimits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio})
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &requestError{status: http.StatusRequestEntityTooLarge, code: "body_too_large",
+				msg: fmt.Sprintf("request body is larger than the limit of %d bytes", mbe.Limit)}
+		}
+		return nil, normalizeError(err)
+	}
+	return body, nil
+}
+
+// dispatch routes a prepared request and forwards it, retrying on another
+// backend while nothing has come back. The caller must call the returned
+// decision's Done once the response body is finished.
+func (s *Server) dispatch(ctx context.Context, routeName, path string, p prepared, hdr http.Header) (*http.Response, *route.Decision, error) {
+	var lastErr error
+	for attempt := 0; attempt <= s.cfg.Retries; attempt++ {
+		start := time.Now()
+		d, err := s.router.Pick(ctx, routeRequest(p.info))
+		s.metrics.decisionSeconds.Observe(time.Since(start).Seconds())
+		if err != nil {
+			if lastErr != nil && errors.Is(err, errNoCandidates) {
+				return nil, nil, upstreamError(lastErr)
+			}
+			return nil, nil, pickError(err)
+		}
+		if d.Queued > 0 {
+			s.metrics.queueSeconds.Observe(d.Queued.Seconds())
+		}
+		b, ok := s.pool.Get(d.Backend)
+		if !ok {
+			d.Done()
+			lastErr = fmt.Errorf("backend %s left the pool", d.Backend)
+			continue
+		}
+		sent := time.Now()
+		resp, err := s.pool.Forward(ctx, b, http.MethodPost, path, p.body, hdr)
+		if err != nil {
+			d.Done()
+			var ue *backends.UnreachableError
+			if errors.As(err, &ue) && ctx.Err() == nil {
+				// Nothing came back: eject it and try the next candidate.
+				s.pool.Eject(b)
+				s.metrics.retries.WithLabelValues(b.Name).Inc()
+				lastErr = err
+				continue
+			}
+			return nil, nil, upstreamError(err)
+		}
+		s.pool.ReportSuccess(b)
+		s.metrics.firstByteSeconds.WithLabelValues(b.Name).Observe(time.Since(sent).Seconds())
+		if d.Reason == route.ReasonSpill || d.Reason == route.ReasonSpillChain {
+			s.metrics.spills.Inc()
+		}
+		return resp, &d, nil
+	}
+	return nil, nil, upstreamError(lastErr)
+}
+
+// setRoutingHeaders writes where the request went.
+func setRoutingHeaders(h http.Header, d *route.Decision, info normalize.RouteInfo) {
+	h.Set(BackendHeader, d.Backend)
+	h.Set(DecisionHeader, d.Reason.String())
+	h.Set(KeyHeader, info.KeyHex())
+}
+
+// copyStream copies a backend body to w, flushing after every read so that
+// server-sent events reach the client as they arrive.
+func copyStream(w http.ResponseWriter, body io.Reader) error {
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

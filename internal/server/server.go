@@ -1,0 +1,187 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/gen/prefixgate/v1/prefixgatev1connect"
+	"github.com/prefixgate/prefixgate/normalize"
+	"github.com/prefixgate/prefixgate/route"
+)
+
+var errLintUnavailable = errors.New("lint is not available in this build yet")
+
+// Server is the router: one http.Handler for every protocol it speaks.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	pool    *backends.Pool
+	router  *route.Router
+	metrics *metrics
+	health  *grpchealth.StaticChecker
+	ready   atomic.Bool
+	handler http.Handler
+}
+
+// New builds a server from cfg (after Defaults and Validate).
+func New(cfg Config, log *slog.Logger) (*Server, error) {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: log, metrics: newMetrics()}
+	pool, err := backends.NewPool(cfg.Backends, backends.Options{
+		ProbeInterval: cfg.ProbeInterval,
+		OnHealth:      s.onHealth,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.pool = pool
+	members := s.members()
+	router, err := route.New(route.Config{
+		Policy:           cfg.Policy,
+		LoadFactor:       cfg.LoadFactor,
+		DefaultThreshold: cfg.Threshold,
+		QueueDepth:       cfg.QueueDepth,
+		QueueWait:        cfg.QueueWait,
+	}, members)
+	if err != nil {
+		return nil, err
+	}
+	s.router = router
+	s.handler = s.routes()
+	s.ready.Store(true)
+	return s, nil
+}
+
+func (s *Server) members() []route.Member {
+	bs := s.pool.Backends()
+	out := make([]route.Member, 0, len(bs))
+	for _, b := range bs {
+		out = append(out, route.Member{Name: b.Name, Models: b.Models()})
+	}
+	return out
+}
+
+// onHealth moves a backend in or out of the router's candidate set. It
+// stays on the ring, so its keys come home when it recovers.
+func (s *Server) onHealth(name string, healthy bool) {
+	h := route.HealthHealthy
+	v := 1.0
+	if !healthy {
+		h, v = route.HealthEjected, 0
+	}
+	s.log.Info("backend health changed", "backend", name, "healthy", healthy)
+	s.metrics.backendHealthy.WithLabelValues(name).Set(v)
+	if s.router != nil {
+		s.router.SetHealth(name, h)
+	}
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	opts := compressionOptions()
+	mux.Handle(prefixgatev1connect.NewInferenceServiceHandler(inferenceService{s}, opts...))
+	mux.Handle(prefixgatev1connect.NewNormalizeServiceHandler(normalizeService{s}, opts...))
+	mux.Handle(prefixgatev1connect.NewAdminServiceHandler(adminService{s}, opts...))
+	services := []string{
+		prefixgatev1connect.InferenceServiceName,
+		prefixgatev1connect.NormalizeServiceName,
+		prefixgatev1connect.AdminServiceName,
+	}
+	s.health = grpchealth.NewStaticChecker(services...)
+	mux.Handle(grpchealth.NewHandler(s.health))
+	reflector := grpcreflect.NewStaticReflector(services...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+
+	mux.Handle("/v1/chat/completions", s.handleProxy("chat_completions", normalize.ModeChat, "/v1/chat/completions"))
+	mux.Handle("/v1/completions", s.handleProxy("completions", normalize.ModeCompletion, "/v1/completions"))
+	mux.Handle("/invocations", s.handleProxy("invocations", normalize.ModeNative, "/invocations"))
+	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !s.ready.Load() {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	return mux
+}
+
+// Handler returns the server's handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve serves HTTP/1.1 and h2c on ln until ctx ends, then stops accepting,
+// reports not ready, lets in-flight requests and streams finish for up to
+// drain, and returns.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
+	probeCtx, stopProbes := context.WithCancel(context.Background())
+	defer stopProbes()
+	go s.pool.Run(probeCtx)
+	go s.publishInFlight(probeCtx)
+
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           s.handler,
+		Protocols:         protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.ready.Store(false)
+	for _, name := range []string{"", prefixgatev1connect.InferenceServiceName} {
+		s.health.SetStatus(name, grpchealth.StatusNotServing)
+	}
+	s.log.Info("draining", "timeout", drain)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("drain did not finish within %s: %w", drain, err)
+	}
+	return nil
+}
+
+// publishInFlight copies the router's in-flight counts into metrics.
+func (s *Server) publishInFlight(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for _, st := range s.router.Status() {
+				s.metrics.inFlight.WithLabelValues(st.Name).Set(float64(st.InFlight))
+			}
+		}
+	}
+}
