@@ -1,0 +1,78 @@
+# prefixgate's two commands: `make demo` (the embedded simulated fleet) and
+# `make test` (install what the tests need, then every test of every
+# language and the generated-code freshness check).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+BUF      := .bin/buf
+BIN      := .bin/prefixgate
+PYVENV   := clients/python/.venv
+PY       := $(PYVENV)/bin/python
+NODE_DEPS := clients/typescript/node_modules/.installed
+GO_TEST_FLAGS ?= -race
+
+.PHONY: demo build tools generate checkgenerate test test-go test-sdk test-python test-typescript test-go-sdk clean
+
+demo:
+	go run ./cmd/prefixgate demo
+
+build: $(BIN)
+
+$(BIN): FORCE
+	go build -o $(BIN) ./cmd/prefixgate
+
+FORCE:
+
+# --- tools, each pinned where it is installed ---------------------------
+
+tools: $(BUF) $(NODE_DEPS) $(PYVENV)/.installed
+
+$(BUF): internal/tools/go.mod internal/tools/go.sum
+	cd internal/tools && go build -o ../../$(BUF) github.com/bufbuild/buf/cmd/buf
+
+$(NODE_DEPS): clients/typescript/package.json clients/typescript/package-lock.json
+	cd clients/typescript && npm ci --no-audit --no-fund
+	touch $@
+
+$(PYVENV)/.installed: clients/python/pyproject.toml clients/python/requirements-dev.lock
+	python3 -m venv $(PYVENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c clients/python/requirements-dev.lock -e 'clients/python[dev]'
+	touch $@
+
+# --- code generation ------------------------------------------------------
+
+generate: $(BUF) $(NODE_DEPS) $(PYVENV)/.installed
+	$(BUF) format --diff --exit-code proto
+	$(BUF) lint proto
+	$(BUF) generate
+
+# Regenerate, then fail if anything generated differs from what is committed.
+checkgenerate: generate
+	git diff --exit-code -- gen clients/typescript/src/gen clients/python/src/prefixgate/gen
+	test -z "$$(git status --porcelain -- gen clients/typescript/src/gen clients/python/src/prefixgate/gen)" || \
+		{ git status --porcelain -- gen clients/typescript/src/gen clients/python/src/prefixgate/gen; echo "untracked generated files"; exit 1; }
+
+# --- tests ----------------------------------------------------------------
+
+test: tools checkgenerate test-go test-sdk
+
+test-go:
+	gofmt -l . | grep -v '^gen/' | (! grep .) || { echo "gofmt needed on the files above"; exit 1; }
+	go vet ./...
+	go test $(GO_TEST_FLAGS) ./...
+
+# The SDK suites run against a live router and simulated fleet, started as
+# real processes by internal/testfleet.
+test-sdk: $(BIN) tools
+	go run ./internal/testfleet --bin $(BIN) -- $(MAKE) --no-print-directory test-python test-typescript
+
+test-python: $(PYVENV)/.installed
+	cd clients/python && .venv/bin/ruff check . && .venv/bin/python -m pytest -q
+
+test-typescript: $(NODE_DEPS)
+	cd clients/typescript && npm test
+
+clean:
+	rm -rf .bin $(PYVENV) clients/typescript/node_modules clients/typescript/dist
