@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"sort"
 	"strconv"
 	"sync"
@@ -22,6 +23,20 @@ var benchKeys = func() []Request {
 	}
 	return rs
 }()
+
+// cpuPerOp locks the benchmark to its thread and, when the returned func
+// runs, reports the thread's CPU time per op as cpu-ns/op.
+func cpuPerOp(b *testing.B) func() {
+	runtime.LockOSThread()
+	start, ok := threadCPU()
+	return func() {
+		end, _ := threadCPU()
+		runtime.UnlockOSThread()
+		if ok && b.N > 0 {
+			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
+		}
+	}
+}
 
 var benchRouters = map[string]*Router{}
 
@@ -47,6 +62,7 @@ func BenchmarkPick(b *testing.B) {
 			b.Run(fmt.Sprintf("policy=%s/backends=%d/serial", policy, n), func(b *testing.B) {
 				r := benchRouter(b, policy, n)
 				b.ReportAllocs()
+				defer cpuPerOp(b)()
 				i := 0
 				for b.Loop() {
 					d, err := r.Pick(ctx, benchKeys[i&4095])
@@ -165,6 +181,7 @@ func BenchmarkNaiveMutexRing(b *testing.B) {
 			r = newNaiveRing(n, DefaultVirtualNodes)
 			b.ResetTimer()
 			b.ReportAllocs()
+			defer cpuPerOp(b)()
 			i := 0
 			for b.Loop() {
 				r.done(r.pick(benchKeys[i&4095].Key))

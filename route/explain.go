@@ -124,7 +124,7 @@ func (r *Router) InFlight() int { return int(r.total.Load()) }
 // an idle fleet. It is "" when no member is healthy.
 func (r *Router) Home(key uint64) string {
 	s := r.snap.Load()
-	if len(s.ring.owner) == 0 {
+	if len(s.ring.vn) == 0 {
 		return ""
 	}
 	e := pickEnv{r: r, s: s}

@@ -118,10 +118,10 @@ func (e *pickEnv) take(i int32, limit int64, via string) (int64, bool) {
 // whose member is a candidate, returning that vnode and member (-1 if none).
 func (e *pickEnv) firstCandidate(from int, model string) (int, int32) {
 	rg := e.s.ring
-	n := len(rg.owner)
+	n := len(rg.vn)
 	j := from
 	for step := 0; step < n; step++ {
-		o := int32(rg.owner[j])
+		o := int32(rg.vn[j].owner)
 		if e.candidate(o, model) {
 			return j, o
 		}

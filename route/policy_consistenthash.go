@@ -13,7 +13,7 @@ type consistentHash struct{}
 func (consistentHash) name() string { return "consistent-hash" }
 
 func (consistentHash) pick(e *pickEnv, req *Request) result {
-	if len(e.s.ring.owner) == 0 {
+	if len(e.s.ring.vn) == 0 {
 		return result{status: noCandidates}
 	}
 	_, home := e.firstCandidate(e.s.ring.search(req.Key), req.Model)

@@ -14,7 +14,7 @@ func (prefixAware) name() string { return "prefix-aware" }
 
 func (p prefixAware) pick(e *pickEnv, req *Request) result {
 	rg := e.s.ring
-	if len(rg.owner) == 0 {
+	if len(rg.vn) == 0 {
 		return result{status: noCandidates}
 	}
 	hv, home := e.firstCandidate(rg.search(req.Key), req.Model)
@@ -53,13 +53,13 @@ func (p prefixAware) spill(e *pickEnv, req *Request, hv int, home int32) result 
 			}
 		}
 	}
-	n := len(rg.owner)
+	n := len(rg.vn)
 	j, dist := hv, 0
 	for step := 1; step < n && visited < e.n; step++ {
 		if j++; j == n {
 			j = 0
 		}
-		o := int32(rg.owner[j])
+		o := int32(rg.vn[j].owner)
 		if seen.has(o) {
 			continue
 		}

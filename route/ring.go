@@ -15,9 +15,15 @@ import (
 // 32-bit positions halve the memory of 64-bit ones (8 bytes per virtual node
 // with the owner index); they cost nothing in balance, since an arc is never
 // near 2^-32 of the circle.
+// vnode keeps a position and its owner side by side: a lookup touches one
+// cache line, not one in each of two arrays.
+type vnode struct {
+	pos   uint32
+	owner uint32 // member index (in name order)
+}
+
 type ring struct {
-	pos   []uint32 // sorted positions
-	owner []uint32 // owner[i] is the member index (in name order) of pos[i]
+	vn    []vnode  // sorted by position
 	lut   []uint32 // lut[b] is the first i with pos[i]>>shift >= b; len 2^k+1
 	shift uint     // 32 - k
 	share []float64
@@ -41,13 +47,11 @@ func buildRing(names []string, vnodes int) *ring {
 	}
 	slices.Sort(packed)
 	r := &ring{
-		pos:   make([]uint32, total),
-		owner: make([]uint32, total),
+		vn:    make([]vnode, total),
 		share: make([]float64, len(names)),
 	}
 	for i, p := range packed {
-		r.pos[i] = uint32(p >> 32)
-		r.owner[i] = uint32(p)
+		r.vn[i] = vnode{pos: uint32(p >> 32), owner: uint32(p)}
 	}
 	// About four positions per lookup bucket: the bucket narrows the binary
 	// search to a handful of entries for a quarter of the ring's memory.
@@ -59,19 +63,20 @@ func buildRing(names []string, vnodes int) *ring {
 	r.lut = make([]uint32, 1<<k+1)
 	j := 0
 	for b := 0; b <= 1<<k; b++ {
-		for j < total && uint64(r.pos[j])>>r.shift < uint64(b) {
+		for j < total && uint64(r.vn[j].pos)>>r.shift < uint64(b) {
 			j++
 		}
 		r.lut[b] = uint32(j)
 	}
 	if total > 0 {
-		prev := uint64(r.pos[total-1])
-		for i, p := range r.pos {
+		prev := uint64(r.vn[total-1].pos)
+		for _, v := range r.vn {
+			p := v.pos
 			arc := (uint64(p) - prev) & (1<<32 - 1)
 			if total == 1 {
 				arc = 1 << 32
 			}
-			r.share[r.owner[i]] += float64(arc) / (1 << 32)
+			r.share[v.owner] += float64(arc) / (1 << 32)
 			prev = uint64(p)
 		}
 	}
@@ -86,13 +91,13 @@ func (r *ring) search(key uint64) int {
 	lo, hi := int(r.lut[b]), int(r.lut[b+1])
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if r.pos[m] < k {
+		if r.vn[m].pos < k {
 			lo = m + 1
 		} else {
 			hi = m
 		}
 	}
-	if lo == len(r.pos) {
+	if lo == len(r.vn) {
 		return 0
 	}
 	return lo
