@@ -67,8 +67,9 @@ type Decision struct {
 	Home string
 	// Reason says why Backend was chosen.
 	Reason Reason
-	// Distance is how far from home: for ReasonSpill the number of
-	// candidates the clockwise walk passed (home included), for
+	// Distance is how far from home: for ReasonSpill the chosen backend's
+	// place among the distinct candidates clockwise after home (1 = the next;
+	// members already tried by the spill chain are not counted), for
 	// ReasonSpillChain the 1-based index of the spill key used; 0 otherwise.
 	Distance int
 	// Queued is how long the request waited for capacity; 0 if it did not.

@@ -63,7 +63,7 @@ type pickEnv struct {
 	ex    *Explanation
 }
 
-// why tells why member i is not a candidate, or "" if it is.
+// notCandidate tells why member i is not a candidate, or "" if it is.
 func (e *pickEnv) notCandidate(i int32, model string) string {
 	m := &e.s.members[i]
 	if h := Health(m.st.health.Load()); h != HealthHealthy {
