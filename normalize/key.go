@@ -73,7 +73,7 @@ func FormatKey(k uint64) string {
 	return string(b[:])
 }
 
-type keyScratch struct{ frame []byte }
+type keyScratch struct{ frame, chat, prompt, role []byte }
 
 var keyPool = sync.Pool{New: func() any { return new(keyScratch) }}
 
@@ -99,20 +99,10 @@ func Normalize(dst, src []byte, opts Options, kopts KeyOptions) ([]byte, RouteIn
 	return out, ri, nil
 }
 
-// topLevel holds value ranges of the top-level members a key needs.
-type topLevel struct {
-	object                             bool
-	model, tools, messages, prompt, pk span
-}
-
-type span struct{ start, end int }
-
-func (s span) ok() bool { return s.end > s.start }
-
 // RouteKey computes the routing key of a canonical body, as returned by
-// AppendCanonical. It checks structure as it reads but does not validate:
-// the key of bytes that are not canonical may differ from the key of their
-// canonical form.
+// AppendCanonical. It reads the body in one pass and checks its structure,
+// but does not validate it: the key of bytes that are not canonical may
+// differ from the key of their canonical form.
 func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 	n := opts.PrefixLength
 	if n == 0 {
@@ -129,94 +119,198 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 			return RouteInfo{}, &optionError{code: CodeInvalidGroup, msg: fmt.Sprintf("group id has a non-printable byte 0x%02x at %d", c, i)}
 		}
 	}
-	var top topLevel
-	if err := scanTop(canonical, &top); err != nil {
-		return RouteInfo{}, err
+	ks := keyPool.Get().(*keyScratch)
+	defer keyPool.Put(ks)
+	// Text past 8N characters cannot change any key; 4 bytes per character
+	// bounds how much to collect.
+	budget := 4*spillCap(n) + 4
+	b := canonical
+	var (
+		model, tools, pk     span
+		hasMessages, chatOK  bool
+		hasPrompt            bool
+		promptErr, chatErr   error
+		object               bool
+		chatText, promptText = ks.chat[:0], ks.prompt[:0]
+		wantChat, wantPrompt = opts.Mode == ModeAuto || opts.Mode == ModeChat, opts.Mode == ModeAuto || opts.Mode == ModeCompletion
+	)
+	i := skipWS(b, 0)
+	if i >= len(b) {
+		return RouteInfo{}, newErr(i, CodeUnexpectedEnd, ErrInvalid, "empty body")
 	}
+	if b[i] == '{' {
+		object = true
+		i = skipWS(b, i+1)
+		for i < len(b) && b[i] != '}' {
+			if b[i] != '"' {
+				return RouteInfo{}, structErr(i, "want a member name")
+			}
+			ke, err := stringEnd(b, i)
+			if err != nil {
+				return RouteInfo{}, err
+			}
+			name := b[i+1 : ke-1]
+			i = skipWS(b, ke)
+			if i >= len(b) || b[i] != ':' {
+				return RouteInfo{}, structErr(i, "want ':'")
+			}
+			vs := skipWS(b, i+1)
+			if vs >= len(b) {
+				return RouteInfo{}, structErr(vs, "want a value")
+			}
+			ve := -1
+			switch string(name) {
+			case "model":
+				model = span{vs, vs + 1}
+			case "tools":
+				tools = span{vs, vs + 1}
+			case "prompt_cache_key":
+				if b[vs] == '"' {
+					pk = span{vs, vs + 1}
+				}
+			case "messages":
+				hasMessages = true
+				if wantChat && b[vs] == '[' {
+					chatOK = true
+					chatText, ve, chatErr = appendMessages(chatText, b, vs, budget, &ks.role)
+					if chatErr != nil {
+						return RouteInfo{}, chatErr
+					}
+				}
+			case "prompt":
+				hasPrompt = true
+				if wantPrompt {
+					promptText, ve, promptErr = appendPrompt(promptText, b, vs, budget)
+					if promptErr != nil && !isSchema(promptErr) {
+						return RouteInfo{}, promptErr
+					}
+				}
+			}
+			if ve < 0 {
+				var err error
+				if ve, err = valueEnd(b, vs); err != nil {
+					return RouteInfo{}, err
+				}
+			}
+			if model.start == vs || tools.start == vs || pk.start == vs {
+				model.end, tools.end, pk.end = fixEnd(model, vs, ve), fixEnd(tools, vs, ve), fixEnd(pk, vs, ve)
+			}
+			i = skipWS(b, ve)
+			if i < len(b) && b[i] == ',' {
+				i = skipWS(b, i+1)
+				if i < len(b) && b[i] == '}' {
+					return RouteInfo{}, structErr(i, "trailing comma")
+				}
+			} else if i >= len(b) || b[i] != '}' {
+				return RouteInfo{}, structErr(i, "want ',' or '}'")
+			}
+		}
+		if i >= len(b) {
+			return RouteInfo{}, structErr(i, "unterminated object")
+		}
+	}
+	ks.chat, ks.prompt = chatText, promptText
+
 	mode := opts.Mode
 	if mode == ModeAuto {
 		switch {
-		case top.messages.ok():
+		case hasMessages:
 			mode = ModeChat
-		case top.prompt.ok():
+		case hasPrompt:
 			mode = ModeCompletion
 		default:
 			mode = ModeNative
 		}
 	}
-	ks := keyPool.Get().(*keyScratch)
-	defer keyPool.Put(ks)
-	f := ks.frame[:0]
+	switch mode {
+	case ModeChat:
+		if !object || !chatOK {
+			return RouteInfo{}, newErr(0, CodeSchema, ErrSchema, "a chat request needs a messages array")
+		}
+	case ModeCompletion:
+		if !object || !hasPrompt {
+			return RouteInfo{}, newErr(0, CodeSchema, ErrSchema, "a completion request needs a prompt")
+		}
+		if promptErr != nil {
+			return RouteInfo{}, promptErr
+		}
+	}
 
 	ri := RouteInfo{Mode: mode}
-	f = append(f, byte(mode))
+	f := append(ks.frame[:0], byte(mode))
 	// Group.
 	gstart := len(f) + 4
 	f = append(f, 0, 0, 0, 0)
 	var err error
 	if opts.Group != "" {
 		f = append(f, opts.Group...)
-	} else if top.pk.ok() {
-		if f, err = appendStringValue(f, canonical, top.pk); err != nil {
+	} else if pk.ok() {
+		if f, _, err = appendString(f, b, pk.start); err != nil {
 			return RouteInfo{}, err
 		}
 	}
 	binary.LittleEndian.PutUint32(f[gstart-4:], uint32(len(f)-gstart))
-	ri.Group = string(f[gstart:])
 	// Model.
 	mstart := len(f) + 4
 	f = append(f, 0, 0, 0, 0)
-	if top.model.ok() && canonical[top.model.start] == '"' {
-		if f, err = appendStringValue(f, canonical, top.model); err != nil {
+	if model.ok() && b[model.start] == '"' {
+		if f, _, err = appendString(f, b, model.start); err != nil {
 			return RouteInfo{}, err
 		}
 	}
 	binary.LittleEndian.PutUint32(f[mstart-4:], uint32(len(f)-mstart))
-	ri.Model = string(f[mstart:])
 	// Routing text.
 	tstart := len(f) + 4
 	f = append(f, 0, 0, 0, 0)
-	budget := tstart + 4*spillCap(n) + 4 // bytes enough for more than 8N characters
 	switch mode {
 	case ModeChat:
-		if !top.object || !top.messages.ok() || canonical[top.messages.start] != '[' {
-			return RouteInfo{}, newErr(0, CodeSchema, ErrSchema, "a chat request needs a messages array")
+		if tools.ok() {
+			f = append(f, "tools"...)
+			f = append(f, unitSep)
+			f = append(f, b[tools.start:tools.end]...)
+			f = append(f, recordSep)
 		}
-		f, err = appendChatText(f, canonical, top, budget)
+		f = append(f, chatText...)
 	case ModeCompletion:
-		if !top.object || !top.prompt.ok() {
-			return RouteInfo{}, newErr(0, CodeSchema, ErrSchema, "a completion request needs a prompt")
-		}
-		f, err = appendPromptText(f, canonical, top.prompt, budget)
+		f = append(f, promptText...)
 	default:
-		end := min(len(canonical), spillCap(n)+1)
-		f = append(f, canonical[:end]...)
-	}
-	if err != nil {
-		return RouteInfo{}, err
+		f = append(f, b[:min(len(b), spillCap(n)+1)]...)
 	}
 	ks.frame = f
+	if opts.Group != "" {
+		ri.Group = opts.Group
+	} else {
+		ri.Group = string(f[gstart : mstart-4])
+	}
+	ri.Model = string(f[mstart : tstart-4])
+
 	text := f[tstart:]
-	cut := cutChars
-	if mode == ModeNative {
-		cut = cutBytes
-	}
-	end, longer := cut(text, n)
-	ri.RoutingTextLen = n
-	if !longer {
-		ri.RoutingTextLen = countChars(text)
-		if mode == ModeNative {
-			ri.RoutingTextLen = len(text)
-		}
-	}
+	var cur charCursor
+	cur.bytes = mode == ModeNative
+	end, longer := cur.cut(text, n)
+	ri.RoutingTextLen = cur.count
 	ri.Key = hashFrame(f, tstart, end)
-	w := n
-	for i := 0; i < spillWindows && longer; i++ {
+	if longer {
+		ri.SpillKeys = make([]uint64, 0, spillWindows)
+	}
+	for w := n; longer && len(ri.SpillKeys) < spillWindows; {
 		w *= 2
-		end, longer = cut(text, w)
+		end, longer = cur.cut(text, w)
 		ri.SpillKeys = append(ri.SpillKeys, hashFrame(f, tstart, end))
 	}
 	return ri, nil
+}
+
+func fixEnd(s span, vs, ve int) int {
+	if s.start == vs {
+		return ve
+	}
+	return s.end
+}
+
+func isSchema(err error) bool {
+	se, ok := err.(*SyntaxError)
+	return ok && se.code == CodeSchema
 }
 
 func spillCap(n int) int { return n << spillWindows }
@@ -226,21 +320,27 @@ func hashFrame(f []byte, tstart, end int) uint64 {
 	return xxh3.Hash(f[:tstart+end])
 }
 
-func cutBytes(text []byte, n int) (int, bool) {
-	if len(text) > n {
-		return n, true
-	}
-	return len(text), false
+// charCursor cuts a text at growing character (or byte) counts without
+// rescanning what it has already counted.
+type charCursor struct {
+	bytes bool
+	i     int // byte offset reached
+	count int // characters before i
 }
 
-// cutChars returns the byte length of the first n code points of the UTF-8
-// text and whether the text has more than n code points.
-func cutChars(text []byte, n int) (int, bool) {
-	if len(text) <= n {
+// cut returns the byte length of the first n characters and whether the
+// text is longer than that; count is left at min(n, characters in text).
+func (c *charCursor) cut(text []byte, n int) (int, bool) {
+	if c.bytes {
+		if len(text) > n {
+			c.count = n
+			return n, true
+		}
+		c.count = len(text)
 		return len(text), false
 	}
-	i, count := 0, 0
-	// Count whole words while they cannot reach n.
+	i, count := c.i, c.count
+	// Whole words while they cannot pass n.
 	for i+8 <= len(text) && count+8 <= n {
 		v := binary.LittleEndian.Uint64(text[i:])
 		count += 8 - bits.OnesCount64(v&^(v<<1)&msb)
@@ -249,130 +349,18 @@ func cutChars(text []byte, n int) (int, bool) {
 	for ; i < len(text); i++ {
 		if text[i]&0xC0 != 0x80 {
 			if count == n {
+				c.i, c.count = i, count
 				return i, true
 			}
 			count++
 		}
 	}
+	c.i, c.count = i, count
 	return len(text), false
-}
-
-func countChars(text []byte) int {
-	i, count := 0, 0
-	for ; i+8 <= len(text); i += 8 {
-		v := binary.LittleEndian.Uint64(text[i:])
-		count += 8 - bits.OnesCount64(v&^(v<<1)&msb)
-	}
-	for ; i < len(text); i++ {
-		if text[i]&0xC0 != 0x80 {
-			count++
-		}
-	}
-	return count
 }
 
 func structErr(i int, what string) error {
 	return newErr(i, CodeInvalidCharacter, ErrInvalid, "malformed canonical body: %s", what)
-}
-
-func wsAt(b []byte, i int) int { return skipWS(b, i) }
-
-// scanTop records where the members a key needs sit in a top-level object.
-func scanTop(b []byte, top *topLevel) error {
-	i := wsAt(b, 0)
-	if i >= len(b) {
-		return newErr(i, CodeUnexpectedEnd, ErrInvalid, "empty body")
-	}
-	if b[i] != '{' {
-		return nil
-	}
-	top.object = true
-	return eachMember(b, i, func(name []byte, v span) error {
-		switch string(name) {
-		case "model":
-			top.model = v
-		case "tools":
-			top.tools = v
-		case "messages":
-			top.messages = v
-		case "prompt":
-			top.prompt = v
-		case "prompt_cache_key":
-			if b[v.start] == '"' {
-				top.pk = v
-			}
-		}
-		return nil
-	})
-}
-
-// eachMember calls fn with the raw name and value span of each member of
-// the object at b[i] == '{'.
-func eachMember(b []byte, i int, fn func(name []byte, v span) error) error {
-	i = wsAt(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return nil
-	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return structErr(i, "want a member name")
-		}
-		ke, err := stringEnd(b, i)
-		if err != nil {
-			return err
-		}
-		name := b[i+1 : ke-1]
-		i = wsAt(b, ke)
-		if i >= len(b) || b[i] != ':' {
-			return structErr(i, "want ':'")
-		}
-		vs := wsAt(b, i+1)
-		ve, err := valueEnd(b, vs)
-		if err != nil {
-			return err
-		}
-		if err := fn(name, span{vs, ve}); err != nil {
-			return err
-		}
-		i = wsAt(b, ve)
-		if i >= len(b) {
-			return structErr(i, "unterminated object")
-		}
-		if b[i] == '}' {
-			return nil
-		}
-		if b[i] != ',' {
-			return structErr(i, "want ',' or '}'")
-		}
-		i = wsAt(b, i+1)
-	}
-}
-
-// eachElement calls fn with the span of each element of the array at
-// b[i] == '[' and whether it is the last one.
-func eachElement(b []byte, i int, fn func(v span, last bool) (stop bool, err error)) error {
-	i = wsAt(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return nil
-	}
-	for {
-		ve, err := valueEnd(b, i)
-		if err != nil {
-			return err
-		}
-		next := wsAt(b, ve)
-		if next >= len(b) {
-			return structErr(next, "unterminated array")
-		}
-		last := b[next] == ']'
-		if !last && b[next] != ',' {
-			return structErr(next, "want ',' or ']'")
-		}
-		if stop, err := fn(span{i, ve}, last); stop || err != nil || last {
-			return err
-		}
-		i = wsAt(b, next+1)
-	}
 }
 
 // stringEnd returns the index after the closing quote of the string at b[i].
@@ -449,27 +437,32 @@ func valueEnd(b []byte, i int) (int, error) {
 	return j, nil
 }
 
-// appendStringValue appends the unescaped text of the string at v.
-func appendStringValue(dst, b []byte, v span) ([]byte, error) {
-	if b[v.start] != '"' || v.end-v.start < 2 {
-		return dst, structErr(v.start, "want a string")
+// appendString appends the unescaped text of the string at b[i] == '"' and
+// returns the index after it, in one pass.
+func appendString(dst, b []byte, i int) ([]byte, int, error) {
+	if i >= len(b) || b[i] != '"' {
+		return dst, i, structErr(i, "want a string")
 	}
-	s := b[v.start+1 : v.end-1]
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c != '\\' {
-			j := i + 1
-			for j < len(s) && s[j] != '\\' {
-				j++
+	j := i + 1
+	for {
+		run := j
+		for j+8 <= len(b) && quoteFreeWord(binary.LittleEndian.Uint64(b[j:])) {
+			j += 8
+		}
+		for j < len(b) && b[j] != '"' && b[j] != '\\' {
+			j++
+		}
+		dst = append(dst, b[run:j]...)
+		if j+1 >= len(b) {
+			if j < len(b) && b[j] == '"' {
+				return dst, j + 1, nil
 			}
-			dst = append(dst, s[i:j]...)
-			i = j
-			continue
+			return dst, j, structErr(i, "unterminated string")
 		}
-		if i+1 >= len(s) {
-			return dst, structErr(v.start+1+i, "bad escape")
+		if b[j] == '"' {
+			return dst, j + 1, nil
 		}
-		switch e := s[i+1]; e {
+		switch e := b[j+1]; e {
 		case 'b':
 			dst = append(dst, '\b')
 		case 'f':
@@ -483,153 +476,277 @@ func appendStringValue(dst, b []byte, v span) ([]byte, error) {
 		case '"', '\\', '/':
 			dst = append(dst, e)
 		case 'u':
-			if i+6 > len(s) {
-				return dst, structErr(v.start+1+i, "bad escape")
+			if j+6 > len(b) {
+				return dst, j, structErr(j, "bad escape")
 			}
 			r := rune(0)
-			for _, h := range s[i+2 : i+6] {
+			for _, h := range b[j+2 : j+6] {
 				d := unhex(h)
 				if d < 0 {
-					return dst, structErr(v.start+1+i, "bad escape")
+					return dst, j, structErr(j, "bad escape")
 				}
 				r = r<<4 | d
 			}
 			if r >= 0xD800 && r <= 0xDFFF {
-				// Canonical bodies hold characters raw; a pair here means the
-				// caller skipped canonicalization.
-				return dst, structErr(v.start+1+i, "surrogate escape in a canonical body")
+				// Canonical bodies hold characters raw; a surrogate escape
+				// means the caller skipped canonicalization.
+				return dst, j, structErr(j, "surrogate escape in a canonical body")
 			}
 			dst = utf8.AppendRune(dst, r)
-			i += 6
+			j += 6
 			continue
 		default:
-			return dst, structErr(v.start+1+i, "bad escape")
+			return dst, j, structErr(j, "bad escape")
 		}
-		i += 2
+		j += 2
 	}
-	return dst, nil
 }
 
-// appendChatText appends the chat routing text: the tools record, then one
-// record per message except the final one (a lone message counts).
-func appendChatText(f, b []byte, top topLevel, budget int) ([]byte, error) {
-	var err error
-	if top.tools.ok() {
-		f = append(f, "tools"...)
-		f = append(f, unitSep)
-		f = append(f, b[top.tools.start:top.tools.end]...)
-		f = append(f, recordSep)
+// appendMessages appends the chat routing records of the messages array at
+// b[i] == '[': every message but the final one (a lone message counts).
+// It returns the index after the array.
+func appendMessages(dst, b []byte, i, budget int, role *[]byte) ([]byte, int, error) {
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return dst, i + 1, nil
 	}
 	count := 0
-	err = eachElement(b, top.messages.start, func(m span, last bool) (bool, error) {
+	full := false
+	for {
+		if i >= len(b) {
+			return dst, i, structErr(i, "unterminated array")
+		}
 		count++
-		if last && count > 1 {
-			return true, nil
-		}
-		var role, content span
-		if b[m.start] == '{' {
-			if err := eachMember(b, m.start, func(name []byte, v span) error {
-				switch string(name) {
-				case "role":
-					role = v
-				case "content":
-					content = v
-				}
-				return nil
-			}); err != nil {
-				return true, err
-			}
-		}
+		start := len(dst)
+		var end int
 		var err error
-		if role.ok() && b[role.start] == '"' {
-			if f, err = appendStringValue(f, b, role); err != nil {
-				return true, err
-			}
+		if full {
+			end, err = valueEnd(b, i)
+		} else {
+			dst, end, err = appendMessage(dst, b, i, role)
 		}
-		f = append(f, unitSep)
-		if content.ok() {
-			if f, err = appendContent(f, b, content); err != nil {
-				return true, err
-			}
+		if err != nil {
+			return dst, end, err
 		}
-		f = append(f, recordSep)
-		// Past the largest window the rest cannot change any key; the
-		// message just written still counts only if it is not the final one,
-		// but it is then cut off anyway.
-		return len(f) > budget, nil
+		next := skipWS(b, end)
+		if next >= len(b) || (b[next] != ',' && b[next] != ']') {
+			return dst, next, structErr(next, "want ',' or ']'")
+		}
+		last := b[next] == ']'
+		if last && count > 1 && !full {
+			dst = dst[:start]
+		}
+		if len(dst) > budget {
+			full = true
+		}
+		if last {
+			return dst, next + 1, nil
+		}
+		i = skipWS(b, next+1)
+	}
+}
+
+// appendMessage appends "role US text RS" for the message at b[i]. Canonical
+// order puts content before role, so the text is written first and the role
+// moved in front of it.
+func appendMessage(dst, b []byte, i int, role *[]byte) ([]byte, int, error) {
+	start := len(dst)
+	r := (*role)[:0]
+	if b[i] != '{' {
+		end, err := valueEnd(b, i)
+		return append(dst, unitSep, recordSep), end, err
+	}
+	end, err := eachMemberAt(b, i, func(name []byte, vs int) (int, error) {
+		var ve int
+		var err error
+		switch string(name) {
+		case "role":
+			if b[vs] == '"' {
+				r, ve, err = appendString(r[:0], b, vs)
+				return ve, err
+			}
+		case "content":
+			dst, ve, err = appendContent(dst, b, vs)
+			return ve, err
+		}
+		return valueEnd(b, vs)
 	})
-	return f, err
+	*role = r
+	if err != nil {
+		return dst, end, err
+	}
+	n := len(dst)
+	dst = append(dst, r...)
+	dst = append(dst, unitSep)
+	copy(dst[start+len(r)+1:], dst[start:n])
+	copy(dst[start:], r)
+	dst[start+len(r)] = unitSep
+	return append(dst, recordSep), end, nil
+}
+
+// eachMemberAt walks the object at b[i] == '{'; fn reads the value at vs and
+// returns the index after it. It returns the index after the object.
+func eachMemberAt(b []byte, i int, fn func(name []byte, vs int) (int, error)) (int, error) {
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return i, structErr(i, "want a member name")
+		}
+		ke, err := stringEnd(b, i)
+		if err != nil {
+			return ke, err
+		}
+		name := b[i+1 : ke-1]
+		i = skipWS(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return i, structErr(i, "want ':'")
+		}
+		vs := skipWS(b, i+1)
+		if vs >= len(b) {
+			return vs, structErr(vs, "want a value")
+		}
+		ve, err := fn(name, vs)
+		if err != nil {
+			return ve, err
+		}
+		i = skipWS(b, ve)
+		if i >= len(b) {
+			return i, structErr(i, "unterminated object")
+		}
+		if b[i] == '}' {
+			return i + 1, nil
+		}
+		if b[i] != ',' {
+			return i, structErr(i, "want ',' or '}'")
+		}
+		i = skipWS(b, i+1)
+	}
 }
 
 // appendContent appends a message's text: a string as is; for an array of
 // parts, text parts by their text and other parts by their canonical JSON,
-// joined by '\n'.
-func appendContent(f, b []byte, c span) ([]byte, error) {
-	switch b[c.start] {
+// joined by '\n'; nothing for null.
+func appendContent(dst, b []byte, i int) ([]byte, int, error) {
+	switch b[i] {
 	case '"':
-		return appendStringValue(f, b, c)
-	case 'n':
-		return f, nil
+		return appendString(dst, b, i)
 	case '[':
 	default:
-		return append(f, b[c.start:c.end]...), nil
+		end, err := valueEnd(b, i)
+		if err != nil || b[i] == 'n' {
+			return dst, end, err
+		}
+		return append(dst, b[i:end]...), end, nil
 	}
-	first := true
-	err := eachElement(b, c.start, func(part span, _ bool) (bool, error) {
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return dst, i + 1, nil
+	}
+	for first := true; ; first = false {
 		if !first {
-			f = append(f, '\n')
+			dst = append(dst, '\n')
 		}
-		first = false
+		start := len(dst)
+		var end int
 		var err error
-		switch b[part.start] {
-		case '"':
-			f, err = appendStringValue(f, b, part)
-			return false, err
-		case '{':
-			var typ, text span
-			if err := eachMember(b, part.start, func(name []byte, v span) error {
+		switch {
+		case i < len(b) && b[i] == '"':
+			dst, end, err = appendString(dst, b, i)
+		case i < len(b) && b[i] == '{':
+			isText, hasText := false, false
+			end, err = eachMemberAt(b, i, func(name []byte, vs int) (int, error) {
 				switch string(name) {
-				case "type":
-					typ = v
 				case "text":
-					text = v
+					if b[vs] == '"' {
+						hasText = true
+						var ve int
+						var err error
+						dst, ve, err = appendString(dst, b, vs)
+						return ve, err
+					}
+				case "type":
+					ve, err := valueEnd(b, vs)
+					isText = string(b[vs:ve]) == `"text"`
+					return ve, err
 				}
-				return nil
-			}); err != nil {
-				return true, err
+				return valueEnd(b, vs)
+			})
+			if err == nil && !(isText && hasText) {
+				dst = append(dst[:start], b[i:end]...)
 			}
-			if typ.ok() && string(b[typ.start:typ.end]) == `"text"` && text.ok() && b[text.start] == '"' {
-				f, err = appendStringValue(f, b, text)
-				return false, err
+		default:
+			end, err = valueEnd(b, i)
+			if err == nil {
+				dst = append(dst, b[i:end]...)
 			}
 		}
-		f = append(f, b[part.start:part.end]...)
-		return false, nil
-	})
-	return f, err
+		if err != nil {
+			return dst, end, err
+		}
+		next := skipWS(b, end)
+		if next >= len(b) || (b[next] != ',' && b[next] != ']') {
+			return dst, next, structErr(next, "want ',' or ']'")
+		}
+		if b[next] == ']' {
+			return dst, next + 1, nil
+		}
+		i = skipWS(b, next+1)
+	}
 }
 
-// appendPromptText appends the completion routing text: a string prompt as
-// is; an array prompt as its elements (strings unescaped, anything else,
-// such as token ids, as canonical JSON), each followed by a record
-// separator.
-func appendPromptText(f, b []byte, p span, budget int) ([]byte, error) {
-	switch b[p.start] {
+// appendPrompt appends the completion routing text of the prompt at b[i]:
+// a string as is; an array as its elements (strings unescaped, anything
+// else as canonical JSON), each followed by RS. It returns the index after
+// the prompt; a prompt of another type gives a schema error.
+func appendPrompt(dst, b []byte, i, budget int) ([]byte, int, error) {
+	switch b[i] {
 	case '"':
-		return appendStringValue(f, b, p)
+		return appendString(dst, b, i)
 	case '[':
 	default:
-		return f, newErr(p.start, CodeSchema, ErrSchema, "prompt must be a string or an array")
-	}
-	err := eachElement(b, p.start, func(e span, _ bool) (bool, error) {
-		var err error
-		if b[e.start] == '"' {
-			f, err = appendStringValue(f, b, e)
-		} else {
-			f = append(f, b[e.start:e.end]...)
+		end, err := valueEnd(b, i)
+		if err != nil {
+			return dst, end, err
 		}
-		f = append(f, recordSep)
-		return len(f) > budget, err
-	})
-	return f, err
+		return dst, end, newErr(i, CodeSchema, ErrSchema, "prompt must be a string or an array")
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return dst, i + 1, nil
+	}
+	for {
+		var end int
+		var err error
+		switch {
+		case len(dst) > budget:
+			end, err = valueEnd(b, i)
+		case i < len(b) && b[i] == '"':
+			dst, end, err = appendString(dst, b, i)
+			dst = append(dst, recordSep)
+		default:
+			end, err = valueEnd(b, i)
+			if err == nil {
+				dst = append(dst, b[i:end]...)
+				dst = append(dst, recordSep)
+			}
+		}
+		if err != nil {
+			return dst, end, err
+		}
+		next := skipWS(b, end)
+		if next >= len(b) || (b[next] != ',' && b[next] != ']') {
+			return dst, next, structErr(next, "want ',' or ']'")
+		}
+		if b[next] == ']' {
+			return dst, next + 1, nil
+		}
+		i = skipWS(b, next+1)
+	}
 }
+
+type span struct{ start, end int }
+
+func (s span) ok() bool { return s.end > s.start }

@@ -1,0 +1,19 @@
+// Package lint finds what in a set of request bodies would cost prefix cache
+// hits before production traffic does.
+//
+// It owns the lint rules (volatile values inside the routing window,
+// metadata sent ahead of the prompt, non-canonical serialization, windows
+// that cover the whole prompt, templates that inject today's date, related
+// requests that split on a small difference, keys that carry more than their
+// share of traffic), the choice of a prefix length for a corpus, and the
+// text, JSON and SARIF renderings of a report. The CLI (prefixgate lint) and
+// the NormalizeService.Lint RPC both run Check.
+//
+// It does not own the canonical form or the routing key: it asks package
+// normalize for both and recomputes only the routing text's layout, so that
+// a position inside the window can be mapped back to a JSON path and a
+// character offset. It reads no files and keeps no state between calls.
+//
+// The rules, their thresholds and the prefix-length method are written down
+// in docs/lint.md.
+package lint
