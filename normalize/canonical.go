@@ -1,5 +1,7 @@
 package normalize
 
+import "bytes"
+
 // Canonicalize returns the canonical form of src with default options and
 // the auto-detected schema.
 func Canonicalize(src []byte) ([]byte, error) {
@@ -35,13 +37,20 @@ func (p *parser) canonical(dst, src []byte, opts Options) ([]byte, Mode, error) 
 	// Top level of a known schema: members by (group, rank), stable over the
 	// JCS order they are already sorted in.
 	ms := p.members[root.m0 : root.m0+root.cnt]
+	// Ranks are computed once per member; a top level has few members, so
+	// an insertion sort on (rank, JCS position) is enough.
 	order := append(p.order[:0], ms...)
-	rank := func(k int32) int { return memberRank(mode, p.key(k)) }
+	ranks := p.ranks[:0]
+	for _, k := range order {
+		ranks = append(ranks, int32(memberRank(mode, p.key(k))))
+	}
 	for i := 1; i < len(order); i++ {
-		for j := i; j > 0 && rank(order[j]) < rank(order[j-1]); j-- {
+		for j := i; j > 0 && ranks[j] < ranks[j-1]; j-- {
 			order[j], order[j-1] = order[j-1], order[j]
+			ranks[j], ranks[j-1] = ranks[j-1], ranks[j]
 		}
 	}
+	p.ranks = ranks
 	p.order = order
 	dst = append(dst, '{')
 	for i, k := range order {
@@ -119,16 +128,23 @@ func memberRank(m Mode, name []byte) int {
 		prompt = nativePrompt
 	}
 	for i, n := range prompt {
-		if string(name) == n {
+		if len(name) == len(n) && string(name) == n {
 			return i
 		}
 	}
-	for _, n := range volatileMembers {
-		if string(name) == n {
-			return rankVolatile
-		}
+	if isVolatile(name) {
+		return rankVolatile
 	}
 	return rankParam
+}
+
+func isVolatile(name []byte) bool {
+	for _, n := range volatileMembers {
+		if len(name) == len(n) && string(name) == n {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *parser) emit(dst []byte, i int32) []byte {
@@ -188,12 +204,12 @@ func appendCanonicalEscapes(dst, s []byte) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c != '\\' {
-			j := i + 1
-			for j < len(s) && s[j] != '\\' {
-				j++
+			j := bytes.IndexByte(s[i:], '\\')
+			if j < 0 {
+				return append(dst, s[i:]...)
 			}
-			dst = append(dst, s[i:j]...)
-			i = j
+			dst = append(dst, s[i:i+j]...)
+			i += j
 			continue
 		}
 		var r rune

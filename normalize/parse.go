@@ -78,6 +78,7 @@ type parser struct {
 	keybuf  []byte
 	digits  []byte
 	order   []int32
+	ranks   []int32
 }
 
 var parserPool = sync.Pool{New: func() any { return new(parser) }}
@@ -500,9 +501,12 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 			return i, newErr(i, CodeControlCharacter, ErrInvalid, "unescaped control character %s in string", describe(c))
 		case c < 0x80:
 			i++
+			for i < len(s) && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\' {
+				i++
+			}
 		default:
-			r, size := utf8.DecodeRune(s[i:])
-			if r == utf8.RuneError && size <= 1 {
+			size := utf8Len(s[i:])
+			if size == 0 {
 				return i, newErr(i, CodeInvalidUTF8, ErrInvalid, "invalid UTF-8 %s in string", describe(c))
 			}
 			i += size
@@ -803,3 +807,37 @@ func appendES(dst []byte, neg bool, d []byte, n int) []byte {
 }
 
 func appendRune(dst []byte, r rune) []byte { return utf8.AppendRune(dst, r) }
+
+// utf8Len returns the length of the valid UTF-8 sequence at the start of s
+// (which starts with a byte >= 0x80), or 0 when it is not valid: stray
+// continuation bytes, overlong forms, encoded surrogates, values above
+// U+10FFFF and truncated sequences are all invalid.
+func utf8Len(s []byte) int {
+	c := s[0]
+	switch {
+	case c < 0xC2:
+		return 0
+	case c < 0xE0:
+		if len(s) < 2 || s[1]&0xC0 != 0x80 {
+			return 0
+		}
+		return 2
+	case c < 0xF0:
+		if len(s) < 3 || s[1]&0xC0 != 0x80 || s[2]&0xC0 != 0x80 {
+			return 0
+		}
+		if c == 0xE0 && s[1] < 0xA0 || c == 0xED && s[1] >= 0xA0 {
+			return 0
+		}
+		return 3
+	case c < 0xF5:
+		if len(s) < 4 || s[1]&0xC0 != 0x80 || s[2]&0xC0 != 0x80 || s[3]&0xC0 != 0x80 {
+			return 0
+		}
+		if c == 0xF0 && s[1] < 0x90 || c == 0xF4 && s[1] >= 0x90 {
+			return 0
+		}
+		return 4
+	}
+	return 0
+}

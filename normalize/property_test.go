@@ -397,3 +397,22 @@ func TestSchemaOrderInvariantUnderPermutation(t *testing.T) {
 		}
 	}
 }
+
+func TestUTF8LenMatchesStdlib(t *testing.T) {
+	var buf [4]byte
+	for c0 := 0x80; c0 < 0x100; c0++ {
+		for c1 := 0; c1 < 0x100; c1++ {
+			for _, tail := range [][]byte{nil, {0x80}, {0xBF, 0x80}, {0x41}} {
+				s := append(append(buf[:0], byte(c0), byte(c1)), tail...)
+				r, size := utf8.DecodeRune(s)
+				want := size
+				if r == utf8.RuneError && size <= 1 {
+					want = 0
+				}
+				if got := utf8Len(s); got != want {
+					t.Fatalf("utf8Len(% x) = %d, want %d", s, got, want)
+				}
+			}
+		}
+	}
+}
