@@ -49,7 +49,7 @@ func (ns normalizeService) Normalize(ctx context.Context, req *connect.Request[p
 	if err := checkPrefixLength(req.Msg.GetPrefixLength()); err != nil {
 		return nil, connectError(err)
 	}
-	p, err := ns.s.prepare(req.Msg.GetBody(), modeFromProto(req.Msg.GetMode()), req.Msg.GetGroup(), int(req.Msg.GetPrefixLength()))
+	p, err := ns.s.prepare(ctx, req.Msg.GetBody(), modeFromProto(req.Msg.GetMode()), req.Msg.GetGroup(), int(req.Msg.GetPrefixLength()))
 	if err != nil {
 		return nil, connectError(err)
 	}
@@ -78,8 +78,9 @@ func healthProto(h route.Health) pb.Health {
 
 func (as adminService) ListBackends(ctx context.Context, req *connect.Request[pb.ListBackendsRequest]) (*connect.Response[pb.ListBackendsResponse], error) {
 	s := as.s
-	out := &pb.ListBackendsResponse{Policy: s.cfg.Policy, LoadFactor: s.cfg.LoadFactor}
-	for _, st := range s.router.Status() {
+	rc := s.rt().Config()
+	out := &pb.ListBackendsResponse{Policy: rc.Policy, LoadFactor: rc.LoadFactor}
+	for _, st := range s.rt().Status() {
 		b := &pb.Backend{
 			Name:                 st.Name,
 			Health:               healthProto(st.Health),
@@ -101,11 +102,11 @@ func (as adminService) Explain(ctx context.Context, req *connect.Request[pb.Expl
 	if err := checkPrefixLength(req.Msg.GetPrefixLength()); err != nil {
 		return nil, connectError(err)
 	}
-	p, err := as.s.prepare(req.Msg.GetBody(), modeFromProto(req.Msg.GetMode()), req.Msg.GetGroup(), int(req.Msg.GetPrefixLength()))
+	p, err := as.s.prepare(ctx, req.Msg.GetBody(), modeFromProto(req.Msg.GetMode()), req.Msg.GetGroup(), int(req.Msg.GetPrefixLength()))
 	if err != nil {
 		return nil, connectError(err)
 	}
-	ex := as.s.router.Explain(routeRequest(p.info))
+	ex := as.s.rt().Explain(routeRequest(p.info))
 	if ex.Err != nil {
 		return nil, connectError(pickError(ex.Err))
 	}

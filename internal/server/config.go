@@ -37,6 +37,10 @@ type Config struct {
 	Retries int
 	// ProbeInterval is how often backends' /health is probed.
 	ProbeInterval time.Duration
+	// Tenants maps API keys to tenant names; empty disables tenants.
+	Tenants map[string]string
+	// TenantSecret keys the HMACs of per-tenant groups and cache_salt.
+	TenantSecret []byte
 }
 
 // Defaults returns c with every unset field at its default.
@@ -99,6 +103,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 1024 {
 		return fmt.Errorf("max_body_bytes: %d is below 1024", c.MaxBodyBytes)
+	}
+	if len(c.Tenants) > 0 && len(c.TenantSecret) < 16 {
+		return errors.New("tenants: a secret of at least 16 bytes is required")
 	}
 	if c.Retries < 0 {
 		return fmt.Errorf("retries: %d is negative", c.Retries)

@@ -180,7 +180,7 @@ func (is inferenceService) unary(ctx context.Context, routeName, path string, mo
 	defer func() { s.metrics.requests.WithLabelValues(routeName, decision, backend, code).Inc() }()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	p, err := s.prepare(body, mode, group, 0)
+	p, err := s.prepare(ctx, body, mode, group, 0)
 	if err != nil {
 		return nil, nil, connectError(err)
 	}
@@ -266,7 +266,7 @@ func (is inferenceService) stream(ctx context.Context, routeName, path string, m
 	defer func() { s.metrics.requests.WithLabelValues(routeName, decision, backend, code).Inc() }()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	p, err := s.prepare(body, mode, group, 0)
+	p, err := s.prepare(ctx, body, mode, group, 0)
 	if err != nil {
 		return connectError(err)
 	}

@@ -36,7 +36,7 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 			fail(err)
 			return
 		}
-		p, err := s.prepare(raw, mode, r.Header.Get(GroupHeader), 0)
+		p, err := s.prepare(ctx, raw, mode, r.Header.Get(GroupHeader), 0)
 		if err != nil {
 			fail(err)
 			return

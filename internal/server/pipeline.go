@@ -45,7 +45,7 @@ func checkGroup(g string) error {
 }
 
 // prepare canonicalizes raw and computes its routing key.
-func (s *Server) prepare(raw []byte, mode normalize.Mode, group string, prefixLength int) (prepared, error) {
+func (s *Server) prepare(ctx context.Context, raw []byte, mode normalize.Mode, group string, prefixLength int) (prepared, error) {
 	if err := checkGroup(group); err != nil {
 		return prepared{}, err
 	}
@@ -61,7 +61,11 @@ func (s *Server) prepare(raw []byte, mode normalize.Mode, group string, prefixLe
 		s.metrics.normalizeErrors.WithLabelValues(normalize.ErrorCode(err)).Inc()
 		return prepared{}, normalizeError(err)
 	}
-	return prepared{body: body, info: info}, nil
+	p := prepared{body: body, info: info}
+	if tenant := tenantFrom(ctx); tenant != "" {
+		return s.applyTenant(p, tenant, kopts, opts)
+	}
+	return p, nil
 }
 
 // readBody reads a request body within the size limit and decodes its
@@ -88,7 +92,7 @@ func (s *Server) dispatch(ctx context.Context, routeName, path string, p prepare
 	var lastErr error
 	for attempt := 0; attempt <= s.cfg.Retries; attempt++ {
 		start := time.Now()
-		d, err := s.router.Pick(ctx, routeRequest(p.info))
+		d, err := s.rt().Pick(ctx, routeRequest(p.info))
 		s.metrics.decisionSeconds.Observe(time.Since(start).Seconds())
 		if err != nil {
 			if lastErr != nil && errors.Is(err, errNoCandidates) {

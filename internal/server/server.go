@@ -27,7 +27,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	pool    *backends.Pool
-	router  *route.Router
+	router  atomic.Pointer[route.Router]
 	metrics *metrics
 	health  *grpchealth.StaticChecker
 	ready   atomic.Bool
@@ -53,18 +53,12 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.pool = pool
 	members := s.members()
-	router, err := route.New(route.Config{
-		Policy:           cfg.Policy,
-		LoadFactor:       cfg.LoadFactor,
-		DefaultThreshold: cfg.Threshold,
-		QueueDepth:       cfg.QueueDepth,
-		QueueWait:        cfg.QueueWait,
-	}, members)
+	router, err := route.New(routerConfig(cfg), members)
 	if err != nil {
 		return nil, err
 	}
-	s.router = router
-	s.handler = s.routes()
+	s.router.Store(router)
+	s.handler = s.authenticate(s.routes())
 	s.ready.Store(true)
 	return s, nil
 }
@@ -88,8 +82,8 @@ func (s *Server) onHealth(name string, healthy bool) {
 	}
 	s.log.Info("backend health changed", "backend", name, "healthy", healthy)
 	s.metrics.backendHealthy.WithLabelValues(name).Set(v)
-	if s.router != nil {
-		s.router.SetHealth(name, h)
+	if r := s.router.Load(); r != nil {
+		r.SetHealth(name, h)
 	}
 }
 
@@ -128,6 +122,55 @@ func (s *Server) routes() http.Handler {
 	return mux
 }
 
+// rt is the current router; Reload may swap it.
+func (s *Server) rt() *route.Router { return s.router.Load() }
+
+// routerConfig is the router's part of cfg.
+func routerConfig(cfg Config) route.Config {
+	return route.Config{
+		Policy:           cfg.Policy,
+		LoadFactor:       cfg.LoadFactor,
+		DefaultThreshold: cfg.Threshold,
+		QueueDepth:       cfg.QueueDepth,
+		QueueWait:        cfg.QueueWait,
+	}
+}
+
+// Reload applies a new configuration without dropping requests: backends
+// are added and removed in place (those that stay keep their in-flight
+// counts and health), and a change of routing policy or bounds swaps in a
+// new router. Requests in flight finish on the backend they were sent to;
+// after a router swap their slots are released against the old router, so
+// the new one briefly under-counts them (it starts from zero in flight).
+// Listen address, limits and tenants apply at restart only.
+func (s *Server) Reload(next Config) error {
+	next = next.Defaults()
+	if err := next.Validate(); err != nil {
+		return err
+	}
+	if err := s.pool.SetBackends(next.Backends); err != nil {
+		return err
+	}
+	members := s.members()
+	if cur, want := s.rt().Config(), routerConfig(next); cur.Policy != want.Policy || cur.LoadFactor != want.LoadFactor ||
+		cur.DefaultThreshold != want.DefaultThreshold || cur.QueueDepth != want.QueueDepth || cur.QueueWait != want.QueueWait {
+		r, err := route.New(routerConfig(next), members)
+		if err != nil {
+			return err
+		}
+		for _, b := range s.pool.Backends() {
+			if !b.Healthy() {
+				r.SetHealth(b.Name, route.HealthEjected)
+			}
+		}
+		s.router.Store(r)
+	} else if err := s.rt().SetMembers(members); err != nil {
+		return err
+	}
+	s.log.Info("configuration reloaded", "backends", len(next.Backends), "policy", next.Policy)
+	return nil
+}
+
 // Handler returns the server's handler.
 func (s *Server) Handler() http.Handler { return s.handler }
 
@@ -143,6 +186,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
+	protocols.SetHTTP2(true)
 	srv := &http.Server{
 		Handler:           s.handler,
 		Protocols:         protocols,
@@ -179,7 +223,7 @@ func (s *Server) publishInFlight(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			for _, st := range s.router.Status() {
+			for _, st := range s.rt().Status() {
 				s.metrics.inFlight.WithLabelValues(st.Name).Set(float64(st.InFlight))
 			}
 		}
