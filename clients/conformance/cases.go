@@ -1,0 +1,192 @@
+package conformance
+
+import (
+	"fmt"
+	"strings"
+)
+
+func canon(name, mode, input string) testCase {
+	return testCase{name: name, mode: mode, input: []byte(input)}
+}
+
+func withGroup(c testCase, group string) testCase { c.group = group; return c }
+
+func withPrefix(c testCase, n int) testCase { c.prefix = n; return c }
+
+func build(name, spec string) testCase {
+	return testCase{name: name, kind: "build", mode: "chat", input: []byte(spec)}
+}
+
+// longText returns n code points mixing 1- to 4-byte characters, so that
+// character and byte windows differ.
+func longText(n int) string {
+	const unit = "Doc é€😀 text "
+	rs := []rune(strings.Repeat(unit, n/len([]rune(unit))+1))
+	return string(rs[:n])
+}
+
+func nested(depth int) string {
+	return strings.Repeat("[", depth) + strings.Repeat("]", depth)
+}
+
+const chatDoc = `{"model":"llama-3.1-8b","messages":[{"role":"system","content":"You answer from the report."},{"role":"user","content":"What grew?"}]}`
+
+const fullSpec = `{
+  "model": "llama-3.1-8b",
+  "instructions": "Answer from the documents. Cite the document id.",
+  "documents": [
+    {"id": "q3", "title": "Quarterly report", "text": "Revenue grew 12% to $4.1M.\nCosts fell."},
+    {"id": "memo-7", "title": "Memo", "text": "Hiring freeze until Q1."}
+  ],
+  "tools": [
+    {"type": "function", "function": {"name": "lookup", "description": "Find a figure", "parameters": {"type": "object", "properties": {"metric": {"type": "string"}, "limit": {"type": "integer", "maximum": 1.0E2}}, "required": ["metric"]}}}
+  ],
+  "history": [
+    {"role": "user", "content": "Hello"},
+    {"role": "assistant", "content": "Hi! Ask me about the report."}
+  ],
+  "question": "What grew?",
+  "parameters": {"temperature": 0.0, "max_tokens": 64, "seed": 9007199254740993},
+  "metadata": {"request_id": "req-0001", "ts": "2026-05-01T10:00:00Z"},
+  "group": "tenant-a"
+}`
+
+func cases() []testCase {
+	cs := []testCase{
+		// Chat bodies: layout, order, whitespace.
+		canon("chat_basic", "auto", chatDoc),
+		canon("chat_whitespace_and_order", "auto", " {\n\t\"messages\" : [ {\"content\":\"You answer from the report.\",\"role\":\"system\"} ,\r\n {\"role\":\"user\",\"content\":\"What grew?\"} ] ,\"model\" : \"llama-3.1-8b\" }\n"),
+		canon("chat_top_level_order", "auto", `{"stream":true,"temperature":0.5,"messages":[{"role":"user","content":"hi"},{"role":"user","content":"q"}],"user":"u-1","model":"m","tools":[{"type":"function","function":{"name":"f"}}],"metadata":{"b":"1","a":"2"},"max_tokens":10,"prompt_cache_key":"g1","chat_template_kwargs":{"enable_thinking":false},"add_generation_prompt":true,"stream_options":{"include_usage":true},"store":false,"safety_identifier":"s","request_id":"r","service_tier":"auto","priority":1,"kv_transfer_params":null,"documents":[],"chat_template":"t","continue_final_message":false,"seed":1}`),
+		canon("chat_metadata_first", "auto", `{"metadata":{"ts":"2026-05-01T10:00:00Z","trace":"abc"},"model":"m","messages":[{"role":"system","content":"Stable context."},{"role":"user","content":"q1"}]}`),
+		canon("chat_metadata_changed", "auto", `{"metadata":{"ts":"2026-05-02T11:30:00Z","trace":"xyz"},"model":"m","messages":[{"role":"system","content":"Stable context."},{"role":"user","content":"q1"}]}`),
+		canon("chat_other_question", "auto", `{"model":"m","messages":[{"role":"system","content":"Stable context."},{"role":"user","content":"a different question"}]}`),
+		canon("chat_single_message", "auto", `{"model":"m","messages":[{"role":"user","content":"only one"}]}`),
+		canon("chat_empty_messages", "auto", `{"model":"m","messages":[]}`),
+		canon("chat_tools", "auto", `{"model":"m","tools":[{"type":"function","function":{"name":"get_weather","description":"Weather now","parameters":{"type":"object","required":["city"],"properties":{"unit":{"enum":["c","f"],"type":"string"},"city":{"type":"string"}}}}}],"messages":[{"role":"system","content":"Use tools."},{"role":"user","content":"Weather in Oslo?"}]}`),
+		canon("chat_tools_null", "auto", `{"model":"m","tools":null,"messages":[{"role":"system","content":"s"},{"role":"user","content":"q"}]}`),
+		canon("chat_tool_calls_history", "auto", `{"model":"m","messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"w","arguments":"{\"city\":\"Oslo\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"5C"},{"role":"user","content":"thanks"}]}`),
+		canon("chat_multipart", "auto", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"Look:"},{"type":"image_url","image_url":{"url":"https://example.com/a.png","detail":"low"}},"plain part",{"text":"no type"},{"type":"text","text":"end"},42,null]},{"role":"user","content":"q"}]}`),
+		canon("chat_content_kinds", "auto", `{"model":"m","messages":[{"role":"user","content":null},{"role":"user","content":12.50},{"role":"user","content":{"b":1,"a":2}},{"content":"no role"},{"role":7,"content":"numeric role"},"not an object",[1],{"role":"user","content":"final"}]}`),
+		canon("chat_model_not_string", "auto", `{"model":3,"messages":[{"role":"system","content":"s"},{"role":"user","content":"q"}]}`),
+		canon("chat_no_model", "auto", `{"messages":[{"role":"system","content":"s"},{"role":"user","content":"q"}]}`),
+		withGroup(canon("chat_group_option", "auto", chatDoc), "tenant-b"),
+		canon("chat_group_prompt_cache_key", "auto", `{"model":"llama-3.1-8b","prompt_cache_key":"tenant-b","messages":[{"role":"system","content":"You answer from the report."},{"role":"user","content":"What grew?"}]}`),
+		withGroup(canon("chat_group_option_overrides_body", "auto", `{"model":"llama-3.1-8b","prompt_cache_key":"tenant-c","messages":[{"role":"system","content":"You answer from the report."},{"role":"user","content":"What grew?"}]}`), "tenant-b"),
+		canon("chat_prompt_cache_key_not_string", "auto", `{"model":"m","prompt_cache_key":5,"messages":[{"role":"system","content":"s"},{"role":"user","content":"q"}]}`),
+		withPrefix(canon("chat_long_spill", "auto", fmt.Sprintf(`{"model":"m","messages":[{"role":"system","content":%q},{"role":"user","content":"q"}]}`, longText(9000))), 1024),
+		withPrefix(canon("chat_window_exact", "auto", fmt.Sprintf(`{"model":"m","messages":[{"role":"system","content":%q},{"role":"user","content":"q"}]}`, longText(1016))), 1024),
+		withPrefix(canon("chat_window_plus_one", "auto", fmt.Sprintf(`{"model":"m","messages":[{"role":"system","content":%q},{"role":"user","content":"q"}]}`, longText(1017))), 1024),
+
+		// Strings.
+		canon("string_astral", "auto", `{"text":"😀 𝄞 𠜎 👩‍👩‍👧‍👦 🇳🇴","escaped":"\ud83d\ude00\uD834\uDD1E"}`),
+		canon("string_combining_marks", "auto", `{"composed":"é","decomposed":"é","escaped":"e\u0301","zalgo":"ḁ̴̛̗̹̒"}`),
+		canon("string_right_to_left", "auto", `{"model":"m","messages":[{"role":"system","content":"שלום עולם — مرحبا بالعالم \u200f(RLM) \u202bembedded\u202c"},{"role":"user","content":"؟"}]}`),
+		canon("string_escapes", "auto", `["\"\\\/\b\f\n\r\t","\u0000\u0001\u001f\u0020\u007f\u0080","\u00e9\u20ac\uFFFD\uffff","\u2028\u2029","a\/b"]`),
+		canon("string_raw_specials", "auto", "[\"\u007f raw DEL\",\"\u2028\u2029 raw separators\",\"\ufeff BOM\",\"\U0010FFFF max\"]"),
+		canon("string_escaped_upper_hex", "auto", `"\u00C9\u00c9\u0041"`),
+		canon("string_empty_and_spaces", "auto", `{"":"","  ":" ","a":"   "}`),
+
+		// Numbers.
+		canon("number_forms", "auto", `[1.0,1e-7,9007199254740993,-0,-0.0,1E2,0.1,1e21,1e20,100,0.000001,1e-6,0.0000001,-1.5e-10,2.5E+3,0e0,-0e-0,123.456,1.7976931348623157e308,5e-324,1e-400]`),
+		canon("number_big_integers", "auto", `[9007199254740992,9007199254740993,-9007199254740993,123456789012345678901234567890,18446744073709551616,100000000000000000000000,0,-1]`),
+		canon("number_shortest_round_trip", "auto", `[0.1,0.2,0.30000000000000004,3.141592653589793238462643383279,2.2250738585072014e-308,4.35,0.5e1,1.5e300,333333333.33333329,1e23,4.9406564584124654e-324,1.0000000000000002]`),
+		canon("number_ecmascript_thresholds", "auto", `[1e20,1e21,123e18,123e19,1.5e-6,1.5e-7,0.00001234,1234.5e-10,-1e21,12345678901234567890.0]`),
+		canon("number_exponent_case", "auto", `{"a":1E+2,"b":1e-2,"c":1E0,"d":25e-1}`),
+
+		// Member order.
+		canon("order_utf16_vs_codepoint", "auto", `{"\ue000":1,"😀":2,"a":3,"é":4,"":5,"ﬀ":6,"𝄞":7,"\uffff":8}`),
+		canon("order_nested", "auto", `{"z":{"b":[{"y":1,"x":2}],"a":{"d":true,"c":false}},"a":null}`),
+		canon("order_escaped_names", "auto", `{"\u0062":1,"a\u0000":2,"a":3,"\"q":4,"\\":5}`),
+		canon("order_prefix_names", "auto", `{"abc":1,"ab":2,"a":3,"b":4,"aa":5}`),
+		canon("order_case", "auto", `{"b":1,"B":2,"a":3,"A":4,"_":5,"0":6}`),
+
+		// Other shapes and modes.
+		canon("completion_string", "auto", `{"prompt":"Once upon a time","model":"gpt-oss","max_tokens":5,"user":"u"}`),
+		canon("completion_array", "auto", `{"model":"m","prompt":["Hello ",[1,2,3],7,"world"],"suffix":"!","echo":false}`),
+		canon("completion_long_spill", "auto", fmt.Sprintf(`{"model":"m","prompt":%q}`, longText(5000))),
+		canon("completion_bad_prompt", "completion", `{"model":"m","temperature":1,"prompt":{"text":"x"}}`),
+		canon("native_inputs", "auto", `{"parameters":{"max_new_tokens":20,"temperature":0.7},"inputs":"What is a KV cache?","stream":false}`),
+		withPrefix(canon("native_long_cut_mid_character", "auto", fmt.Sprintf(`{"inputs":%q}`, longText(3000))), 1024),
+		canon("auto_unknown_schema", "auto", `{"z":1,"metadata":{"k":"v"},"a":2,"model":"m"}`),
+		canon("auto_top_level_array", "auto", `[{"b":1,"a":2},"x",3]`),
+		canon("auto_top_level_string", "auto", `"just a string"`),
+		canon("auto_top_level_number", "auto", ` 1.50 `),
+		canon("auto_top_level_literals", "auto", `[true,false,null]`),
+		canon("auto_empty_containers", "auto", `{"a":{},"b":[],"c":[{}],"d":[[]]}`),
+		canon("auto_depth_128", "auto", nested(128)),
+		canon("mode_chat_on_prompt_body", "chat", `{"prompt":"p","model":"m","temperature":0}`),
+		canon("mode_chat_explicit", "chat", `{"user":"u","messages":[{"role":"system","content":"s"},{"role":"user","content":"q"}],"model":"m"}`),
+		canon("mode_completion_on_chat_body", "completion", `{"user":"u","messages":[{"role":"user","content":"q"}],"model":"m","prompt":"p"}`),
+		canon("mode_native_on_chat_body", "native", `{"user":"u","messages":[{"role":"system","content":"s"},{"role":"user","content":"q"}],"model":"m","parameters":{},"inputs":"i"}`),
+		canon("mode_native_on_array", "native", `[3,2,1]`),
+		canon("mode_completion_no_prompt", "completion", `{"model":"m"}`),
+
+		// Rejections, each with the byte offset of the problem.
+		canon("invalid_empty", "auto", ``),
+		canon("invalid_whitespace_only", "auto", " \n\t "),
+		canon("invalid_trailing_comma_array", "auto", `[1,2,]`),
+		canon("invalid_trailing_comma_object", "auto", `{"a":1,}`),
+		canon("invalid_comment", "auto", `{"a":1 /* c */}`),
+		canon("invalid_single_quote", "auto", `{'a':1}`),
+		canon("invalid_leading_zero", "auto", `[01]`),
+		canon("invalid_leading_zero_negative", "auto", `[-012]`),
+		canon("invalid_lone_minus", "auto", `[-]`),
+		canon("invalid_bare_fraction", "auto", `[.5]`),
+		canon("invalid_dot_no_digits", "auto", `[1.]`),
+		canon("invalid_exponent_no_digits", "auto", `[1e+]`),
+		canon("invalid_plus_sign", "auto", `[+1]`),
+		canon("invalid_nan", "auto", `[NaN]`),
+		canon("invalid_infinity", "auto", `{"x":-Infinity}`),
+		canon("invalid_hex_number", "auto", `[0x1F]`),
+		canon("invalid_number_range", "auto", `[1, 1e400]`),
+		canon("invalid_number_range_negative", "auto", `{"a":-2.5E+309}`),
+		canon("invalid_escape", "auto", `["ok","\x41"]`),
+		canon("invalid_short_unicode_escape", "auto", `["\u12"]`),
+		canon("invalid_unicode_escape_digits", "auto", `["\u12G4"]`),
+		canon("invalid_lone_high_surrogate", "auto", `{"a":"x\ud83dy"}`),
+		canon("invalid_lone_low_surrogate", "auto", `["\ude00"]`),
+		canon("invalid_reversed_surrogates", "auto", `["\ude00\ud83d"]`),
+		canon("invalid_high_then_high", "auto", `["\ud83d\ud83d"]`),
+		canon("invalid_control_character", "auto", "[\"tab\there\"]"),
+		canon("invalid_duplicate_top", "auto", `{"model":"a","messages":[],"model":"b"}`),
+		canon("invalid_duplicate_nested", "auto", `{"a":{"x":1,"y":2,"x":3},"b":1}`),
+		canon("invalid_duplicate_escaped", "auto", `{"a":1,"\u0061":2}`),
+		canon("invalid_duplicate_first_repeat", "auto", `{"b":1,"a":2,"b":3,"a":4}`),
+		canon("invalid_error_before_duplicate", "auto", `{"a":1,"a":2,"b":tru}`),
+		canon("invalid_trailing_data", "auto", `{"a":1} {"b":2}`),
+		canon("invalid_trailing_number", "auto", `12 34`),
+		canon("invalid_literal", "auto", `[nul]`),
+		canon("invalid_literal_suffix", "auto", `[truex]`),
+		canon("invalid_truncated_literal", "auto", `[tr`),
+		canon("invalid_unknown_word", "auto", `{"a":yes}`),
+		canon("invalid_missing_colon", "auto", `{"a" 1}`),
+		canon("invalid_missing_comma", "auto", `{"a":1 "b":2}`),
+		canon("invalid_unterminated_string", "auto", `{"a":"abc`),
+		canon("invalid_unterminated_object", "auto", `{"a":[1,2]`),
+		canon("invalid_depth_129", "auto", nested(129)),
+		canon("invalid_chat_mode_on_array", "chat", `[{"role":"user"}]`),
+		canon("invalid_completion_mode_on_string", "completion", ` "prompt"`),
+		{name: "invalid_utf8_byte", mode: "auto", input: []byte("{\"a\":\"ok \xff\"}")},
+		{name: "invalid_utf8_overlong", mode: "auto", input: []byte("[\"\xc0\xaf\"]")},
+		{name: "invalid_utf8_surrogate", mode: "auto", input: []byte("[\"\xed\xa0\x80\"]")},
+		{name: "invalid_utf8_truncated", mode: "auto", input: []byte("[\"\xe2\x82\"]")},
+		{name: "invalid_utf8_outside_string", mode: "auto", input: []byte("[1,\xc3\xa9]")},
+
+		// Prompt specs for the build command.
+		build("build_minimal", `{"model":"m","question":"Hi?"}`),
+		build("build_full", fullSpec),
+		build("build_full_other_metadata", strings.Replace(fullSpec, `"request_id": "req-0001", "ts": "2026-05-01T10:00:00Z"`, `"request_id": "req-9999", "ts": "2026-06-30T23:59:59Z", "user": "u-42"`, 1)),
+		build("build_full_no_metadata", strings.Replace(fullSpec, `"metadata": {"request_id": "req-0001", "ts": "2026-05-01T10:00:00Z"},`, ``, 1)),
+		build("build_full_other_group", strings.Replace(fullSpec, `"group": "tenant-a"`, `"group": "tenant-b"`, 1)),
+		build("build_full_other_question", strings.Replace(fullSpec, `"question": "What grew?"`, `"question": "Who froze hiring?"`, 1)),
+		build("build_documents_only", `{"model":"m","documents":[{"id":"a","title":"","text":"Alpha."},{"id":"b","text":"Beta."}],"question":"q"}`),
+		build("build_instructions_only", `{"model":"m","instructions":"Be brief.","question":"q","history":[]}`),
+		build("build_unicode", `{"model":"m","instructions":"Réponds en français 😀","documents":[{"id":"שלום","title":"e\u0301 \u0000","text":"\ud83d\ude00 \"quoted\" \\ back"}],"question":"¿Qué?","metadata":{"😀":"x","é":"y","\ue000":"z"}}`),
+		build("build_tools_numbers", `{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"x":{"type":"number","minimum":-0,"maximum":1e-7,"default":1.0}}}}},{"type":"function","function":{"name":"g"}}],"question":"q"}`),
+		build("build_history", `{"model":"m","instructions":"sys","history":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"},{"role":"assistant","content":""}],"question":"d"}`),
+		build("build_parameters", `{"model":"m","question":"q","parameters":{"temperature":0.70,"top_p":1,"stop":["\n\n"],"logit_bias":{"50256":-100},"user":"u-1","stream":false}}`),
+		build("build_invalid_json", `{"model":"m","question":"q",}`),
+		build("build_invalid_duplicate", `{"model":"m","question":"q","model":"n"}`),
+	}
+	return cs
+}

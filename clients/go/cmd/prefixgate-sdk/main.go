@@ -1,0 +1,119 @@
+// Command prefixgate-sdk is the Go SDK's command line: it canonicalizes
+// request bodies, computes routing keys and builds prompts locally, byte for
+// byte as the router and the Python and TypeScript SDKs do.
+//
+//	prefixgate-sdk canonicalize [--mode M]                         < body.json
+//	prefixgate-sdk key [--mode M] [--group G] [--prefix-length N]  < body.json
+//	prefixgate-sdk build                                           < spec.json
+//
+// Each reads standard input and writes one result and a newline. Exit status:
+// 0 ok, 1 invalid input ("offset N: reason" on standard error), 2 usage.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/prefixgate/prefixgate/clients/go/prefixgate"
+)
+
+const usage = `usage: prefixgate-sdk COMMAND [flags] < input
+
+commands:
+  canonicalize [--mode M]                          canonical form of a request body
+  key [--mode M] [--group G] [--prefix-length N]   routing key, 16 hex digits
+  build                                            request built from a prompt spec, canonical
+
+modes: auto (default), chat, completion, native
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		w := stderr
+		if len(args) > 0 {
+			w = stdout
+		}
+		fmt.Fprint(w, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd := args[0]
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var modeName, group *string
+	var prefixLen *int
+	switch cmd {
+	case "canonicalize":
+		modeName = fs.String("mode", "auto", "request schema: auto, chat, completion or native")
+	case "key":
+		modeName = fs.String("mode", "auto", "request schema: auto, chat, completion or native")
+		group = fs.String("group", "", "group id (default: the body's prompt_cache_key)")
+		prefixLen = fs.Int("prefix-length", 0, "routing window N, 1024..65536 (default 4096)")
+	case "build":
+	default:
+		fmt.Fprintf(stderr, "prefixgate-sdk: unknown command %q\n%s", cmd, usage)
+		return 2
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "prefixgate-sdk %s: unexpected argument %q (input is read from standard input)\n", cmd, fs.Arg(0))
+		return 2
+	}
+	mode := prefixgate.ModeAuto
+	if modeName != nil {
+		m, err := prefixgate.ParseMode(*modeName)
+		if err != nil {
+			fmt.Fprintf(stderr, "prefixgate-sdk %s: %v\n", cmd, err)
+			return 2
+		}
+		mode = m
+	}
+	kopts := prefixgate.KeyOptions{Mode: mode}
+	if group != nil {
+		kopts.Group, kopts.PrefixLength = *group, *prefixLen
+		// Check the options before reading input, so a bad flag is a usage
+		// error whatever the body.
+		if _, err := prefixgate.Key([]byte(`{}`), prefixgate.KeyOptions{Mode: prefixgate.ModeNative, Group: kopts.Group, PrefixLength: kopts.PrefixLength}); err != nil {
+			fmt.Fprintf(stderr, "prefixgate-sdk %s: %v\n", cmd, err)
+			return 2
+		}
+	}
+	in, err := io.ReadAll(stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "prefixgate-sdk %s: %v\n", cmd, err)
+		return 1
+	}
+	var out []byte
+	switch cmd {
+	case "canonicalize":
+		out, err = prefixgate.Canonicalize(in, mode)
+	case "key":
+		var ri prefixgate.RouteInfo
+		if ri, err = prefixgate.Key(in, kopts); err == nil {
+			out = []byte(ri.KeyHex())
+		}
+	case "build":
+		out, err = prefixgate.BuildJSON(in)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	out = append(out, '\n')
+	if _, err := stdout.Write(out); err != nil {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,189 @@
+package prefixgate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"connectrpc.com/connect"
+
+	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
+	"github.com/prefixgate/prefixgate/gen/prefixgate/v1/prefixgatev1connect"
+)
+
+// Client calls a prefixgate router. The generated clients are exposed as
+// fields for every RPC; the methods cover the common calls. Errors are
+// *connect.Error values: use connect.CodeOf(err) to branch on the code
+// (InvalidArgument for a rejected body, ResourceExhausted when every
+// backend is at its bound, Unavailable when none serves the model).
+type Client struct {
+	Inference prefixgatev1connect.InferenceServiceClient
+	Normalize prefixgatev1connect.NormalizeServiceClient
+	Admin     prefixgatev1connect.AdminServiceClient
+}
+
+// NewClient returns a client for the router at baseURL ("http://host:port").
+// A nil httpClient means http.DefaultClient. Pass connect.WithGRPC() or
+// connect.WithGRPCWeb() to change the protocol (Connect by default).
+func NewClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) *Client {
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
+	return &Client{
+		Inference: prefixgatev1connect.NewInferenceServiceClient(httpClient, baseURL, opts...),
+		Normalize: prefixgatev1connect.NewNormalizeServiceClient(httpClient, baseURL, opts...),
+		Admin:     prefixgatev1connect.NewAdminServiceClient(httpClient, baseURL, opts...),
+	}
+}
+
+// Chat sends the prompt the spec describes and waits for the answer.
+func (c *Client) Chat(ctx context.Context, spec PromptSpec) (*pb.ChatResponse, error) {
+	in, err := spec.ChatInput()
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.Inference.Chat(ctx, connect.NewRequest(&pb.ChatRequest{Input: in}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg, nil
+}
+
+// ChatStream sends the prompt the spec describes and streams the answer.
+// The caller must Close the stream.
+func (c *Client) ChatStream(ctx context.Context, spec PromptSpec) (*connect.ServerStreamForClient[pb.ChatStreamResponse], error) {
+	in, err := spec.ChatInput()
+	if err != nil {
+		return nil, err
+	}
+	return c.Inference.ChatStream(ctx, connect.NewRequest(&pb.ChatStreamRequest{Input: in}))
+}
+
+// NormalizeBody asks the router for the canonical form and key of body.
+// Canonicalize and Key compute the same locally.
+func (c *Client) NormalizeBody(ctx context.Context, body []byte, opts KeyOptions) (*pb.NormalizeResponse, error) {
+	res, err := c.Normalize.Normalize(ctx, connect.NewRequest(&pb.NormalizeRequest{
+		Body: body, Mode: ModeProto(opts.Mode), Group: opts.Group, PrefixLength: int32(opts.PrefixLength),
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg, nil
+}
+
+// ListBackends lists the router's backends.
+func (c *Client) ListBackends(ctx context.Context) (*pb.ListBackendsResponse, error) {
+	res, err := c.Admin.ListBackends(ctx, connect.NewRequest(&pb.ListBackendsRequest{}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg, nil
+}
+
+// Explain asks where body would go and why, without sending it.
+func (c *Client) Explain(ctx context.Context, body []byte, opts KeyOptions) (*pb.ExplainResponse, error) {
+	res, err := c.Admin.Explain(ctx, connect.NewRequest(&pb.ExplainRequest{
+		Body: body, Mode: ModeProto(opts.Mode), Group: opts.Group, PrefixLength: int32(opts.PrefixLength),
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg, nil
+}
+
+// ModeProto converts a Mode to the API's RequestMode.
+func ModeProto(m Mode) pb.RequestMode {
+	switch m {
+	case ModeChat:
+		return pb.RequestMode_REQUEST_MODE_CHAT
+	case ModeCompletion:
+		return pb.RequestMode_REQUEST_MODE_COMPLETION
+	case ModeNative:
+		return pb.RequestMode_REQUEST_MODE_NATIVE
+	}
+	return pb.RequestMode_REQUEST_MODE_UNSPECIFIED
+}
+
+// ChatInput converts the spec to the API's ChatInput, so that the router
+// renders exactly the request Build renders and computes the same key. Tool
+// objects must have the shape ChatInput carries: {"type", "function":
+// {"name", "description", "parameters"}}.
+func (s PromptSpec) ChatInput() (*pb.ChatInput, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	in := &pb.ChatInput{Model: s.Model, Group: s.Group}
+	for i, raw := range s.Tools {
+		t, err := toolProto(raw)
+		if err != nil {
+			return nil, specErr(fmt.Sprintf("tools[%d]", i), "%v", err)
+		}
+		in.Tools = append(in.Tools, t)
+	}
+	for _, m := range s.Messages() {
+		in.Messages = append(in.Messages, &pb.Message{Role: m.Role, Content: m.Content})
+	}
+	extra := map[string]json.RawMessage{}
+	for k, v := range s.Parameters {
+		extra[k] = v
+	}
+	if len(s.Metadata) > 0 {
+		md, _ := json.Marshal(s.Metadata)
+		extra["metadata"] = md
+	}
+	if s.Group != "" {
+		g, _ := json.Marshal(s.Group)
+		extra["prompt_cache_key"] = g
+	}
+	if len(extra) > 0 {
+		b, err := json.Marshal(extra)
+		if err != nil {
+			return nil, specErr("parameters", "%v", err)
+		}
+		in.ExtraJson = string(b)
+	}
+	return in, nil
+}
+
+func toolProto(raw json.RawMessage) (*pb.Tool, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, err
+	}
+	for k := range top {
+		if k != "type" && k != "function" {
+			return nil, fmt.Errorf("member %q cannot be sent through ChatInput", k)
+		}
+	}
+	var t pb.Tool
+	if v, ok := top["type"]; ok {
+		if err := json.Unmarshal(v, &t.Type); err != nil || t.Type == "" {
+			return nil, fmt.Errorf("type must be a non-empty string")
+		}
+	} else {
+		return nil, fmt.Errorf("type is required")
+	}
+	var fn map[string]json.RawMessage
+	if err := json.Unmarshal(top["function"], &fn); err != nil || fn == nil {
+		return nil, fmt.Errorf("function must be an object")
+	}
+	for k := range fn {
+		if !slices.Contains([]string{"name", "description", "parameters"}, k) {
+			return nil, fmt.Errorf("function member %q cannot be sent through ChatInput", k)
+		}
+	}
+	if err := json.Unmarshal(fn["name"], &t.Name); err != nil {
+		return nil, fmt.Errorf("function.name must be a string")
+	}
+	if v, ok := fn["description"]; ok {
+		if err := json.Unmarshal(v, &t.Description); err != nil || t.Description == "" {
+			return nil, fmt.Errorf("function.description must be a non-empty string")
+		}
+	}
+	if v, ok := fn["parameters"]; ok {
+		t.ParametersJson = string(v)
+	}
+	return &t, nil
+}
