@@ -1,0 +1,140 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/prefixgate/prefixgate/internal/sim"
+)
+
+// runSim is `prefixgate sim`: a discrete-event simulation of a fleet in
+// virtual time comparing routing policies.
+func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	workload := fs.String("workload", "long-context", "workload: "+strings.Join(sim.Workloads, ", ")+", or trace:FILE (Mooncake JSONL)")
+	requests := fs.Int("requests", 0, "number of requests (0: 20000; for a trace, all of it)")
+	seed := fs.Uint64("seed", 1, "random seed")
+	replicas := fs.Int("replicas", 0, "replicas (0: the workload's, 7)")
+	policies := fs.String("policies", "all", "comma-separated policies: "+strings.Join(sim.PolicyNames, ", ")+", or all")
+	scale := fs.String("scale", "", "scale events: +K@P% or -K@SECONDS, comma-separated (e.g. +1@50%)")
+	routers := fs.Int("routers", 1, "independent routers over one fleet, each with its own load view")
+	spillChain := fs.Bool("spill-chain", true, "let prefix-aware use the spill chain (false: plain clockwise walk)")
+	prefixLength := fs.Int("prefix-length", 0, "routing window N in characters (0: normalize's default)")
+	threshold := fs.Int("threshold", 0, "per-replica concurrency threshold (0: route's default, 64)")
+	asJSON := fs.Bool("json", false, "print exactly one JSON object instead of the table")
+	plot := fs.String("plot", "", "write SVG charts into this directory")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: prefixgate sim [flags]\n\nSimulate a vLLM fleet in virtual time behind the real router and compare routing policies.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "prefixgate sim: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	opts := sim.Options{
+		Workload: *workload, Requests: *requests, Seed: *seed, Replicas: *replicas,
+		Routers: *routers, NoSpillChain: !*spillChain, PrefixLength: *prefixLength, Threshold: *threshold,
+	}
+	if *requests < 0 {
+		fmt.Fprintf(stderr, "prefixgate sim: --requests %d must not be negative\n", *requests)
+		return 2
+	}
+	if *policies != "all" && *policies != "" {
+		for _, p := range strings.Split(*policies, ",") {
+			opts.Policies = append(opts.Policies, strings.TrimSpace(p))
+		}
+	}
+	if *scale != "" {
+		evs, err := sim.ParseScale(*scale)
+		if err != nil {
+			fmt.Fprintf(stderr, "prefixgate sim: --scale: %v\n", err)
+			return 2
+		}
+		opts.Scale = evs
+	}
+	if isTerminal(stderr) {
+		bar := newProgressBar(stderr, "simulating")
+		opts.Progress = bar.update
+		defer bar.finish()
+	}
+	rep, err := sim.Run(opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "prefixgate sim: %v\n", err)
+		return 1
+	}
+	if *plot != "" {
+		if err := rep.WritePlots(*plot); err != nil {
+			fmt.Fprintf(stderr, "prefixgate sim: --plot: %v\n", err)
+			return 1
+		}
+	}
+	if *asJSON {
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteTable(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "prefixgate sim: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// progressBar draws a one-line bar on a terminal; safe for concurrent use.
+type progressBar struct {
+	mu    sync.Mutex
+	w     io.Writer
+	label string
+	last  int
+	drawn bool
+}
+
+func newProgressBar(w io.Writer, label string) *progressBar {
+	return &progressBar{w: w, label: label, last: -1}
+}
+
+func (b *progressBar) update(done, total int) {
+	if total <= 0 {
+		return
+	}
+	pct := done * 100 / total
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if pct == b.last {
+		return
+	}
+	b.last = pct
+	const width = 30
+	fill := pct * width / 100
+	fmt.Fprintf(b.w, "\r%s [%s%s] %3d%%", b.label, strings.Repeat("#", fill), strings.Repeat(".", width-fill), pct)
+	b.drawn = true
+}
+
+func (b *progressBar) finish() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.drawn {
+		fmt.Fprint(b.w, "\r\033[K")
+	}
+}

@@ -1,0 +1,173 @@
+package sim
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/zeebo/xxh3"
+
+	"github.com/prefixgate/prefixgate/backends/vllmsim"
+	"github.com/prefixgate/prefixgate/normalize"
+	"github.com/prefixgate/prefixgate/route"
+)
+
+// Request is one simulated request: a chat (Messages) or a completion
+// prompt (Prompt), arriving At after the start of the run.
+type Request struct {
+	At       time.Duration
+	Group    string
+	Messages []Message // chat requests
+	Prompt   []Segment // completion requests (trace replay)
+	Output   int       // output tokens
+
+	key route.Request // filled by keyer
+}
+
+// PromptTokens is the prompt length in engine tokens.
+func (r *Request) PromptTokens() int {
+	if r.Messages == nil {
+		return segTokens(r.Prompt)
+	}
+	n := len(tmpl("<|begin_of_text|>")) + len(tmpl("<|start_header_id|>assistant<|end_header_id|>\n\n"))
+	for _, m := range r.Messages {
+		n += len(tmpl("<|start_header_id|>"+m.Role+"<|end_header_id|>\n\n")) + segTokens(m.Content) + len(tmpl("<|eot_id|>"))
+	}
+	return n
+}
+
+// appendTokens appends the engine prompt tokens.
+func (r *Request) appendTokens(dst []vllmsim.Token) []vllmsim.Token {
+	if r.Messages == nil {
+		for _, s := range r.Prompt {
+			dst = appendSegTokens(dst, s)
+		}
+		return dst
+	}
+	return chatTokens(dst, r.Messages)
+}
+
+// simModel is the model name in keyed bodies.
+const simModel = "sim"
+
+// keyer computes routing keys through package normalize on compact bodies:
+// the body carries the text only as far as the routing text and its longest
+// spill window reach, and keys are cached by what determines them (group,
+// roles and segments of the keyed part).
+type keyer struct {
+	opts  normalize.KeyOptions
+	limit int // bytes of text the key can read: 8N plus slack
+	cache map[uint64]route.Request
+	body  []byte
+	dst   []byte
+}
+
+func newKeyer(prefixLength int) *keyer {
+	if prefixLength == 0 {
+		prefixLength = normalize.DefaultPrefixLength
+	}
+	return &keyer{
+		opts:  normalize.KeyOptions{PrefixLength: prefixLength},
+		limit: 8*prefixLength + 64,
+		cache: make(map[uint64]route.Request),
+	}
+}
+
+// key returns the routing request of r.
+func (k *keyer) key(r *Request) (route.Request, error) {
+	id := k.cacheID(r)
+	if rr, ok := k.cache[id]; ok {
+		return rr, nil
+	}
+	k.body = k.appendBody(k.body[:0], r)
+	var ri normalize.RouteInfo
+	var err error
+	k.dst, ri, err = normalize.Normalize(k.dst[:0], k.body, normalize.Options{}, k.opts)
+	if err != nil {
+		return route.Request{}, fmt.Errorf("sim: keying request: %w", err)
+	}
+	rr := route.Request{Key: ri.Key, SpillKeys: ri.SpillKeys}
+	k.cache[id] = rr
+	return rr, nil
+}
+
+// keyed is the part of a chat the key reads: every message but the last,
+// or the only one.
+func keyed(msgs []Message) []Message {
+	if len(msgs) > 1 {
+		return msgs[:len(msgs)-1]
+	}
+	return msgs
+}
+
+func (k *keyer) cacheID(r *Request) uint64 {
+	b := make([]byte, 0, 256)
+	b = append(b, r.Group...)
+	b = append(b, 0)
+	addSegs := func(segs []Segment, budget int) int {
+		for _, s := range segs {
+			if budget <= 0 {
+				break
+			}
+			n := min(s.Tokens, budget/charsPerTok+1)
+			b = binary.LittleEndian.AppendUint64(b, s.ID)
+			b = binary.LittleEndian.AppendUint32(b, uint32(n))
+			budget -= n * charsPerTok
+		}
+		return budget
+	}
+	if r.Messages == nil {
+		b = append(b, 'p')
+		addSegs(r.Prompt, k.limit)
+		return xxh3.Hash(b)
+	}
+	budget := k.limit
+	for _, m := range keyed(r.Messages) {
+		b = append(b, m.Role...)
+		b = append(b, 0)
+		budget = addSegs(m.Content, budget)
+		b = append(b, 1)
+	}
+	if len(r.Messages) == 1 {
+		b = append(b, 'o')
+	}
+	return xxh3.Hash(b)
+}
+
+func (k *keyer) appendBody(b []byte, r *Request) []byte {
+	b = append(b, `{"model":"`+simModel+`"`...)
+	if r.Group != "" {
+		b = append(b, `,"prompt_cache_key":"`...)
+		b = append(b, r.Group...)
+		b = append(b, '"')
+	}
+	if r.Messages == nil {
+		b = append(b, `,"prompt":"`...)
+		start := len(b)
+		for _, s := range r.Prompt {
+			b = appendSegText(b, s, start+k.limit)
+		}
+		return append(b, `"}`...)
+	}
+	b = append(b, `,"messages":[`...)
+	used := 0
+	for i, m := range r.Messages {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"role":"`...)
+		b = append(b, m.Role...)
+		b = append(b, `","content":"`...)
+		start := len(b)
+		lim := k.limit - used
+		if i == len(r.Messages)-1 && i > 0 {
+			lim = 64 // the final message is not keyed
+		}
+		for _, s := range m.Content {
+			b = appendSegText(b, s, start+max(lim, 0))
+		}
+		used += len(b) - start
+		b = append(b, `"}`...)
+	}
+	return append(b, `]}`...)
+}

@@ -1,0 +1,595 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prefixgate/prefixgate/backends/vllmsim"
+	"github.com/prefixgate/prefixgate/route"
+)
+
+// Options configure a simulation run.
+type Options struct {
+	// Workload is a name from Workloads or "trace:FILE".
+	Workload string
+	// Requests is the number of requests (0: 20,000; for a trace, all).
+	Requests int
+	// Seed makes the run reproducible; 0 means 1.
+	Seed uint64
+	// Replicas overrides the workload's fleet size.
+	Replicas int
+	// Policies to compare; empty means PolicyNames.
+	Policies []string
+	// Scale events (see ParseScale).
+	Scale []ScaleEvent
+	// Routers is the number of independent routers (0 means 1).
+	Routers int
+	// NoSpillChain disables the spill chain (route.Config.DisableSpillChain).
+	NoSpillChain bool
+	// PrefixLength is the routing window N; 0 means normalize's default.
+	PrefixLength int
+	// Threshold is each replica's concurrency threshold; 0 means route's.
+	Threshold int
+	// Progress, if set, is called with finished and total request counts
+	// over all policies; it may be called from several goroutines.
+	Progress func(done, total int)
+	// Parallel is how many policies run at once; 0 means GOMAXPROCS.
+	Parallel int
+}
+
+// DefaultRequests is the request count when Options.Requests is 0.
+const DefaultRequests = 20000
+
+// Report is the outcome of a run; its JSON form is the --json output.
+type Report struct {
+	Workload          string         `json:"workload"`
+	Replicas          int            `json:"replicas"`
+	Requests          int            `json:"requests"`
+	PooledBoundHit    float64        `json:"pooled_bound_hit_rate"`
+	Policies          []PolicyResult `json:"policies"`
+	Routers           int            `json:"-"`
+	SpillChain        bool           `json:"-"`
+	Note              string         `json:"-"`
+	ScaleTimes        []float64      `json:"-"` // virtual seconds of scale events
+	ScaleLabels       []string       `json:"-"`
+	VirtualSeconds    float64        `json:"-"`
+	SimulatedRequests int            `json:"-"`
+}
+
+// Percentiles of a distribution, in milliseconds.
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+}
+
+// PolicyResult is one policy's outcome.
+type PolicyResult struct {
+	Name string `json:"name"`
+	// HitRate is cached prompt tokens / prompt tokens.
+	HitRate float64     `json:"hit_rate"`
+	TTFT    Percentiles `json:"ttft_ms"`
+	// Throughput is finished requests per virtual second, from the first
+	// arrival to the last completion.
+	Throughput float64 `json:"throughput_rps"`
+	// Share is each replica's fraction of requests, by replica index.
+	Share []float64 `json:"share"`
+	// MaxShareRatio is the largest share × the number of replicas.
+	MaxShareRatio float64 `json:"max_share_ratio"`
+	// SpillRate is the fraction of requests not placed at their key's home
+	// (ring policies) or placed by the balance rule (cache-aware-tree).
+	SpillRate float64 `json:"spill_rate"`
+	// MaxInflightOverBound is the largest excess of a replica's fleet-wide
+	// in-flight count over ceil(1.25·total/n) seen right after a pick.
+	MaxInflightOverBound int `json:"max_inflight_over_bound"`
+	// KeysMovedFraction is the largest share of distinct keys whose home
+	// changed at a scale event (ring policies; null for the others).
+	KeysMovedFraction *float64 `json:"keys_moved_fraction"`
+
+	Failed    int           `json:"-"`
+	Queued    int           `json:"-"` // requests that waited in a router queue
+	TTFTs     []float64     `json:"-"` // sorted, ms
+	HitSeries []float64     `json:"-"` // hit rate per time bucket (NaN when empty)
+	Elapsed   time.Duration `json:"-"`
+}
+
+// loadFactor is route's default c, used to measure the bound fleet-wide.
+const loadFactor = route.DefaultLoadFactor
+
+// hitBuckets is the resolution of the hit-rate-over-time series.
+const hitBuckets = 60
+
+var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Run builds the workload and simulates every policy on it.
+func Run(opts Options) (*Report, error) {
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	n := opts.Requests
+	if n == 0 && !isTrace(opts.Workload) {
+		n = DefaultRequests
+	}
+	w, err := BuildWorkload(opts.Workload, n, opts.Seed)
+	if err != nil {
+		return nil, err
+	}
+	return Simulate(w, opts)
+}
+
+func isTrace(name string) bool { return len(name) > 6 && name[:6] == "trace:" }
+
+// Simulate runs every policy of opts over w.
+func Simulate(w *Workload, opts Options) (*Report, error) {
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	if opts.Replicas == 0 {
+		opts.Replicas = w.Replicas
+	}
+	if opts.Replicas < 1 || opts.Replicas > 1024 {
+		return nil, fmt.Errorf("sim: --replicas %d out of range 1..1024", opts.Replicas)
+	}
+	if opts.Routers == 0 {
+		opts.Routers = 1
+	}
+	if opts.Routers < 1 || opts.Routers > 256 {
+		return nil, fmt.Errorf("sim: --routers %d out of range 1..256", opts.Routers)
+	}
+	if opts.Threshold == 0 {
+		opts.Threshold = route.DefaultThreshold
+	}
+	pols := opts.Policies
+	if len(pols) == 0 {
+		pols = PolicyNames
+	}
+	for _, p := range pols {
+		if !slices.Contains(PolicyNames, p) {
+			return nil, fmt.Errorf("sim: unknown policy %q (have %v)", p, PolicyNames)
+		}
+	}
+	if len(w.Requests) == 0 {
+		return nil, errors.New("sim: workload has no requests")
+	}
+	k := newKeyer(opts.PrefixLength)
+	for _, r := range w.Requests {
+		var err error
+		if r.key, err = k.key(r); err != nil {
+			return nil, err
+		}
+	}
+	span := w.Requests[len(w.Requests)-1].At
+	scale, err := resolveScale(opts.Scale, span, opts.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{
+		Workload: w.Name, Replicas: opts.Replicas, Requests: len(w.Requests),
+		Routers: opts.Routers, SpillChain: !opts.NoSpillChain, Note: w.Note,
+	}
+	for _, s := range scale {
+		rep.ScaleTimes = append(rep.ScaleTimes, s.at.Seconds())
+		rep.ScaleLabels = append(rep.ScaleLabels, s.label)
+	}
+	var done atomic.Int64
+	total := len(w.Requests) * (len(pols) + 1)
+	progress := func() {
+		if opts.Progress != nil {
+			opts.Progress(int(done.Add(1)), total)
+		}
+	}
+	par := opts.Parallel
+	if par <= 0 {
+		par = runtime.GOMAXPROCS(0)
+	}
+	results := make([]PolicyResult, len(pols))
+	errs := make([]error, len(pols)+1)
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i, p := range pols {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			f, err := newFleet(w, opts, p, scale, progress)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			results[i], errs[i] = f.run()
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		rep.PooledBoundHit, errs[len(pols)] = pooledBound(w, opts.Replicas, progress)
+	}()
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	rep.Policies = results
+	rep.VirtualSeconds = span.Seconds()
+	return rep, nil
+}
+
+// flight is one request's journey through a run.
+type flight struct {
+	req       *Request
+	replica   int
+	router    int
+	dec       route.Decision
+	treeOwner *treePicker
+	spilled   bool
+	tokens    []vllmsim.Token
+	hashes    []uint64
+	queued    bool
+}
+
+func (f *flight) prompt() []vllmsim.Token {
+	if f.tokens == nil {
+		f.tokens = f.req.appendTokens(make([]vllmsim.Token, 0, f.req.PromptTokens()))
+	}
+	return f.tokens
+}
+
+// blockHashes are chained hashes of the prompt's 16-token blocks (for the
+// cache-aware tree).
+func (f *flight) blockHashes() []uint64 {
+	if f.hashes == nil {
+		t := f.prompt()
+		f.hashes = make([]uint64, 0, len(t)/vllmsim.BlockSize)
+		h := uint64(0x5eed)
+		if f.req.Group != "" {
+			for _, c := range []byte(f.req.Group) {
+				h = mix(h ^ uint64(c))
+			}
+		}
+		for i := 0; i+vllmsim.BlockSize <= len(t); i += vllmsim.BlockSize {
+			for _, tok := range t[i : i+vllmsim.BlockSize] {
+				h = mix(h ^ uint64(tok))
+			}
+			f.hashes = append(f.hashes, h)
+		}
+	}
+	return f.hashes
+}
+
+type replica struct {
+	eng     *vllmsim.Engine
+	next    time.Time // cached NextEvent
+	busy    bool      // next is valid
+	flights map[vllmsim.RequestID]*flight
+	active  bool
+	count   int // requests placed
+}
+
+type fleet struct {
+	w        *Workload
+	opts     Options
+	policy   string
+	scale    []scaleAt
+	progress func()
+
+	reps     []*replica
+	pickers  []picker
+	queues   [][]*flight
+	inflight []int
+	total    int
+	active   []int
+
+	// results
+	ttfts          []float64
+	cached, prompt int64
+	bucketC        []int64
+	bucketP        []int64
+	spilled        int
+	failed         int
+	queued         int
+	finished       int
+	lastFinish     time.Time
+	maxOver        int
+	keysMoved      *float64
+}
+
+func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progress func()) (*fleet, error) {
+	f := &fleet{w: w, opts: opts, policy: policy, scale: scale, progress: progress,
+		bucketC: make([]int64, hitBuckets), bucketP: make([]int64, hitBuckets)}
+	for range opts.Replicas {
+		if err := f.addReplica(); err != nil {
+			return nil, err
+		}
+	}
+	for i := range opts.Routers {
+		var p picker
+		if policy == treePolicy {
+			p = newTreePicker(f.active, opts.Threshold, opts.Seed+uint64(i)*7919)
+		} else {
+			rp, err := newRoutePicker(route.Config{
+				Policy: policy, DisableSpillChain: opts.NoSpillChain,
+				Seed: opts.Seed + uint64(i)*7919, DefaultThreshold: opts.Threshold,
+			}, f.active, opts.Threshold)
+			if err != nil {
+				return nil, err
+			}
+			p = rp
+		}
+		f.pickers = append(f.pickers, p)
+	}
+	f.queues = make([][]*flight, opts.Routers)
+	return f, nil
+}
+
+func (f *fleet) addReplica() error {
+	eng, err := vllmsim.NewEngine(f.w.Engine)
+	if err != nil {
+		return err
+	}
+	f.reps = append(f.reps, &replica{eng: eng, flights: map[vllmsim.RequestID]*flight{}, active: true})
+	f.inflight = append(f.inflight, 0)
+	f.active = append(f.active, len(f.reps)-1)
+	return nil
+}
+
+func (f *fleet) run() (PolicyResult, error) {
+	start := time.Now()
+	reqs := f.w.Requests
+	ai, si := 0, 0
+	n := len(reqs)
+	for f.finished+f.failed < n {
+		// Next engine event.
+		ei := -1
+		var te time.Time
+		for i, r := range f.reps {
+			if !r.busy {
+				continue
+			}
+			if ei < 0 || r.next.Before(te) {
+				ei, te = i, r.next
+			}
+		}
+		var ta, ts time.Time
+		haveA, haveS := ai < n, si < len(f.scale)
+		if haveA {
+			ta = epoch.Add(reqs[ai].At)
+		}
+		if haveS {
+			ts = epoch.Add(f.scale[si].at)
+		}
+		switch {
+		case ei >= 0 && (!haveA || !ta.Before(te)) && (!haveS || !ts.Before(te)):
+			f.engineEvents(ei, te)
+		case haveS && (!haveA || !ta.Before(ts)):
+			if err := f.applyScale(f.scale[si], ts); err != nil {
+				return PolicyResult{}, err
+			}
+			si++
+		case haveA:
+			fl := &flight{req: reqs[ai], router: ai % len(f.pickers)}
+			ai++
+			if len(f.queues[fl.router]) > 0 {
+				f.enqueue(fl)
+			} else if !f.dispatch(fl, ta) {
+				f.enqueue(fl)
+			}
+		default:
+			return PolicyResult{}, fmt.Errorf("sim: %s: %d requests stuck in router queues with no replica able to take them", f.policy, n-f.finished-f.failed)
+		}
+	}
+	return f.result(time.Since(start)), nil
+}
+
+func (f *fleet) enqueue(fl *flight) {
+	if !fl.queued {
+		fl.queued = true
+		f.queued++
+	}
+	f.queues[fl.router] = append(f.queues[fl.router], fl)
+}
+
+// dispatch picks a replica for fl and submits it at now; false means the
+// router is saturated.
+func (f *fleet) dispatch(fl *flight, now time.Time) bool {
+	idx, ok := f.pickers[fl.router].pick(fl)
+	if !ok {
+		return false
+	}
+	fl.replica = idx
+	f.inflight[idx]++
+	f.total++
+	nAct := len(f.active)
+	bound := int(math.Ceil(loadFactor * float64(f.total) / float64(nAct)))
+	if over := f.inflight[idx] - bound; over > f.maxOver {
+		f.maxOver = over
+	}
+	if fl.spilled {
+		f.spilled++
+	}
+	rep := f.reps[idx]
+	rep.count++
+	er := vllmsim.Request{Prompt: fl.prompt(), MaxTokens: fl.req.Output}
+	if f.w.Salted {
+		er.CacheSalt = fl.req.Group
+	}
+	id, err := rep.eng.Submit(now, er)
+	if err != nil {
+		f.release(fl)
+		f.failed++
+		f.progress()
+		return true
+	}
+	fl.tokens, fl.hashes = nil, nil // the engine holds the prompt now
+	rep.flights[id] = fl
+	// Submit may have produced events at now; look at the engine again.
+	rep.next, rep.busy = now, true
+	return true
+}
+
+func (f *fleet) release(fl *flight) {
+	f.pickers[fl.router].done(fl)
+	f.inflight[fl.replica]--
+	f.total--
+}
+
+func (f *fleet) engineEvents(i int, now time.Time) {
+	rep := f.reps[i]
+	evs := rep.eng.Advance(now)
+	retry := map[int]bool{}
+	for _, ev := range evs {
+		fl := rep.flights[ev.ID]
+		if fl == nil {
+			continue
+		}
+		if ev.Kind == vllmsim.EventFirstToken {
+			arrival := epoch.Add(fl.req.At)
+			f.ttfts = append(f.ttfts, float64(ev.FirstToken.Sub(arrival))/1e6)
+			f.cached += int64(ev.CachedTokens)
+			f.prompt += int64(ev.PromptTokens)
+			b := f.bucket(fl.req.At)
+			f.bucketC[b] += int64(ev.CachedTokens)
+			f.bucketP[b] += int64(ev.PromptTokens)
+		}
+		if ev.Kind == vllmsim.EventFinished {
+			delete(rep.flights, ev.ID)
+			f.release(fl)
+			f.finished++
+			if ev.Time.After(f.lastFinish) {
+				f.lastFinish = ev.Time
+			}
+			f.progress()
+			retry[fl.router] = true
+		}
+	}
+	rep.next, rep.busy = rep.eng.NextEvent()
+	for r := range len(f.queues) {
+		if retry[r] {
+			f.drain(r, now)
+		}
+	}
+}
+
+// drain dispatches router r's queue in FIFO order while it has room.
+func (f *fleet) drain(r int, now time.Time) {
+	q := f.queues[r]
+	k := 0
+	for k < len(q) && f.dispatch(q[k], now) {
+		q[k] = nil
+		k++
+	}
+	f.queues[r] = q[k:]
+}
+
+func (f *fleet) bucket(at time.Duration) int {
+	span := f.w.Requests[len(f.w.Requests)-1].At
+	if span <= 0 {
+		return 0
+	}
+	return min(int(float64(at)/float64(span)*hitBuckets), hitBuckets-1)
+}
+
+func (f *fleet) result(elapsed time.Duration) PolicyResult {
+	res := PolicyResult{Name: f.policy, Failed: f.failed, Queued: f.queued, Elapsed: elapsed, KeysMovedFraction: f.keysMoved}
+	if f.prompt > 0 {
+		res.HitRate = float64(f.cached) / float64(f.prompt)
+	}
+	sort.Float64s(f.ttfts)
+	res.TTFTs = f.ttfts
+	res.TTFT = Percentiles{P50: quantile(f.ttfts, 0.5), P90: quantile(f.ttfts, 0.9), P99: quantile(f.ttfts, 0.99)}
+	if d := f.lastFinish.Sub(epoch.Add(f.w.Requests[0].At)).Seconds(); d > 0 {
+		res.Throughput = float64(f.finished) / d
+	}
+	placed := 0
+	for _, r := range f.reps {
+		placed += r.count
+	}
+	maxShare := 0.0
+	for _, r := range f.reps {
+		s := 0.0
+		if placed > 0 {
+			s = float64(r.count) / float64(placed)
+		}
+		res.Share = append(res.Share, s)
+		maxShare = max(maxShare, s)
+	}
+	res.MaxShareRatio = maxShare * float64(len(f.reps))
+	if placed > 0 {
+		res.SpillRate = float64(f.spilled) / float64(placed)
+	}
+	res.MaxInflightOverBound = f.maxOver
+	for b := range hitBuckets {
+		v := math.NaN()
+		if f.bucketP[b] > 0 {
+			v = float64(f.bucketC[b]) / float64(f.bucketP[b])
+		}
+		res.HitSeries = append(res.HitSeries, v)
+	}
+	return res
+}
+
+// quantile of sorted xs by the nearest-rank method.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(xs)))) - 1
+	return xs[max(0, min(i, len(xs)-1))]
+}
+
+// pooledBound runs the workload on one engine with the whole fleet's
+// capacity (cache, batch and prefill rate): the hit rate no routing can beat.
+func pooledBound(w *Workload, n int, progress func()) (float64, error) {
+	cfg := w.Engine
+	cfg.CacheBlocks *= n
+	cfg.MaxNumSeqs *= n
+	cfg.PrefillTokensPerSec *= float64(n)
+	eng, err := vllmsim.NewEngine(cfg)
+	if err != nil {
+		return 0, err
+	}
+	var cached, prompt int64
+	count := func(evs []vllmsim.Event) {
+		for _, ev := range evs {
+			if ev.Kind == vllmsim.EventFirstToken {
+				cached += int64(ev.CachedTokens)
+				prompt += int64(ev.PromptTokens)
+			}
+			if ev.Kind == vllmsim.EventFinished {
+				progress()
+			}
+		}
+	}
+	for _, r := range w.Requests {
+		now := epoch.Add(r.At)
+		count(eng.Advance(now))
+		fl := flight{req: r}
+		er := vllmsim.Request{Prompt: fl.prompt(), MaxTokens: r.Output}
+		if w.Salted {
+			er.CacheSalt = r.Group
+		}
+		if _, err := eng.Submit(now, er); err != nil {
+			progress()
+		}
+	}
+	for {
+		t, ok := eng.NextEvent()
+		if !ok {
+			break
+		}
+		count(eng.Advance(t))
+	}
+	count(eng.Advance(eng.Now()))
+	if prompt == 0 {
+		return 0, nil
+	}
+	return float64(cached) / float64(prompt), nil
+}

@@ -1,0 +1,215 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prefixgate/prefixgate/backends/vllmsim"
+)
+
+// Workload is a generated or replayed request stream and the fleet it is
+// meant for.
+type Workload struct {
+	Name     string
+	Requests []*Request
+	// Replicas is the default fleet size.
+	Replicas int
+	// Engine is each replica's engine model.
+	Engine vllmsim.EngineConfig
+	// Salted workloads send the group as cache_salt, so tenants never share
+	// KV cache even for equal prompts.
+	Salted bool
+	// Note describes the calibration, for reports.
+	Note string
+}
+
+// Workloads lists the synthetic workload names; "trace:FILE" replays a file.
+var Workloads = []string{"long-context", "sharegpt", "multitenant", "zipf", "agent"}
+
+// Long-context calibration (see docs/simulation.md): 56 distinct 8,000-token
+// documents, each replica's KV cache holds about 14 of them (a quarter), so a
+// cache-blind policy hits about 25% of the time, as SageMaker measured, while
+// each replica's share under prefix-aware routing (8 documents) fits twice.
+const (
+	lcDocs        = 56
+	lcPrefix      = 8000
+	lcCacheBlocks = 7700
+	lcRate        = 10.0 // requests per second over 7 replicas
+)
+
+// BuildWorkload generates n requests of a named synthetic workload, or
+// replays "trace:FILE" (n <= 0 means the whole trace).
+func BuildWorkload(name string, n int, seed uint64) (*Workload, error) {
+	if file, ok := strings.CutPrefix(name, "trace:"); ok {
+		return LoadTrace(file, n)
+	}
+	if n <= 0 {
+		return nil, fmt.Errorf("sim: --requests must be positive, got %d", n)
+	}
+	g := &gen{rnd: seed*0x9e3779b97f4a7c15 + 1}
+	preset, err := vllmsim.LookupPreset("llama-3.1-70b-8xh100")
+	if err != nil {
+		return nil, err
+	}
+	w := &Workload{Name: name, Replicas: 7, Engine: preset.Engine}
+	switch name {
+	case "long-context":
+		w.Engine.CacheBlocks = lcCacheBlocks
+		w.Note = fmt.Sprintf("%d documents of %d tokens, uniform popularity; unique suffixes of 40-200 tokens; outputs 100-300 tokens; Poisson %.0f req/s; %d KV blocks per replica (about %d documents)",
+			lcDocs, lcPrefix, lcRate, lcCacheBlocks, lcCacheBlocks*vllmsim.BlockSize/lcPrefix)
+		t := 0.0
+		for i := range n {
+			t += g.exp(1 / lcRate)
+			doc := g.intn(lcDocs)
+			w.Requests = append(w.Requests, &Request{
+				At: secs(t),
+				Messages: []Message{
+					{Role: "system", Content: []Segment{{ID: mix(uint64(doc) + 1<<40), Tokens: lcPrefix}}},
+					{Role: "user", Content: []Segment{{ID: mix(uint64(i) + 2<<40 + seed<<20), Tokens: 40 + g.intn(161)}}},
+				},
+				Output: 100 + g.intn(201),
+			})
+		}
+	case "sharegpt":
+		// Short multi-turn chats: a few shared system prompts, turns of
+		// 20-200 tokens, answers of 50-400 tokens, think time ~10 s.
+		w.Engine.CacheBlocks = 4000
+		w.Note = "4 system prompts of 150 tokens; conversations of 1-6 turns, user turns 20-200 tokens, answers 50-400 tokens, think time 10 s; 4,000 KV blocks per replica"
+		w.Requests = g.conversations(n, 12, func(conv int) []Message {
+			return []Message{{Role: "system", Content: []Segment{{ID: mix(uint64(conv%4) + 3<<40), Tokens: 150}}}}
+		}, 6, 20, 200, 50, 400, 10, seed)
+	case "multitenant":
+		// 16 tenants share the same 2,000-token system prompt text; each
+		// tenant is a group with its own cache salt.
+		w.Salted = true
+		w.Engine.CacheBlocks = 6000
+		w.Note = "16 tenants (groups, cache-salted) with the same 2,000-token system prompt; 1-4 turns; 6,000 KV blocks per replica"
+		reqs := g.conversations(n, 10, func(int) []Message {
+			return []Message{{Role: "system", Content: []Segment{{ID: mix(4 << 40), Tokens: 2000}}}}
+		}, 4, 20, 200, 50, 300, 8, seed)
+		for i, r := range reqs {
+			r.Group = fmt.Sprintf("tenant-%02d", g.intn(16))
+			_ = i
+		}
+		// A conversation keeps its tenant.
+		byConv := map[uint64]string{}
+		for _, r := range reqs {
+			c := r.Messages[1].Content[0].ID
+			if t, ok := byConv[c]; ok {
+				r.Group = t
+			} else {
+				byConv[c] = r.Group
+			}
+		}
+		w.Requests = reqs
+	case "zipf":
+		// Hot prefixes: 200 documents of 3,000 tokens, Zipf(1.1) popularity.
+		w.Engine.CacheBlocks = 8000
+		w.Note = "200 documents of 3,000 tokens, Zipf s=1.1 popularity; unique suffixes; Poisson 14 req/s; 8,000 KV blocks per replica"
+		z := newZipf(200, 1.1)
+		t := 0.0
+		for i := range n {
+			t += g.exp(1 / 14.0)
+			doc := z.draw(g.float())
+			w.Requests = append(w.Requests, &Request{
+				At: secs(t),
+				Messages: []Message{
+					{Role: "system", Content: []Segment{{ID: mix(uint64(doc) + 5<<40), Tokens: 3000}}},
+					{Role: "user", Content: []Segment{{ID: mix(uint64(i) + 6<<40 + seed<<20), Tokens: 40 + g.intn(161)}}},
+				},
+				Output: 50 + g.intn(151),
+			})
+		}
+	case "agent":
+		// Tool loops: 8 agent types with 1,500-token system prompts; a task
+		// runs 4-20 steps, each adding a tool call and a tool result, so the
+		// context grows; steps follow each other after 2-4 s.
+		w.Engine.CacheBlocks = 12000
+		w.Note = "8 agent system prompts of 1,500 tokens; tasks of 4-20 steps, each adding a 30-80 token call and a 100-1,000 token tool result; 12,000 KV blocks per replica"
+		t := 0.0
+		for task := 0; len(w.Requests) < n; task++ {
+			t += g.exp(1 / 1.2)
+			msgs := []Message{
+				{Role: "system", Content: []Segment{{ID: mix(uint64(task%8) + 7<<40), Tokens: 1500}}},
+				{Role: "user", Content: []Segment{{ID: mix(uint64(task) + 8<<40 + seed<<20), Tokens: 30 + g.intn(200)}}},
+			}
+			steps := 4 + g.intn(17)
+			at := t
+			for s := 0; s < steps && len(w.Requests) < n; s++ {
+				w.Requests = append(w.Requests, &Request{At: secs(at), Messages: slices.Clone(msgs), Output: 30 + g.intn(51)})
+				msgs = append(msgs,
+					Message{Role: "assistant", Content: []Segment{{ID: mix(uint64(task)<<8 + uint64(s) + 9<<40 + seed<<20), Tokens: 30 + g.intn(51)}}},
+					Message{Role: "tool", Content: []Segment{{ID: mix(uint64(task)<<8 + uint64(s) + 10<<40 + seed<<20), Tokens: 100 + g.intn(901)}}})
+				at += 2 + 2*g.float()
+			}
+		}
+	default:
+		return nil, fmt.Errorf("sim: unknown workload %q (have %s, trace:FILE)", name, strings.Join(Workloads, ", "))
+	}
+	slices.SortStableFunc(w.Requests, func(a, b *Request) int { return int(a.At - b.At) })
+	if len(w.Requests) > n {
+		w.Requests = w.Requests[:n]
+	}
+	return w, nil
+}
+
+// conversations generates multi-turn chats: conversations start as a
+// Poisson process of rate per second; each turn is a request carrying the
+// history.
+func (g *gen) conversations(n int, rate float64, system func(conv int) []Message, maxTurns, uMin, uMax, aMin, aMax int, think float64, seed uint64) []*Request {
+	var out []*Request
+	t := 0.0
+	for conv := 0; len(out) < n; conv++ {
+		t += g.exp(1 / rate)
+		msgs := system(conv)
+		turns := 1 + g.intn(maxTurns)
+		at := t
+		for k := 0; k < turns; k++ {
+			msgs = append(msgs, Message{Role: "user", Content: []Segment{{ID: mix(uint64(conv)<<8 + uint64(k) + 11<<40 + seed<<20), Tokens: uMin + g.intn(uMax-uMin+1)}}})
+			out = append(out, &Request{At: secs(at), Messages: slices.Clone(msgs), Output: aMin + g.intn(aMax-aMin+1)})
+			msgs = append(msgs, Message{Role: "assistant", Content: []Segment{{ID: mix(uint64(conv)<<8 + uint64(k) + 12<<40 + seed<<20), Tokens: out[len(out)-1].Output}}})
+			at += g.exp(think)
+		}
+	}
+	return out
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// gen is a deterministic random source (splitmix64).
+type gen struct{ rnd uint64 }
+
+func (g *gen) next() uint64 {
+	g.rnd += 0x9e3779b97f4a7c15
+	return mix(g.rnd)
+}
+
+func (g *gen) float() float64 { return float64(g.next()>>11) / (1 << 53) }
+
+func (g *gen) intn(n int) int { return int(g.next() % uint64(n)) }
+
+// exp draws an exponential variate with the given mean.
+func (g *gen) exp(mean float64) float64 { return -mean * math.Log(1-g.float()) }
+
+type zipf struct{ cdf []float64 }
+
+func newZipf(n int, s float64) *zipf {
+	z := &zipf{cdf: make([]float64, n)}
+	sum := 0.0
+	for i := range n {
+		sum += 1 / math.Pow(float64(i+1), s)
+		z.cdf[i] = sum
+	}
+	for i := range z.cdf {
+		z.cdf[i] /= sum
+	}
+	return z
+}
+
+func (z *zipf) draw(u float64) int {
+	i, _ := slices.BinarySearch(z.cdf, u)
+	return min(i, len(z.cdf)-1)
+}
