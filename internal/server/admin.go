@@ -133,11 +133,6 @@ func routeRequest(info normalize.RouteInfo) route.Request {
 	return route.Request{Key: info.Key, SpillKeys: info.SpillKeys, Model: info.Model}
 }
 
-// Lint is served once the lint engine lands (issue 8); until then it says so.
-func (ns normalizeService) Lint(ctx context.Context, req *connect.Request[pb.LintRequest]) (*connect.Response[pb.LintResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errLintUnavailable)
-}
-
 // explainSentence says in one sentence why the router chose what it chose.
 func explainSentence(ex route.Explanation) string {
 	switch ex.Reason {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,8 +18,6 @@ import (
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
-
-var errLintUnavailable = errors.New("lint is not available in this build yet")
 
 // Server is the router: one http.Handler for every protocol it speaks.
 type Server struct {

@@ -240,6 +240,9 @@ func Check(bodies [][]byte, opts Options) (*Report, error) {
 		if ka != kb {
 			return ka < kb
 		}
+		if a.RequestIndex < 0 {
+			return false
+		}
 		return a.BodyOffset < b.BodyOffset
 	})
 	for _, f := range rep.Findings {
@@ -255,13 +258,10 @@ func Check(bodies [][]byte, opts Options) (*Report, error) {
 	return rep, nil
 }
 
-// sortIndex puts a corpus-wide finding after the request it points into.
-func sortIndex(f Finding) float64 {
+// sortIndex puts findings in request order, corpus-wide ones last.
+func sortIndex(f Finding) int {
 	if f.RequestIndex >= 0 {
-		return float64(f.RequestIndex)
+		return f.RequestIndex
 	}
-	if len(f.Requests) > 0 {
-		return float64(f.Requests[0]) + 0.5
-	}
-	return 1e18
+	return int(^uint(0) >> 1)
 }

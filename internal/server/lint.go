@@ -1,0 +1,81 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"connectrpc.com/connect"
+
+	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
+	"github.com/prefixgate/prefixgate/normalize/lint"
+)
+
+// maxLintRequests bounds one Lint call; larger corpora belong to the CLI.
+const maxLintRequests = 10000
+
+// Lint runs the prompt linter over the request bodies of one call, with the
+// same engine as "prefixgate lint".
+func (ns normalizeService) Lint(ctx context.Context, req *connect.Request[pb.LintRequest]) (*connect.Response[pb.LintResponse], error) {
+	msg := req.Msg
+	if err := checkPrefixLength(msg.GetPrefixLength()); err != nil {
+		return nil, connectError(err)
+	}
+	if n := len(msg.GetRequests()); n > maxLintRequests {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("requests: more than 10000 bodies in one call"))
+	}
+	if msg.GetReplicas() < 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("replicas: must not be negative"))
+	}
+	prefix := int(msg.GetPrefixLength())
+	if prefix == 0 {
+		prefix = ns.s.cfg.PrefixLength
+	}
+	rep, err := lint.Check(msg.GetRequests(), lint.Options{
+		Mode:         modeFromProto(msg.GetMode()),
+		PrefixLength: prefix,
+		Replicas:     int(msg.GetReplicas()),
+		Direct:       msg.GetDirect(),
+	})
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	return connect.NewResponse(lintToProto(rep)), nil
+}
+
+func lintToProto(rep *lint.Report) *pb.LintResponse {
+	out := &pb.LintResponse{Findings: make([]*pb.Finding, 0, len(rep.Findings))}
+	for _, f := range rep.Findings {
+		out.Findings = append(out.Findings, &pb.Finding{
+			RuleId:       f.RuleID,
+			Severity:     severityToProto(f.Severity),
+			Message:      f.Message,
+			RequestIndex: int32(f.RequestIndex),
+			JsonPath:     f.JSONPath,
+			Offset:       int32(f.Offset),
+			Hint:         f.Hint,
+		})
+	}
+	s := rep.Summary
+	out.Summary = &pb.LintSummary{
+		Requests:              int32(s.Requests),
+		Errors:                int32(s.Errors),
+		Warnings:              int32(s.Warnings),
+		Infos:                 int32(s.Infos),
+		SuggestedPrefixLength: int32(s.SuggestedPrefixLength),
+		ExpectedHitRate:       s.ExpectedHitRate,
+		ExpectedMaxShareRatio: s.ExpectedMaxShareRatio,
+	}
+	return out
+}
+
+func severityToProto(s lint.Severity) pb.Severity {
+	switch s {
+	case lint.Info:
+		return pb.Severity_SEVERITY_INFO
+	case lint.Warning:
+		return pb.Severity_SEVERITY_WARNING
+	case lint.Error:
+		return pb.Severity_SEVERITY_ERROR
+	}
+	return pb.Severity_SEVERITY_UNSPECIFIED
+}
