@@ -17,6 +17,10 @@ const (
 	// splitMaxDiff bounds the differing run, in bytes of each variant, for
 	// the difference to count as small.
 	splitMaxDiff = 64
+	// splitMinTail is how much text must match again after the difference:
+	// a run that differs and then rejoins is an edit inside shared text; a
+	// different ending is a different request (short-prompt covers that).
+	splitMinTail = 64
 	// hotMinCount and hotShareFactor: a key is hot when it carries at least
 	// this many requests and more than this multiple of 1/replicas.
 	hotMinCount    = 8
@@ -88,7 +92,7 @@ func splitGroups(reqs []*request, opts Options) []Finding {
 		var sampleA, sampleB string
 		for _, v := range vs[1:] {
 			lcp, da, db := smallDiff(base.text, v.text)
-			if da > splitMaxDiff || db > splitMaxDiff {
+			if da > splitMaxDiff || db > splitMaxDiff || len(base.text)-lcp-da < splitMinTail {
 				continue
 			}
 			group = append(group, v)

@@ -243,8 +243,9 @@ func findDateInjection(s string, vols []match) (match, bool) {
 	head := s[:min(len(s), injectionWindow)]
 	for _, m := range datePhrase.FindAllStringIndex(head, -1) {
 		rest := s[m[1]:]
-		if placeholder.MatchString(rest) {
-			return match{rule: ruleDateInjection, start: m[0], end: m[1], what: "date placeholder"}, true
+		if loc := placeholder.FindStringIndex(rest); loc != nil {
+			end := m[1] + loc[1]
+			return match{rule: ruleDateInjection, start: m[0], end: end, what: s[m[0]:end]}, true
 		}
 		for _, v := range vols {
 			if (v.rule == ruleDate || v.rule == ruleTimestamp) && v.start >= m[1] && v.start <= m[1]+8 {
