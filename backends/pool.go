@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -14,8 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/tidwall/gjson"
 )
 
 // Backend is one replica the router forwards to. Its Name is stable (the
@@ -24,13 +21,39 @@ type Backend struct {
 	Name string
 	URL  *url.URL
 
-	healthy  atomic.Bool
-	failures atomic.Int32
+	// state is the published State, read lock-free on the hot path; the
+	// fields under mu decide it (see health.go).
+	state    atomic.Int32
+	removed  atomic.Bool
+	inflight atomic.Int64
 	models   atomic.Pointer[[]string]
+	load     atomic.Pointer[LoadSignals]
+
+	mu         sync.Mutex
+	up         bool // probes and passive outcomes say it works
+	draining   bool // Drain was called
+	fails      int  // consecutive failures while up
+	rises      int  // consecutive probe successes while down
+	ejections  int  // ejections since it last stayed up for MaxEjectBackoff
+	holdUntil  time.Time
+	returnedAt time.Time
 }
 
-// Healthy reports whether the backend is in the candidate set.
-func (b *Backend) Healthy() bool { return b.healthy.Load() }
+// Healthy reports whether the backend is in the candidate set: neither
+// ejected nor draining.
+func (b *Backend) Healthy() bool { return State(b.state.Load()) == StateHealthy }
+
+// State returns the backend's health state.
+func (b *Backend) State() State { return State(b.state.Load()) }
+
+// InFlight is the number of responses forwarded through the pool to this
+// backend whose bodies are not yet closed. Routing uses the route package's
+// own counts; this one tells when a draining or removed backend is idle.
+func (b *Backend) InFlight() int64 { return b.inflight.Load() }
+
+// Removed reports whether discovery or SetBackends took the backend out of
+// the pool. Requests already sent to it still finish.
+func (b *Backend) Removed() bool { return b.removed.Load() }
 
 // Models returns the models and LoRA adapters the backend listed at its last
 // successful /v1/models probe; nil when it has not answered yet.
@@ -44,29 +67,76 @@ func (b *Backend) Models() []string {
 // Options tune the pool. Zero values take the defaults in parentheses.
 type Options struct {
 	ConnectTimeout   time.Duration // dial timeout (2s)
-	FirstByteTimeout time.Duration // time to response headers (60s)
-	ProbeInterval    time.Duration // active /health probe interval (2s)
-	ProbeTimeout     time.Duration // one probe's timeout (1s)
-	FailThreshold    int           // consecutive failures that eject (3)
-	// OnHealth is called when a backend's health changes.
+	FirstByteTimeout time.Duration // time from sending to response headers (60s)
+	// IdleTimeout fails a response body read after this long without a
+	// byte, for streams that stall (0: no limit).
+	IdleTimeout time.Duration
+	// H2C speaks HTTP/2 without TLS (prior knowledge) to http:// backends
+	// instead of HTTP/1.1.
+	H2C bool
+
+	ProbeInterval time.Duration // active /health probe interval (2s)
+	ProbeTimeout  time.Duration // one probe's timeout (1s)
+	FailThreshold int           // consecutive failures (probe or request) that eject (3)
+	RiseThreshold int           // consecutive probe successes that return an ejected backend (2)
+	// EjectBackoff is how long the first ejection holds a backend out
+	// before a probe may return it; each further ejection doubles it up to
+	// MaxEjectBackoff (1s, 30s). A backend that stays up for
+	// MaxEjectBackoff starts again from EjectBackoff.
+	EjectBackoff    time.Duration
+	MaxEjectBackoff time.Duration
+
+	// ScrapeInterval is how often /metrics is read for load signals (2s;
+	// negative: never).
+	ScrapeInterval time.Duration
+	// DiscoveryInterval is how often DNS names are re-resolved and watched
+	// files re-read (10s).
+	DiscoveryInterval time.Duration
+	// ResolveTimeout bounds one round of discovery (5s).
+	ResolveTimeout time.Duration
+	// Resolver answers dns:// and srv:// lookups (net.DefaultResolver).
+	Resolver Resolver
+
+	// OnHealth is called when a backend enters or leaves the candidate set.
 	OnHealth func(name string, healthy bool)
+	// OnState is called when a backend's State changes, after OnHealth.
+	// Calls for one backend are made in order.
+	OnState func(name string, s State)
+	// OnMembership is called with the new backend list after each change of
+	// membership (SetBackends, discovery) or of a backend's model list.
+	// Calls are serialized and each carries the latest list. It is not
+	// called for the list NewPool starts with.
+	OnMembership func([]*Backend)
 }
 
 func (o *Options) defaults() {
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = 2 * time.Second
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
 	}
-	if o.FirstByteTimeout <= 0 {
-		o.FirstByteTimeout = 60 * time.Second
+	def(&o.ConnectTimeout, 2*time.Second)
+	def(&o.FirstByteTimeout, 60*time.Second)
+	def(&o.ProbeInterval, 2*time.Second)
+	def(&o.ProbeTimeout, time.Second)
+	def(&o.EjectBackoff, time.Second)
+	def(&o.MaxEjectBackoff, 30*time.Second)
+	def(&o.DiscoveryInterval, 10*time.Second)
+	def(&o.ResolveTimeout, 5*time.Second)
+	if o.ScrapeInterval == 0 {
+		o.ScrapeInterval = 2 * time.Second
 	}
-	if o.ProbeInterval <= 0 {
-		o.ProbeInterval = 2 * time.Second
-	}
-	if o.ProbeTimeout <= 0 {
-		o.ProbeTimeout = time.Second
+	if o.MaxEjectBackoff < o.EjectBackoff {
+		o.MaxEjectBackoff = o.EjectBackoff
 	}
 	if o.FailThreshold <= 0 {
 		o.FailThreshold = 3
+	}
+	if o.RiseThreshold <= 0 {
+		o.RiseThreshold = 2
+	}
+	if o.Resolver == nil {
+		o.Resolver = net.DefaultResolver
 	}
 }
 
@@ -76,8 +146,25 @@ type Pool struct {
 	client *http.Client
 	probe  *http.Client
 
-	mu       sync.RWMutex
-	backends []*Backend
+	// members is an immutable snapshot, swapped whole; Get and Backends
+	// never lock.
+	members atomic.Pointer[members]
+
+	// applyMu serializes changes to sources and membership.
+	applyMu sync.Mutex
+	sources []*source
+
+	// notifyMu serializes OnMembership calls.
+	notifyMu sync.Mutex
+
+	discoveryErr atomic.Pointer[error]
+	kick         chan struct{} // asks Run to probe new backends now
+	now          func() time.Time
+}
+
+type members struct {
+	list   []*Backend
+	byName map[string]*Backend
 }
 
 // ParseBackendURL checks a backend address and returns its URL and stable
@@ -95,7 +182,7 @@ func ParseBackendURL(raw string) (*url.URL, string, error) {
 		return nil, "", fmt.Errorf("backend %q: %w", raw, err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, "", fmt.Errorf("backend %q: scheme %q is not http or https", raw, u.Scheme)
+		return nil, "", fmt.Errorf("backend %q: scheme %q is not http, https, dns, srv or file", raw, u.Scheme)
 	}
 	if u.Host == "" {
 		return nil, "", fmt.Errorf("backend %q: no host", raw)
@@ -104,11 +191,14 @@ func ParseBackendURL(raw string) (*url.URL, string, error) {
 	return u, u.Host, nil
 }
 
-// NewPool builds a pool over the given backend addresses. Backends start
-// healthy; Run starts probing them.
-func NewPool(addrs []string, opts Options) (*Pool, error) {
+// NewPool builds a pool over the given backend specs: URLs (a bare
+// host:port means http://host:port) and discovery sources (dns://,
+// srv://, file://; see ParseDiscovery), resolved once before it returns.
+// Backends start healthy; Run starts probing, scraping and re-resolving.
+func NewPool(specs []string, opts Options) (*Pool, error) {
 	opts.defaults()
-	p := &Pool{opts: opts}
+	p := &Pool{opts: opts, kick: make(chan struct{}, 1), now: time.Now}
+	p.members.Store(&members{byName: map[string]*Backend{}})
 	dialer := &net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}
 	transport := &http.Transport{
 		DialContext:           dialer.DialContext,
@@ -120,71 +210,144 @@ func NewPool(addrs []string, opts Options) (*Pool, error) {
 		// add Accept-Encoding and transparently decompress.
 		DisableCompression: true,
 	}
+	if opts.H2C {
+		transport.Protocols = new(http.Protocols)
+		transport.Protocols.SetUnencryptedHTTP2(true)
+		transport.Protocols.SetHTTP2(true) // https:// backends still negotiate h2 by ALPN
+		transport.Protocols.SetHTTP1(true)
+	}
 	p.client = &http.Client{Transport: transport}
-	p.probe = &http.Client{Transport: transport, Timeout: opts.ProbeTimeout}
-	if err := p.SetBackends(addrs); err != nil {
+	// Probes get their own connections so that a pool full of streams
+	// cannot starve them, and a probe timeout does not kill a stream's
+	// connection.
+	probeTransport := transport.Clone()
+	probeTransport.MaxIdleConnsPerHost = 4
+	p.probe = &http.Client{Transport: probeTransport, Timeout: opts.ProbeTimeout}
+	if err := p.SetBackends(specs); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// SetBackends replaces the backend list. Backends present before keep their
-// state, so in-flight requests and health are not disturbed.
-func (p *Pool) SetBackends(addrs []string) error {
-	if len(addrs) == 0 {
+// SetBackends replaces the backend specs (URLs and discovery sources) and
+// resolves them at once. Backends present before keep their state, so
+// in-flight requests and health are not disturbed; removed ones finish
+// what they have. An error leaves the pool as it was.
+func (p *Pool) SetBackends(specs []string) error {
+	if len(specs) == 0 {
 		return errors.New("no backends: give at least one --backend URL")
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	old := make(map[string]*Backend, len(p.backends))
-	for _, b := range p.backends {
-		old[b.Name] = b
+	srcs, err := parseSources(specs, p.opts.Resolver)
+	if err != nil {
+		return err
 	}
-	next := make([]*Backend, 0, len(addrs))
-	seen := make(map[string]bool, len(addrs))
-	for _, a := range addrs {
-		u, name, err := ParseBackendURL(a)
-		if err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.ResolveTimeout)
+	defer cancel()
+	for _, s := range srcs {
+		if err := s.refresh(ctx); err != nil {
 			return err
 		}
-		if seen[name] {
-			return fmt.Errorf("backend %q is listed twice", name)
-		}
-		seen[name] = true
-		if b, ok := old[name]; ok {
-			next = append(next, b)
-			continue
-		}
-		b := &Backend{Name: name, URL: u}
-		b.healthy.Store(true)
-		next = append(next, b)
 	}
-	p.backends = next
+	targets, err := union(srcs)
+	if err != nil {
+		return err
+	}
+	if len(targets) == 0 {
+		return fmt.Errorf("no backends: %s resolved to nothing", strings.Join(specs, ", "))
+	}
+	p.applyMu.Lock()
+	p.sources = srcs
+	changed := p.applyLocked(targets)
+	p.applyMu.Unlock()
+	if changed {
+		p.notifyMembership()
+	}
 	return nil
 }
 
-// Backends returns the current backends in configuration order.
+// applyLocked makes targets the membership. Backends whose name stays keep
+// their *Backend (state, counters, connections). It reports whether
+// anything changed.
+func (p *Pool) applyLocked(targets []target) bool {
+	cur := p.members.Load()
+	next := &members{list: make([]*Backend, 0, len(targets)), byName: make(map[string]*Backend, len(targets))}
+	var added []*Backend
+	for _, t := range targets {
+		b, ok := cur.byName[t.name]
+		if !ok || b.URL.String() != t.url.String() {
+			b = newBackend(t.name, t.url)
+			added = append(added, b)
+		}
+		next.list = append(next.list, b)
+		next.byName[t.name] = b
+	}
+	if slices.Equal(cur.list, next.list) {
+		return false
+	}
+	for _, b := range cur.list {
+		if next.byName[b.Name] != b {
+			b.removed.Store(true)
+		}
+	}
+	p.members.Store(next)
+	if len(added) > 0 && len(cur.list) > 0 {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+func newBackend(name string, u *url.URL) *Backend {
+	b := &Backend{Name: name, URL: u, up: true}
+	b.state.Store(int32(StateHealthy))
+	return b
+}
+
+// notifyMembership calls OnMembership with the current list.
+func (p *Pool) notifyMembership() {
+	if p.opts.OnMembership == nil {
+		return
+	}
+	p.notifyMu.Lock()
+	defer p.notifyMu.Unlock()
+	p.opts.OnMembership(p.Backends())
+}
+
+// Backends returns the current backends: static URLs in the order given,
+// then each discovery source's backends sorted by name.
 func (p *Pool) Backends() []*Backend {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	return slices.Clone(p.backends)
+	return slices.Clone(p.members.Load().list)
 }
 
 // Get returns the backend with the given name.
 func (p *Pool) Get(name string) (*Backend, bool) {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	for _, b := range p.backends {
-		if b.Name == name {
-			return b, true
-		}
+	b, ok := p.members.Load().byName[name]
+	return b, ok
+}
+
+// DiscoveryError returns the last discovery round's error, or nil. While
+// discovery fails the pool keeps the backends it last resolved.
+func (p *Pool) DiscoveryError() error {
+	if e := p.discoveryErr.Load(); e != nil {
+		return *e
 	}
-	return nil, false
+	return nil
 }
 
 // Forward sends one request to a backend and returns its response with the
 // body unread; the caller closes it. hdr carries headers to pass through
 // (Authorization, tracing); hop-by-hop and length headers are set here.
+//
+// The error contract, which the server's retry relies on: an
+// *UnreachableError means nothing came back from the backend (refused,
+// reset, connect or first-byte timeout) and the request may go to another
+// backend. Cancellation of ctx is returned as ctx's error, not as
+// UnreachableError. Any response, whatever its status, is returned as a
+// response; once it is returned the request must not be retried. A 5xx
+// status or an unreachable backend counts as a failure toward passive
+// ejection, any other status as a success.
 func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, body []byte, hdr http.Header) (*http.Response, error) {
 	u := *b.URL
 	u.Path = b.URL.Path + path
@@ -201,10 +364,22 @@ func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, bod
 	req.Header.Del("Content-Encoding")
 	req.Header.Del("Content-Length")
 	req.ContentLength = int64(len(body))
+	b.inflight.Add(1)
 	resp, err := p.client.Do(req)
 	if err != nil {
+		b.inflight.Add(-1)
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("backend %s: %w", b.Name, cerr)
+		}
+		p.ReportFailure(b)
 		return nil, &UnreachableError{Backend: b.Name, Err: err}
 	}
+	if resp.StatusCode >= 500 {
+		p.ReportFailure(b)
+	} else {
+		p.ReportSuccess(b)
+	}
+	resp.Body = newTrackedBody(resp.Body, p.opts.IdleTimeout, b, p)
 	return resp, nil
 }
 
@@ -220,113 +395,3 @@ func (e *UnreachableError) Error() string {
 }
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
-
-// ReportFailure records a failed request to b; after FailThreshold in a row
-// the backend leaves the candidate set until a probe succeeds.
-func (p *Pool) ReportFailure(b *Backend) {
-	if int(b.failures.Add(1)) >= p.opts.FailThreshold {
-		p.setHealthy(b, false)
-	}
-}
-
-// Eject takes b out of the candidate set at once, for a backend that sent
-// nothing back; the next successful probe returns it.
-func (p *Pool) Eject(b *Backend) {
-	b.failures.Store(int32(p.opts.FailThreshold))
-	p.setHealthy(b, false)
-}
-
-// ReportSuccess records a successful request to b.
-func (p *Pool) ReportSuccess(b *Backend) {
-	b.failures.Store(0)
-}
-
-func (p *Pool) setHealthy(b *Backend, ok bool) {
-	if b.healthy.Swap(ok) != ok && p.opts.OnHealth != nil {
-		p.opts.OnHealth(b.Name, ok)
-	}
-}
-
-// Run probes every backend's /health and /v1/models until ctx ends.
-func (p *Pool) Run(ctx context.Context) {
-	t := time.NewTicker(p.opts.ProbeInterval)
-	defer t.Stop()
-	for {
-		p.ProbeAll(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// ProbeAll probes every backend once, concurrently.
-func (p *Pool) ProbeAll(ctx context.Context) {
-	var wg sync.WaitGroup
-	for _, b := range p.Backends() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.probeOne(ctx, b)
-		}()
-	}
-	wg.Wait()
-}
-
-func (p *Pool) probeOne(ctx context.Context, b *Backend) {
-	ok := p.get(ctx, b, "/health") == nil
-	if ok {
-		b.failures.Store(0)
-		if models, err := p.fetchModels(ctx, b); err == nil {
-			b.models.Store(&models)
-		}
-	} else {
-		b.failures.Add(1)
-	}
-	p.setHealthy(b, ok || int(b.failures.Load()) < p.opts.FailThreshold)
-}
-
-func (p *Pool) get(ctx context.Context, b *Backend, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.URL.String()+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := p.probe.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %d", path, resp.StatusCode)
-	}
-	return nil
-}
-
-// fetchModels reads the OpenAI model list; a backend without /v1/models is
-// served all the same (its list stays empty, meaning "any model").
-func (p *Pool) fetchModels(ctx context.Context, b *Backend) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.URL.String()+"/v1/models", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := p.probe.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/v1/models answered %d", resp.StatusCode)
-	}
-	var models []string
-	gjson.GetBytes(raw, "data.#.id").ForEach(func(_, v gjson.Result) bool {
-		models = append(models, v.String())
-		return true
-	})
-	return models, nil
-}

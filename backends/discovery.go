@@ -1,0 +1,269 @@
+package backends
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Discovery names the backends a source currently holds.
+type Discovery interface {
+	// Discover returns backend URLs (or bare host:port). An error means
+	// the source could not be read; the pool then keeps what it had.
+	Discover(ctx context.Context) ([]string, error)
+	// String names the source in errors and logs.
+	String() string
+}
+
+// Resolver is the part of *net.Resolver discovery uses; tests substitute a
+// fake to change DNS answers without a network.
+type Resolver interface {
+	LookupHost(ctx context.Context, host string) ([]string, error)
+	LookupSRV(ctx context.Context, service, proto, name string) (string, []*net.SRV, error)
+}
+
+// ParseDiscovery reads one backend spec:
+//
+//	http://host:port[/path], https://…, host:port  one static backend
+//	dns://host:port[/path]                        one backend per A/AAAA address, named ip:port
+//	srv://_service._proto.name                    one backend per SRV record, named target:port
+//	file:///path/to/list                          a watched file, one URL per line, # comments
+//
+// Discovered backends are spoken to over http.
+func ParseDiscovery(spec string, r Resolver) (Discovery, error) {
+	s := strings.TrimSpace(spec)
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return Static(s), checkStatic(s)
+	}
+	switch strings.ToLower(scheme) {
+	case "dns":
+		u, err := url.Parse("http://" + rest)
+		if err != nil {
+			return nil, fmt.Errorf("backend %q: %w", spec, err)
+		}
+		host, port, err := net.SplitHostPort(u.Host)
+		if err != nil || host == "" || port == "" {
+			return nil, fmt.Errorf("backend %q: dns:// needs host:port", spec)
+		}
+		return DNS(host, port, strings.TrimSuffix(u.Path, "/"), r), nil
+	case "srv":
+		name := strings.TrimSuffix(rest, "/")
+		if name == "" || strings.ContainsAny(name, "/:") {
+			return nil, fmt.Errorf("backend %q: srv:// needs a name like _http._tcp.vllm.example", spec)
+		}
+		return SRV(name, r), nil
+	case "file":
+		if rest == "" {
+			return nil, fmt.Errorf("backend %q: file:// needs a path", spec)
+		}
+		return File(rest), nil
+	}
+	return Static(s), checkStatic(s)
+}
+
+func checkStatic(s string) error {
+	_, _, err := ParseBackendURL(s)
+	return err
+}
+
+// Static is a fixed list of backend URLs.
+func Static(urls ...string) Discovery { return staticList(slices.Clone(urls)) }
+
+type staticList []string
+
+func (s staticList) Discover(context.Context) ([]string, error) { return s, nil }
+func (s staticList) String() string                             { return strings.Join(s, ",") }
+
+// DNS re-resolves host's A and AAAA records: one backend per address,
+// named ip:port, at http://ip:port/path.
+func DNS(host, port, path string, r Resolver) Discovery {
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	return &dnsSource{host: host, port: port, path: path, r: r}
+}
+
+type dnsSource struct {
+	host, port, path string
+	r                Resolver
+}
+
+func (d *dnsSource) String() string { return "dns://" + net.JoinHostPort(d.host, d.port) + d.path }
+
+func (d *dnsSource) Discover(ctx context.Context) ([]string, error) {
+	addrs, err := d.r.LookupHost(ctx, d.host)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d, err)
+	}
+	out := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		out = append(out, "http://"+net.JoinHostPort(a, d.port)+d.path)
+	}
+	return out, nil
+}
+
+// SRV re-resolves an SRV name such as _http._tcp.vllm.example: one backend
+// per record, named target:port, at http://target:port. Priority and
+// weight are not used; the router balances.
+func SRV(name string, r Resolver) Discovery {
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	return &srvSource{name: name, r: r}
+}
+
+type srvSource struct {
+	name string
+	r    Resolver
+}
+
+func (d *srvSource) String() string { return "srv://" + d.name }
+
+func (d *srvSource) Discover(ctx context.Context) ([]string, error) {
+	_, recs, err := d.r.LookupSRV(ctx, "", "", d.name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d, err)
+	}
+	out := make([]string, 0, len(recs))
+	for _, rec := range recs {
+		target := strings.TrimSuffix(rec.Target, ".")
+		if target == "" {
+			continue
+		}
+		out = append(out, "http://"+net.JoinHostPort(target, fmt.Sprint(rec.Port)))
+	}
+	return out, nil
+}
+
+// File reads a list of backends from path: one URL or host:port per line;
+// blank lines and text from # on are ignored. The pool re-reads it every
+// DiscoveryInterval and applies it when its content changes; a file that
+// cannot be read or has a bad line leaves the last good list in force.
+func File(path string) Discovery { return &fileSource{path: path} }
+
+type fileSource struct{ path string }
+
+func (f *fileSource) String() string { return "file://" + f.path }
+
+func (f *fileSource) Discover(context.Context) ([]string, error) {
+	raw, err := os.ReadFile(f.path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i, line := range strings.Split(string(raw), "\n") {
+		if j := strings.IndexByte(line, '#'); j >= 0 {
+			line = line[:j]
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if _, _, err := ParseBackendURL(line); err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", f, i+1, err)
+		}
+		out = append(out, line)
+	}
+	return out, nil
+}
+
+// target is one resolved backend.
+type target struct {
+	name string
+	url  *url.URL
+}
+
+// source is a Discovery with its last good answer.
+type source struct {
+	d      Discovery
+	static bool
+
+	mu   sync.Mutex
+	last []target
+	err  error
+}
+
+func parseSources(specs []string, r Resolver) ([]*source, error) {
+	var out []*source
+	seen := map[string]bool{}
+	for _, spec := range specs {
+		d, err := ParseDiscovery(spec, r)
+		if err != nil {
+			return nil, err
+		}
+		_, static := d.(staticList)
+		if static {
+			_, name, _ := ParseBackendURL(spec)
+			if seen[name] {
+				return nil, fmt.Errorf("backend %q is listed twice", name)
+			}
+			seen[name] = true
+		}
+		out = append(out, &source{d: d, static: static})
+	}
+	return out, nil
+}
+
+// refresh asks the source again. On error the last good answer stays.
+func (s *source) refresh(ctx context.Context) error {
+	addrs, err := s.d.Discover(ctx)
+	var ts []target
+	if err == nil {
+		ts, err = targets(addrs, !s.static)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+	if err != nil {
+		return err
+	}
+	s.last = ts
+	return nil
+}
+
+func targets(addrs []string, sorted bool) ([]target, error) {
+	ts := make([]target, 0, len(addrs))
+	for _, a := range addrs {
+		u, name, err := ParseBackendURL(a)
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, target{name: name, url: u})
+	}
+	if sorted {
+		// DNS answers come in any order; membership should not churn.
+		slices.SortFunc(ts, func(a, b target) int { return cmp.Compare(a.name, b.name) })
+	}
+	return slices.CompactFunc(ts, func(a, b target) bool { return a.name == b.name }), nil
+}
+
+// union joins the sources' last answers; a name found twice keeps its
+// first URL.
+func union(srcs []*source) ([]target, error) {
+	var out []target
+	seen := map[string]bool{}
+	var errs []error
+	for _, s := range srcs {
+		s.mu.Lock()
+		last, err := s.last, s.err
+		s.mu.Unlock()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, t := range last {
+			if !seen[t.name] {
+				seen[t.name] = true
+				out = append(out, t)
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}

@@ -1,0 +1,323 @@
+package backends
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// State is a backend's place in the candidate set.
+type State int32
+
+const (
+	// StateHealthy backends take new requests.
+	StateHealthy State = iota
+	// StateEjected backends failed probes or requests; they take nothing
+	// until RiseThreshold probes in a row succeed after their backoff.
+	StateEjected
+	// StateDraining backends finish what they have and take nothing new,
+	// whatever their probes say, until Undrain.
+	StateDraining
+)
+
+func (s State) String() string {
+	switch s {
+	case StateHealthy:
+		return "healthy"
+	case StateEjected:
+		return "ejected"
+	case StateDraining:
+		return "draining"
+	}
+	return fmt.Sprintf("State(%d)", int32(s))
+}
+
+// ReportFailure records a failed request to b; after FailThreshold in a row
+// the backend leaves the candidate set until its backoff has passed and
+// RiseThreshold probes in a row succeed.
+func (p *Pool) ReportFailure(b *Backend) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p.failLocked(b, p.now())
+}
+
+// Eject takes b out of the candidate set at once, for a backend that sent
+// nothing back. It returns like any ejected backend: after its backoff,
+// RiseThreshold successful probes in a row.
+func (p *Pool) Eject(b *Backend) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.up {
+		p.ejectLocked(b, p.now())
+	}
+}
+
+// ReportSuccess records a successful request to b.
+func (p *Pool) ReportSuccess(b *Backend) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.up {
+		b.fails = 0
+	}
+}
+
+// Drain stops new requests to the named backend; requests in flight finish
+// (watch InFlight). Probes go on, so Undrain returns it in the state they
+// say. It reports whether the backend is in the pool.
+func (p *Pool) Drain(name string) bool { return p.setDraining(name, true) }
+
+// Undrain ends Drain.
+func (p *Pool) Undrain(name string) bool { return p.setDraining(name, false) }
+
+func (p *Pool) setDraining(name string, on bool) bool {
+	b, ok := p.Get(name)
+	if !ok {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.draining = on
+	p.publishLocked(b)
+	return true
+}
+
+// failLocked counts one failure (probe or request).
+func (p *Pool) failLocked(b *Backend, now time.Time) {
+	if !b.up {
+		b.rises = 0
+		return
+	}
+	b.fails++
+	if b.fails >= p.opts.FailThreshold {
+		p.ejectLocked(b, now)
+	}
+}
+
+// ejectLocked takes b down and holds it out for its backoff.
+func (p *Pool) ejectLocked(b *Backend, now time.Time) {
+	if !b.returnedAt.IsZero() && now.Sub(b.returnedAt) >= p.opts.MaxEjectBackoff {
+		b.ejections = 0 // it stayed up long enough: forgive the history
+	}
+	b.ejections++
+	backoff := p.opts.EjectBackoff
+	for i := 1; i < b.ejections && backoff < p.opts.MaxEjectBackoff; i++ {
+		backoff *= 2
+	}
+	backoff = min(backoff, p.opts.MaxEjectBackoff)
+	b.up, b.fails, b.rises = false, 0, 0
+	b.holdUntil = now.Add(backoff)
+	p.publishLocked(b)
+}
+
+// probedLocked applies one probe's outcome.
+func (p *Pool) probedLocked(b *Backend, ok bool, now time.Time) {
+	switch {
+	case !ok:
+		p.failLocked(b, now)
+	case b.up:
+		b.fails = 0
+	case now.Before(b.holdUntil):
+		// Still backing off; Run does not probe it, ProbeAll might.
+	default:
+		b.rises++
+		if b.rises >= p.opts.RiseThreshold {
+			b.up, b.rises, b.returnedAt = true, 0, now
+			p.publishLocked(b)
+		}
+	}
+}
+
+// publishLocked recomputes b's State and reports a change.
+func (p *Pool) publishLocked(b *Backend) {
+	next := StateEjected
+	switch {
+	case b.draining:
+		next = StateDraining
+	case b.up:
+		next = StateHealthy
+	}
+	prev := State(b.state.Swap(int32(next)))
+	if prev == next || b.removed.Load() {
+		return
+	}
+	if f := p.opts.OnHealth; f != nil && (prev == StateHealthy) != (next == StateHealthy) {
+		f(b.Name, next == StateHealthy)
+	}
+	if f := p.opts.OnState; f != nil {
+		f(b.Name, next)
+	}
+}
+
+// Run probes every backend's /health and /v1/models, scrapes /metrics and
+// re-resolves discovery sources until ctx ends.
+func (p *Pool) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { p.runProbes(ctx) })
+	if p.opts.ScrapeInterval > 0 {
+		wg.Go(func() { every(ctx, p.opts.ScrapeInterval, p.ScrapeAll) })
+	}
+	wg.Go(func() { every(ctx, p.opts.DiscoveryInterval, p.Rediscover) })
+	wg.Wait()
+}
+
+func every(ctx context.Context, d time.Duration, f func(context.Context)) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f(ctx)
+		}
+	}
+}
+
+func (p *Pool) runProbes(ctx context.Context) {
+	t := time.NewTicker(p.opts.ProbeInterval)
+	defer t.Stop()
+	for {
+		p.probeDue(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-p.kick: // discovery added backends: probe them now
+		}
+	}
+}
+
+// ProbeAll probes every backend once, concurrently, backoff or not.
+func (p *Pool) ProbeAll(ctx context.Context) { p.probe1(ctx, p.Backends()) }
+
+// probeDue probes every backend not held out by its ejection backoff.
+func (p *Pool) probeDue(ctx context.Context) {
+	now := p.now()
+	bs := slices.DeleteFunc(p.Backends(), func(b *Backend) bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return !b.up && now.Before(b.holdUntil)
+	})
+	p.probe1(ctx, bs)
+}
+
+func (p *Pool) probe1(ctx context.Context, bs []*Backend) {
+	var wg sync.WaitGroup
+	for _, b := range bs {
+		wg.Go(func() { p.probeOne(ctx, b) })
+	}
+	wg.Wait()
+}
+
+func (p *Pool) probeOne(ctx context.Context, b *Backend) {
+	err := p.get(ctx, b, "/health")
+	if ctx.Err() != nil {
+		return // shutting down: not the backend's fault
+	}
+	ok := err == nil
+	changed := false
+	if ok {
+		if models, err := p.fetchModels(ctx, b); err == nil && !slices.Equal(models, b.Models()) {
+			b.models.Store(&models)
+			changed = true
+		}
+	}
+	b.mu.Lock()
+	p.probedLocked(b, ok, p.now())
+	b.mu.Unlock()
+	if changed && !b.removed.Load() {
+		p.notifyMembership()
+	}
+}
+
+func (p *Pool) get(ctx context.Context, b *Backend, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.URL.String()+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := p.probe.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %d", path, resp.StatusCode)
+	}
+	return nil
+}
+
+// fetchModels reads the OpenAI model list; a backend without /v1/models is
+// served all the same (its list stays empty, meaning "any model").
+func (p *Pool) fetchModels(ctx context.Context, b *Backend) ([]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.URL.String()+"/v1/models", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.probe.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/v1/models answered %d", resp.StatusCode)
+	}
+	models := []string{}
+	gjson.GetBytes(raw, "data.#.id").ForEach(func(_, v gjson.Result) bool {
+		models = append(models, v.String())
+		return true
+	})
+	return models, nil
+}
+
+// Rediscover re-resolves the DNS and file sources once and applies any
+// change. While a source fails, its last good answer stays; a round that
+// would leave no backends at all is not applied.
+func (p *Pool) Rediscover(ctx context.Context) {
+	p.applyMu.Lock()
+	srcs := p.sources
+	p.applyMu.Unlock()
+	dynamic := false
+	rctx, cancel := context.WithTimeout(ctx, p.opts.ResolveTimeout)
+	defer cancel()
+	for _, s := range srcs {
+		if !s.static {
+			dynamic = true
+			_ = s.refresh(rctx) // kept in s.err, reported by union
+		}
+	}
+	if !dynamic || ctx.Err() != nil {
+		return
+	}
+	ts, err := union(srcs)
+	if len(ts) == 0 {
+		err = fmt.Errorf("discovery found no backends; keeping the last %d: %w", len(p.Backends()), err)
+	}
+	if err != nil {
+		p.discoveryErr.Store(&err)
+	} else {
+		p.discoveryErr.Store(nil)
+	}
+	if len(ts) == 0 {
+		return
+	}
+	p.applyMu.Lock()
+	changed := false
+	if slices.Equal(p.sources, srcs) { // else SetBackends replaced them meanwhile
+		changed = p.applyLocked(ts)
+	}
+	p.applyMu.Unlock()
+	if changed {
+		p.notifyMembership()
+	}
+}
