@@ -1,0 +1,259 @@
+"""The prompt builder: stable content first, volatile content last.
+
+The layout (docs/sdk.md) is the same in every SDK: one system message with
+the instructions and each document under the header
+``## Document {id}: {title}``, separated by blank lines; then the history;
+then the question as the final user message. Tools go to ``tools``,
+metadata to ``metadata`` and the group to ``prompt_cache_key``, members the
+canonical form sorts after the prompt (metadata and group last).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .canonical import JSONValue, Mode, Number, canonicalize_full, encode, parse
+from .errors import SpecError
+from .key import MAX_GROUP_BYTES, RouteInfo, route_key_of
+
+RESERVED_MEMBERS = ("model", "messages", "tools", "metadata", "prompt_cache_key")
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document rendered into the system message."""
+
+    id: str
+    text: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Message:
+    """One turn of the conversation history."""
+
+    role: str
+    content: str
+
+
+@dataclass
+class PromptSpec:
+    """What a chat prompt is made of.
+
+    ``tools`` are OpenAI tool objects and ``parameters`` other request members
+    (temperature, max_tokens, ...), both as JSON values: dicts, lists, str,
+    int, float, bool, None or :class:`~prefixgate.canonical.Number`.
+    """
+
+    model: str
+    question: str
+    instructions: str = ""
+    documents: Sequence[Document] = ()
+    tools: Sequence[JSONValue] = ()
+    history: Sequence[Message] = ()
+    parameters: Mapping[str, JSONValue] = field(default_factory=dict)
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    group: str = ""
+
+    def system_text(self) -> str:
+        """The system message: instructions, then each document under its
+        header, separated by blank lines; "" when there is neither."""
+        parts = [self.instructions] if self.instructions else []
+        for d in self.documents:
+            header = f"## Document {d.id}" + (f": {d.title}" if d.title else "")
+            parts.append(f"{header}\n\n{d.text}")
+        return "\n\n".join(parts)
+
+    def messages(self) -> list[Message]:
+        """The rendered messages: system (if any), history, question."""
+        out = []
+        if sys := self.system_text():
+            out.append(Message("system", sys))
+        out.extend(self.history)
+        out.append(Message("user", self.question))
+        return out
+
+    def validate(self) -> None:
+        """Raise :class:`SpecError` for the first problem."""
+        _check_str("model", self.model, required=True)
+        _check_str("question", self.question, required=True)
+        _check_str("instructions", self.instructions)
+        for i, d in enumerate(self.documents):
+            _check_str(f"documents[{i}].id", d.id, required=True)
+            _check_str(f"documents[{i}].title", d.title)
+            _check_str(f"documents[{i}].text", d.text)
+        for i, t in enumerate(self.tools):
+            if not isinstance(t, dict):
+                raise SpecError(f"tools[{i}]", "must be a JSON object")
+            _check_json(f"tools[{i}]", t)
+        for i, m in enumerate(self.history):
+            _check_str(f"history[{i}].role", m.role, required=True)
+            _check_str(f"history[{i}].content", m.content)
+        for name in sorted(self.parameters):
+            if name in RESERVED_MEMBERS:
+                raise SpecError(
+                    f"parameters.{name}", "is set by the builder; use the spec's own field"
+                )
+            _check_str("parameters", name)
+            _check_json(f"parameters.{name}", self.parameters[name])
+        for k in sorted(self.metadata):
+            _check_str("metadata", k)
+            _check_str(f"metadata.{k}", self.metadata[k])
+        g = self.group
+        if not isinstance(g, str):
+            raise SpecError("group", "must be a string")
+        gb = g.encode("utf-8", "surrogatepass")
+        if len(gb) > MAX_GROUP_BYTES:
+            raise SpecError("group", f"is {len(gb)} bytes, over {MAX_GROUP_BYTES}")
+        for i, c in enumerate(gb):
+            if c < 0x20 or c > 0x7E:
+                raise SpecError("group", f"has a non-printable byte 0x{c:02x} at {i}")
+
+    def request(self) -> dict[str, JSONValue]:
+        """The request as a JSON value (before canonicalization)."""
+        self.validate()
+        body: dict[str, JSONValue] = {"model": self.model}
+        if self.tools:
+            body["tools"] = list(self.tools)
+        body["messages"] = [{"role": m.role, "content": m.content} for m in self.messages()]
+        body.update(self.parameters)
+        if self.metadata:
+            body["metadata"] = dict(self.metadata)
+        if self.group:
+            body["prompt_cache_key"] = self.group
+        return body
+
+
+def _check_str(field_name: str, v: object, required: bool = False) -> None:
+    if not isinstance(v, str):
+        raise SpecError(field_name, "must be a string")
+    if required and not v:
+        raise SpecError(field_name, "is required")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SpecError(field_name, "is not valid UTF-8 (lone surrogate)") from None
+
+
+def _check_json(field_name: str, v: JSONValue) -> None:
+    try:
+        text = encode(v)
+        text.encode("utf-8")
+    except (TypeError, ValueError) as e:
+        raise SpecError(field_name, str(e)) from None
+
+
+def build(spec: PromptSpec) -> bytes:
+    """Render the spec as an OpenAI chat completion request, canonical."""
+    return canonicalize_full(encode(spec.request()), Mode.CHAT).body
+
+
+def build_key(spec: PromptSpec, prefix_length: int = 0) -> tuple[bytes, RouteInfo]:
+    """The built request and its routing key (chat mode)."""
+    c = canonicalize_full(encode(spec.request()), Mode.CHAT)
+    return c.body, route_key_of(c, "", prefix_length)
+
+
+_SPEC_FIELDS = (
+    "model",
+    "instructions",
+    "documents",
+    "tools",
+    "history",
+    "question",
+    "parameters",
+    "metadata",
+    "group",
+)
+
+
+def parse_spec(src: bytes | str) -> PromptSpec:
+    """Read a prompt spec from JSON (the ``build`` command's input).
+
+    Syntax errors raise :class:`~prefixgate.errors.CanonicalError` with the
+    byte offset; unknown members and wrong types raise :class:`SpecError`.
+    Tool and parameter numbers keep their exact spelling.
+    """
+    v = parse(src)
+    if not isinstance(v, dict):
+        raise SpecError("(spec)", "must be a JSON object")
+    for k in v:
+        if k not in _SPEC_FIELDS:
+            raise SpecError(k, "unknown member")
+
+    def s(name: str, obj: Mapping[str, JSONValue], where: str) -> str:
+        x = obj.get(name, "")
+        if x is None:
+            return ""
+        if not isinstance(x, str):
+            raise SpecError(where + name, "must be a string")
+        return x
+
+    def arr(name: str) -> list[JSONValue]:
+        x = v.get(name)
+        if x is None:
+            return []
+        if not isinstance(x, list):
+            raise SpecError(name, "must be an array")
+        return x
+
+    def obj(name: str) -> dict[str, JSONValue]:
+        x = v.get(name)
+        if x is None:
+            return {}
+        if not isinstance(x, dict):
+            raise SpecError(name, "must be an object")
+        return x
+
+    docs = []
+    for i, d in enumerate(arr("documents")):
+        if not isinstance(d, dict):
+            raise SpecError(f"documents[{i}]", "must be an object")
+        for k in d:
+            if k not in ("id", "title", "text"):
+                raise SpecError(f"documents[{i}].{k}", "unknown member")
+        w = f"documents[{i}]."
+        docs.append(Document(id=s("id", d, w), title=s("title", d, w), text=s("text", d, w)))
+    history = []
+    for i, m in enumerate(arr("history")):
+        if not isinstance(m, dict):
+            raise SpecError(f"history[{i}]", "must be an object")
+        for k in m:
+            if k not in ("role", "content"):
+                raise SpecError(f"history[{i}].{k}", "unknown member")
+        w = f"history[{i}]."
+        history.append(Message(role=s("role", m, w), content=s("content", m, w)))
+    metadata = {}
+    for k, x in obj("metadata").items():
+        if not isinstance(x, str):
+            raise SpecError(f"metadata.{k}", "must be a string")
+        metadata[k] = x
+    return PromptSpec(
+        model=s("model", v, ""),
+        question=s("question", v, ""),
+        instructions=s("instructions", v, ""),
+        documents=docs,
+        tools=arr("tools"),
+        history=history,
+        parameters=obj("parameters"),
+        metadata=metadata,
+        group=s("group", v, ""),
+    )
+
+
+def build_json(src: bytes | str) -> bytes:
+    """Parse a prompt spec from JSON and build its request."""
+    return build(parse_spec(src))
+
+
+__all__ = [
+    "Document",
+    "Message",
+    "Number",
+    "PromptSpec",
+    "build",
+    "build_json",
+    "build_key",
+    "parse_spec",
+]

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from prefixgate import (
+    Document,
+    Message,
+    PromptSpec,
+    SpecError,
+    build,
+    build_key,
+    chat_input,
+    routing_key,
+)
+
+
+def sample() -> PromptSpec:
+    return PromptSpec(
+        model="vllmsim/tiny",
+        instructions="Answer from the documents.",
+        documents=[Document(id="q3", title="Quarterly report", text="Revenue grew. " * 40)],
+        tools=[
+            {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+        ],
+        history=[Message("user", "Hello"), Message("assistant", "Hi.")],
+        question="What grew?",
+        parameters={"max_tokens": 4, "temperature": 0},
+        metadata={"request_id": "r-1", "ts": "2026-05-01T10:00:00Z"},
+    )
+
+
+def test_layout() -> None:
+    body = build(sample())
+    want = (
+        '{"model":"vllmsim/tiny","tools":[{"function":{"name":"lookup","parameters":{"type":"object"}},'
+        '"type":"function"}],"messages":[{"content":"Answer from the documents.\\n\\n## Document q3: '
+        "Quarterly report\\n\\n" + "Revenue grew. " * 40 + '","role":"system"},{"content":"Hello",'
+        '"role":"user"},{"content":"Hi.","role":"assistant"},{"content":"What grew?","role":"user"}],'
+        '"max_tokens":4,"temperature":0,"metadata":{"request_id":"r-1","ts":"2026-05-01T10:00:00Z"}}'
+    )
+    assert body.decode() == want
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {},
+        {"request_id": "r-2", "ts": "2027-01-01T00:00:00Z"},
+        {"a": "1", "z": "x" * 5000, "user": "u"},
+    ],
+)
+def test_metadata_never_changes_key(metadata: dict[str, str]) -> None:
+    _, base = build_key(sample())
+    _, other = build_key(dataclasses.replace(sample(), metadata=metadata))
+    assert other.key == base.key
+
+
+def test_group_changes_only_its_member() -> None:
+    plain, k0 = build_key(sample())
+    grouped, k1 = build_key(dataclasses.replace(sample(), group="tenant-a"))
+    assert k1.key != k0.key
+    assert grouped == plain[:-1] + b',"prompt_cache_key":"tenant-a"}'
+    assert routing_key(plain, "chat", group="tenant-a").key == k1.key
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"model": ""}, "model"),
+        ({"question": ""}, "question"),
+        ({"parameters": {"messages": []}}, "parameters.messages"),
+        ({"tools": [[1]]}, "tools[0]"),
+        ({"documents": [Document(id="", text="x")]}, "documents[0].id"),
+        ({"history": [Message("", "x")]}, "history[0].role"),
+        ({"group": "g" * 65}, "group"),
+        ({"group": "a\tb"}, "group"),
+        ({"question": "\ud800"}, "question"),
+    ],
+)
+def test_rejects(change: dict[str, object], field: str) -> None:
+    with pytest.raises(SpecError) as ei:
+        build(dataclasses.replace(sample(), **change))  # type: ignore[arg-type]
+    assert ei.value.field == field
+
+
+def test_chat_input_round_trip() -> None:
+    ci = chat_input(dataclasses.replace(sample(), group="g"))
+    assert ci.group == "g"
+    assert [m.role for m in ci.messages] == ["system", "user", "assistant", "user"]
+    assert ci.tools[0].parameters_json == '{"type":"object"}'
+    assert ci.extra_json == (
+        '{"max_tokens":4,"metadata":{"request_id":"r-1","ts":"2026-05-01T10:00:00Z"},'
+        '"prompt_cache_key":"g","temperature":0}'
+    )
