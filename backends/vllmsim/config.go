@@ -147,3 +147,10 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	*d = Duration(f * float64(time.Second))
 	return nil
 }
+
+// CheckConfig reports whether cfg is valid (its preset exists, the engine
+// model it yields is sane, rates are in range) without starting anything.
+func CheckConfig(cfg Config) error {
+	_, err := cfg.resolved()
+	return err
+}
