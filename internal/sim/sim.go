@@ -37,6 +37,8 @@ type Options struct {
 	PrefixLength int
 	// Threshold is each replica's concurrency threshold; 0 means route's.
 	Threshold int
+	// LoadFactor is c of the bounded-load ring; 0 means route's 1.25.
+	LoadFactor float64
 	// Progress, if set, is called with finished and total request counts
 	// over all policies; it may be called from several goroutines.
 	Progress func(done, total int)
@@ -87,7 +89,7 @@ type PolicyResult struct {
 	// (ring policies) or placed by the balance rule (cache-aware-tree).
 	SpillRate float64 `json:"spill_rate"`
 	// MaxInflightOverBound is the largest excess of a replica's fleet-wide
-	// in-flight count over ceil(1.25·total/n) seen right after a pick.
+	// in-flight count over ceil(c·total/n) seen right after a pick.
 	MaxInflightOverBound int `json:"max_inflight_over_bound"`
 	// KeysMovedFraction is the largest share of distinct keys whose home
 	// changed at a scale event (ring policies; null for the others).
@@ -99,9 +101,6 @@ type PolicyResult struct {
 	HitSeries []float64     `json:"-"` // hit rate per time bucket (NaN when empty)
 	Elapsed   time.Duration `json:"-"`
 }
-
-// loadFactor is route's default c, used to measure the bound fleet-wide.
-const loadFactor = route.DefaultLoadFactor
 
 // hitBuckets is the resolution of the hit-rate-over-time series.
 const hitBuckets = 60
@@ -145,6 +144,9 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 	}
 	if opts.Threshold == 0 {
 		opts.Threshold = route.DefaultThreshold
+	}
+	if opts.LoadFactor == 0 {
+		opts.LoadFactor = route.DefaultLoadFactor
 	}
 	pols := opts.Policies
 	if len(pols) == 0 {
@@ -318,6 +320,7 @@ func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progres
 			rp, err := newRoutePicker(route.Config{
 				Policy: policy, DisableSpillChain: opts.NoSpillChain,
 				Seed: opts.Seed + uint64(i)*7919, DefaultThreshold: opts.Threshold,
+				LoadFactor: opts.LoadFactor,
 			}, f.active, opts.Threshold)
 			if err != nil {
 				return nil, err
@@ -408,7 +411,7 @@ func (f *fleet) dispatch(fl *flight, now time.Time) bool {
 	f.inflight[idx]++
 	f.total++
 	nAct := len(f.active)
-	bound := int(math.Ceil(loadFactor * float64(f.total) / float64(nAct)))
+	bound := int(math.Ceil(f.opts.LoadFactor * float64(f.total) / float64(nAct)))
 	if over := f.inflight[idx] - bound; over > f.maxOver {
 		f.maxOver = over
 	}

@@ -29,15 +29,20 @@ type Workload struct {
 // Workloads lists the synthetic workload names; "trace:FILE" replays a file.
 var Workloads = []string{"long-context", "sharegpt", "multitenant", "zipf", "agent"}
 
-// Long-context calibration (see docs/simulation.md): 56 distinct 8,000-token
-// documents, each replica's KV cache holds about 14 of them (a quarter), so a
-// cache-blind policy hits about 25% of the time, as SageMaker measured, while
-// each replica's share under prefix-aware routing (8 documents) fits twice.
+// Long-context calibration (see docs/simulation.md): 84 distinct 8,000-token
+// documents; each replica's KV cache (11,000 blocks) holds about 22 of them,
+// a quarter, so a cache-blind policy hits about 25% of the time, as SageMaker
+// measured, while a replica's share under prefix-aware routing (12 documents)
+// fits with room for spilled ones. 12 req/s keeps random routing's prefill
+// about 70% busy; outputs of 300-700 tokens keep about 13 requests in flight
+// per replica.
 const (
-	lcDocs        = 56
+	lcDocs        = 84
 	lcPrefix      = 8000
-	lcCacheBlocks = 7700
-	lcRate        = 10.0 // requests per second over 7 replicas
+	lcCacheBlocks = 11000
+	lcRate        = 12.0 // requests per second over 7 replicas
+	lcOutMin      = 300
+	lcOutSpan     = 400
 )
 
 // BuildWorkload generates n requests of a named synthetic workload, or
@@ -58,7 +63,7 @@ func BuildWorkload(name string, n int, seed uint64) (*Workload, error) {
 	switch name {
 	case "long-context":
 		w.Engine.CacheBlocks = lcCacheBlocks
-		w.Note = fmt.Sprintf("%d documents of %d tokens, uniform popularity; unique suffixes of 40-200 tokens; outputs 100-300 tokens; Poisson %.0f req/s; %d KV blocks per replica (about %d documents)",
+		w.Note = fmt.Sprintf("%d documents of %d tokens, uniform popularity; unique suffixes of 40-200 tokens; outputs 300-700 tokens; Poisson %.0f req/s; %d KV blocks per replica (about %d documents)",
 			lcDocs, lcPrefix, lcRate, lcCacheBlocks, lcCacheBlocks*vllmsim.BlockSize/lcPrefix)
 		t := 0.0
 		for i := range n {
@@ -70,7 +75,7 @@ func BuildWorkload(name string, n int, seed uint64) (*Workload, error) {
 					{Role: "system", Content: []Segment{{ID: mix(uint64(doc) + 1<<40), Tokens: lcPrefix}}},
 					{Role: "user", Content: []Segment{{ID: mix(uint64(i) + 2<<40 + seed<<20), Tokens: 40 + g.intn(161)}}},
 				},
-				Output: 100 + g.intn(201),
+				Output: lcOutMin + g.intn(lcOutSpan+1),
 			})
 		}
 	case "sharegpt":
