@@ -71,8 +71,9 @@ type Options struct {
 	// IdleTimeout fails a response body read after this long without a
 	// byte, for streams that stall (0: no limit).
 	IdleTimeout time.Duration
-	// H2C speaks HTTP/2 without TLS (prior knowledge) to http:// backends
-	// instead of HTTP/1.1.
+	// H2C speaks HTTP/2 to every backend: without TLS (prior knowledge)
+	// to http:// ones, over TLS to https:// ones. Backends must support
+	// it; there is no fallback to HTTP/1.1.
 	H2C bool
 
 	ProbeInterval time.Duration // active /health probe interval (2s)
@@ -213,8 +214,8 @@ func NewPool(specs []string, opts Options) (*Pool, error) {
 	if opts.H2C {
 		transport.Protocols = new(http.Protocols)
 		transport.Protocols.SetUnencryptedHTTP2(true)
-		transport.Protocols.SetHTTP2(true) // https:// backends still negotiate h2 by ALPN
-		transport.Protocols.SetHTTP1(true)
+		transport.Protocols.SetHTTP2(true)
+		// HTTP/1 must be off: with it on, http:// URLs would use it.
 	}
 	p.client = &http.Client{Transport: transport}
 	// Probes get their own connections so that a pool full of streams
@@ -223,7 +224,7 @@ func NewPool(specs []string, opts Options) (*Pool, error) {
 	probeTransport := transport.Clone()
 	probeTransport.MaxIdleConnsPerHost = 4
 	p.probe = &http.Client{Transport: probeTransport, Timeout: opts.ProbeTimeout}
-	if err := p.SetBackends(specs); err != nil {
+	if err := p.setBackends(specs, false); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -233,7 +234,9 @@ func NewPool(specs []string, opts Options) (*Pool, error) {
 // resolves them at once. Backends present before keep their state, so
 // in-flight requests and health are not disturbed; removed ones finish
 // what they have. An error leaves the pool as it was.
-func (p *Pool) SetBackends(specs []string) error {
+func (p *Pool) SetBackends(specs []string) error { return p.setBackends(specs, true) }
+
+func (p *Pool) setBackends(specs []string, notify bool) error {
 	if len(specs) == 0 {
 		return errors.New("no backends: give at least one --backend URL")
 	}
@@ -259,7 +262,7 @@ func (p *Pool) SetBackends(specs []string) error {
 	p.sources = srcs
 	changed := p.applyLocked(targets)
 	p.applyMu.Unlock()
-	if changed {
+	if changed && notify {
 		p.notifyMembership()
 	}
 	return nil

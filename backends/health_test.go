@@ -1,0 +1,221 @@
+package backends
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeClock is a settable clock for the backoff arithmetic.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// stateLog records OnState and OnHealth calls.
+type stateLog struct {
+	mu     sync.Mutex
+	states []State
+	health []bool
+}
+
+func (l *stateLog) onState(_ string, s State) {
+	l.mu.Lock()
+	l.states = append(l.states, s)
+	l.mu.Unlock()
+}
+
+func (l *stateLog) onHealth(_ string, ok bool) {
+	l.mu.Lock()
+	l.health = append(l.health, ok)
+	l.mu.Unlock()
+}
+
+func (l *stateLog) get() ([]State, []bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.states), slices.Clone(l.health)
+}
+
+// TestFlappingHealth drives the state machine with real /health probes
+// against a server whose answer the test flips, and a fake clock for the
+// backoff.
+func TestFlappingHealth(t *testing.T) {
+	var up atomic.Bool
+	up.Store(true)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" && !up.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+
+	var log stateLog
+	const base, maxBackoff = time.Second, 4 * time.Second
+	p, err := NewPool([]string{srv.URL}, Options{
+		FailThreshold: 2, RiseThreshold: 3, EjectBackoff: base, MaxEjectBackoff: maxBackoff,
+		ProbeTimeout: 10 * time.Second, OnState: log.onState, OnHealth: log.onHealth,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
+	p.now = clock.now
+	b := p.Backends()[0]
+	ctx := context.Background()
+	// probe runs one round the way Run does: backends in backoff are skipped.
+	probe := func(n int) {
+		for range n {
+			p.probeDue(ctx)
+		}
+	}
+	want := func(step string, s State) {
+		t.Helper()
+		if got := b.State(); got != s {
+			t.Fatalf("%s: state %v, want %v", step, got, s)
+		}
+	}
+
+	up.Store(false)
+	probe(1)
+	want("one failed probe (fall threshold 2)", StateHealthy)
+	probe(1)
+	want("two failed probes", StateEjected)
+
+	up.Store(true)
+	probe(5)
+	want("healthy probes inside the first backoff", StateEjected)
+	clock.advance(base)
+	probe(2)
+	want("two healthy probes after backoff (rise threshold 3)", StateEjected)
+	probe(1)
+	want("three healthy probes after backoff", StateHealthy)
+
+	// It flaps: the second ejection holds it out twice as long.
+	up.Store(false)
+	probe(2)
+	want("flap 2", StateEjected)
+	up.Store(true)
+	clock.advance(base)
+	probe(5)
+	want("healthy probes after one base backoff on the second ejection", StateEjected)
+	clock.advance(base)
+	probe(3)
+	want("after twice the base backoff", StateHealthy)
+
+	// Flap until the backoff reaches its cap, then once more: still the cap.
+	for i, hold := range []time.Duration{4 * base, maxBackoff, maxBackoff} {
+		up.Store(false)
+		probe(2)
+		want("flap", StateEjected)
+		up.Store(true)
+		clock.advance(hold - time.Millisecond)
+		probe(3)
+		want("just before the capped backoff", StateEjected)
+		clock.advance(time.Millisecond)
+		probe(3)
+		if b.State() != StateHealthy {
+			t.Fatalf("flap %d: not back after %v", i, hold)
+		}
+	}
+
+	// Healthy for a full MaxEjectBackoff: the next ejection starts over.
+	clock.advance(maxBackoff)
+	up.Store(false)
+	probe(2)
+	up.Store(true)
+	clock.advance(base)
+	probe(3)
+	want("after a long healthy spell the backoff is the base again", StateHealthy)
+
+	states, health := log.get()
+	if len(states) != 12 || len(health) != 12 {
+		t.Fatalf("got %d state and %d health callbacks, want 12 each: %v %v", len(states), len(health), states, health)
+	}
+	for i, s := range states {
+		wantS := StateEjected
+		if i%2 == 1 {
+			wantS = StateHealthy
+		}
+		if s != wantS || health[i] != (s == StateHealthy) {
+			t.Fatalf("callback %d: %v/%v, want %v", i, s, health[i], wantS)
+		}
+	}
+}
+
+func TestPassiveEjectionAndDrain(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	var log stateLog
+	p, err := NewPool([]string{srv.URL}, Options{FailThreshold: 3, RiseThreshold: 1, EjectBackoff: time.Second,
+		OnState: log.onState, OnHealth: log.onHealth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
+	p.now = clock.now
+	b := p.Backends()[0]
+
+	p.ReportFailure(b)
+	p.ReportFailure(b)
+	p.ReportSuccess(b) // a success breaks the streak
+	p.ReportFailure(b)
+	p.ReportFailure(b)
+	if !b.Healthy() {
+		t.Fatal("ejected before FailThreshold failures in a row")
+	}
+	p.ReportFailure(b)
+	if b.State() != StateEjected {
+		t.Fatalf("state %v after 3 failures in a row, want ejected", b.State())
+	}
+	p.ProbeAll(context.Background())
+	if b.State() != StateEjected {
+		t.Fatal("a probe returned a passively ejected backend inside its backoff")
+	}
+	clock.advance(time.Second)
+	p.ProbeAll(context.Background())
+	if !b.Healthy() {
+		t.Fatalf("state %v after backoff and a good probe", b.State())
+	}
+
+	if !p.Drain(b.Name) || b.State() != StateDraining || b.Healthy() {
+		t.Fatalf("Drain: state %v", b.State())
+	}
+	p.ProbeAll(context.Background())
+	if b.State() != StateDraining {
+		t.Fatalf("a probe undid Drain: %v", b.State())
+	}
+	p.Undrain(b.Name)
+	if !b.Healthy() {
+		t.Fatalf("Undrain: state %v", b.State())
+	}
+	if p.Drain("nope:1") {
+		t.Fatal("Drain of an unknown backend reported true")
+	}
+	states, health := log.get()
+	if want := []State{StateEjected, StateHealthy, StateDraining, StateHealthy}; !slices.Equal(states, want) {
+		t.Fatalf("OnState calls %v, want %v", states, want)
+	}
+	if want := []bool{false, true, false, true}; !slices.Equal(health, want) {
+		t.Fatalf("OnHealth calls %v, want %v", health, want)
+	}
+}
