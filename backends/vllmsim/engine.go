@@ -277,7 +277,8 @@ func (e *Engine) Submit(now time.Time, req Request) (RequestID, error) {
 
 // Advance moves the engine to time now and returns the events that happened
 // up to and including now (also those of times passed by Submit or Cancel),
-// in time order. The returned slice is valid until the next call.
+// in time order. The returned slice is reused: it is valid until the next
+// call of any Engine method.
 func (e *Engine) Advance(now time.Time) []Event {
 	if err := e.advanceTo(now); err != nil {
 		panic(err)

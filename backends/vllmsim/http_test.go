@@ -489,3 +489,33 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+func TestLiveQueueingShowsInMetrics(t *testing.T) {
+	cfg := fastConfig()
+	cfg.Speed = 1
+	cfg.Engine.MaxNumSeqs = 1
+	f := startFleet(t, 1, cfg)
+	u := f.URLs()[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 3 {
+		req, _ := http.NewRequestWithContext(ctx, "POST", u+"/v1/completions", strings.NewReader(`{"prompt":"x","max_tokens":5000}`))
+		go func() {
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	waitFor(t, func() bool {
+		resp, err := http.Get(u + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return strings.Contains(string(b), `vllm:num_requests_running{model_name="sim-model"} 1`+"\n") &&
+			strings.Contains(string(b), `vllm:num_requests_waiting{model_name="sim-model"} 2`+"\n")
+	})
+	cancel()
+	waitFor(t, func() bool { s := f.Replicas()[0].Stats(); return s.Running == 0 && s.Waiting == 0 })
+}
