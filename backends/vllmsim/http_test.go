@@ -513,8 +513,8 @@ func TestLiveQueueingShowsInMetrics(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		return strings.Contains(string(b), `vllm:num_requests_running{model_name="sim-model"} 1`+"\n") &&
-			strings.Contains(string(b), `vllm:num_requests_waiting{model_name="sim-model"} 2`+"\n")
+		return strings.Contains(string(b), `vllm:num_requests_running{model_name="sim-model"} 1.0`+"\n") &&
+			strings.Contains(string(b), `vllm:num_requests_waiting{model_name="sim-model"} 2.0`+"\n")
 	})
 	cancel()
 	waitFor(t, func() bool { s := f.Replicas()[0].Stats(); return s.Running == 0 && s.Waiting == 0 })
