@@ -1,8 +1,31 @@
 // Package backends owns everything between a routing decision and the replica
 // that answers: the pool of OpenAI-compatible backends (vLLM or any other),
-// their identities, health (active probes and passive ejection), the models
-// and LoRA adapters each serves, and forwarding a request to one of them over
-// pooled keep-alive connections.
+// their discovery and identities, health, load signals, the models and LoRA
+// adapters each serves, and forwarding a request to one of them.
+//
+// Discovery: a backend spec is a URL (or bare host:port), dns://host:port
+// (one backend per A/AAAA address, named ip:port), srv://_service._proto.name
+// (one per SRV record, named target:port) or file:///path (a watched list).
+// DNS and files are re-read every DiscoveryInterval; backends that stay keep
+// their *Backend and state, removed ones finish what they have, and
+// OnMembership reports each new list. A backend's Name is its ring member
+// name.
+//
+// Health: a backend is healthy, ejected or draining (State). Active /health
+// probes and request outcomes eject after FailThreshold consecutive failures;
+// an ejected backend is held out for an exponential backoff and then needs
+// RiseThreshold consecutive good probes. Drain takes a backend out of the
+// candidate set while its requests finish. OnState and OnHealth report
+// changes; the backend stays on the ring.
+//
+// Load: /metrics is scraped every ScrapeInterval for vLLM's queue, KV-cache
+// and prefix-cache metrics (Backend.Load). A backend without them is served
+// all the same, its load flagged unknown.
+//
+// Forwarding: pooled keep-alive connections over HTTP/1.1 or h2c, with
+// connect, first-byte and idle-stream timeouts. Forward returns
+// *UnreachableError only when nothing came back, the one case in which the
+// caller may retry the request on another backend.
 //
 // It does not decide which backend serves a request (package route does) and
 // it does not read or rewrite request bodies (package normalize does).
