@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prefixgate/prefixgate/internal/config"
+	"github.com/prefixgate/prefixgate/internal/server"
+)
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error {
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*s = append(*s, part)
+		}
+	}
+	return nil
+}
+
+// serveFlags are serve's flags; each overrides the config file and the
+// environment only when given.
+type serveFlags struct {
+	configPath   string
+	listen       string
+	backends     stringList
+	policy       string
+	loadFactor   float64
+	threshold    int
+	prefixLength int
+	maxBody      int64
+	timeout      time.Duration
+	drain        time.Duration
+	logJSON      bool
+	certFile     string
+	keyFile      string
+	adminListen  string
+}
+
+func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f serveFlags
+	fs.StringVar(&f.configPath, "config", "", "YAML configuration file (see docs/configuration.md); reloaded on SIGHUP")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve HTTP/1.1 and h2c (or TLS) on")
+	fs.Var(&f.backends, "backend", "backend base URL (repeatable, or comma-separated)")
+	fs.StringVar(&f.policy, "policy", "prefix-aware", "routing policy: prefix-aware, least-outstanding or random")
+	fs.Float64Var(&f.loadFactor, "load-factor", 1.25, "bounded-load factor c (>= 1)")
+	fs.IntVar(&f.threshold, "threshold", 64, "per-backend concurrency threshold (1..1024)")
+	fs.IntVar(&f.prefixLength, "prefix-length", 4096, "routing window N in characters (1024..65536)")
+	fs.Int64Var(&f.maxBody, "max-body-bytes", 32<<20, "largest request body accepted (413 above)")
+	fs.DurationVar(&f.timeout, "request-timeout", 5*time.Minute, "end-to-end limit per request (504 past it)")
+	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
+	fs.BoolVar(&f.logJSON, "log-json", false, "write logs as JSON")
+	fs.StringVar(&f.certFile, "tls-cert", "", "TLS certificate file (with --tls-key: serve HTTPS and HTTP/2)")
+	fs.StringVar(&f.keyFile, "tls-key", "", "TLS private key file")
+	fs.StringVar(&f.adminListen, "admin-listen", "", "separate listener for /debug/pprof (off when empty)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: prefixgate serve --listen ADDR --backend URL [--backend URL ...] [flags]")
+		fmt.Fprintln(fs.Output(), "\nServes Connect, gRPC and gRPC-Web (prefixgate.v1), the OpenAI-compatible")
+		fmt.Fprintln(fs.Output(), "REST proxy (/v1/chat/completions, /v1/completions, /v1/models), the native")
+		fmt.Fprintln(fs.Output(), "/invocations endpoint and /metrics, and routes every request by its")
+		fmt.Fprintln(fs.Output(), "canonical prefix. Settings come from --config, then PREFIXGATE_* variables,")
+		fmt.Fprintln(fs.Output(), "then flags given on the command line.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	if code, done := parseFlags(fs, args, stdout); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	load := func() (config.File, server.Config, error) { return loadServeConfig(f, set) }
+	file, cfg, err := load()
+	if err != nil {
+		fmt.Fprintf(stderr, "serve: %v\n", err)
+		return 2
+	}
+	level := slog.LevelInfo
+	_ = level.UnmarshalText([]byte(file.Log.Level))
+	hopts := &slog.HandlerOptions{Level: level}
+	var handler slog.Handler = slog.NewTextHandler(stderr, hopts)
+	if file.Log.Format == "json" {
+		handler = slog.NewJSONHandler(stderr, hopts)
+	}
+	log := slog.New(handler)
+	srv, err := server.New(cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "serve: %v\n", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", file.Listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "serve: %v\n", err)
+		return 1
+	}
+	if file.TLS.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(file.TLS.CertFile, file.TLS.KeyFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "serve: tls: %v\n", err)
+			return 2
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
+	}
+	if file.Admin.Listen != "" {
+		stopAdmin, err := startAdmin(file.Admin.Listen, log)
+		if err != nil {
+			fmt.Fprintf(stderr, "serve: admin listener: %v\n", err)
+			return 1
+		}
+		defer stopAdmin()
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_, next, err := load()
+				if err == nil {
+					err = srv.Reload(next)
+				}
+				if err != nil {
+					log.Error("reload rejected; the running configuration stays", "err", err)
+				}
+			}
+		}
+	}()
+	log.Info("serving", "listen", ln.Addr().String(), "backends", len(cfg.Backends), "policy", cfg.Policy, "tls", file.TLS.CertFile != "")
+	if err := srv.Serve(ctx, ln, time.Duration(file.DrainTimeout)); err != nil {
+		fmt.Fprintf(stderr, "serve: %v\n", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// loadServeConfig layers the config file, the environment and the flags
+// that were set.
+func loadServeConfig(f serveFlags, set map[string]bool) (config.File, server.Config, error) {
+	var file config.File
+	if f.configPath != "" {
+		var err error
+		if file, err = config.Load(f.configPath); err != nil {
+			return file, server.Config{}, err
+		}
+	}
+	if err := config.ApplyEnv(&file, os.LookupEnv); err != nil {
+		return file, server.Config{}, err
+	}
+	override := func(name string, apply func()) {
+		if set[name] {
+			apply()
+		}
+	}
+	override("listen", func() { file.Listen = f.listen })
+	override("backend", func() { file.Backends = f.backends })
+	override("policy", func() { file.Routing.Policy = f.policy })
+	override("load-factor", func() { file.Routing.LoadFactor = f.loadFactor })
+	override("threshold", func() { file.Routing.Threshold = f.threshold })
+	override("prefix-length", func() { file.Routing.PrefixLength = f.prefixLength })
+	override("max-body-bytes", func() { file.Limits.MaxBodyBytes = f.maxBody })
+	override("request-timeout", func() { file.Limits.RequestTimeout = config.Duration(f.timeout) })
+	override("drain-timeout", func() { file.DrainTimeout = config.Duration(f.drain) })
+	override("log-json", func() { file.Log.Format = map[bool]string{true: "json", false: "text"}[f.logJSON] })
+	override("tls-cert", func() { file.TLS.CertFile = f.certFile })
+	override("tls-key", func() { file.TLS.KeyFile = f.keyFile })
+	override("admin-listen", func() { file.Admin.Listen, file.Admin.Pprof = f.adminListen, true })
+	if file.Listen == "" {
+		file.Listen = f.listen
+	}
+	if file.DrainTimeout == 0 {
+		file.DrainTimeout = config.Duration(f.drain)
+	}
+	cfg, err := file.ServerConfig(os.LookupEnv)
+	return file, cfg, err
+}
+
+// startAdmin serves pprof on its own listener, never on the public one.
+func startAdmin(addr string, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("admin listener", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
+}
+
+// parseFlags parses args; --help prints usage to stdout and ends with 0, a
+// bad flag ends with 2.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, done bool) {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return 0, true
+		}
+		if a == "--" {
+			break
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2, true
+	}
+	return 0, false
+}
