@@ -17,10 +17,10 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var opts demo.Options
 	policies := fs.String("policies", "random,least-outstanding,prefix-aware", "comma-separated routing policies to compare")
-	fs.IntVar(&opts.Replicas, "replicas", 4, "simulated vLLM replicas")
-	fs.IntVar(&opts.Requests, "requests", 240, "requests per policy")
-	fs.IntVar(&opts.Concurrency, "concurrency", 8, "requests in flight at once")
-	fs.IntVar(&opts.Documents, "documents", 24, "shared documents the requests start with")
+	fs.IntVar(&opts.Replicas, "replicas", 7, "simulated vLLM replicas")
+	fs.IntVar(&opts.Requests, "requests", 420, "requests per policy")
+	fs.IntVar(&opts.Concurrency, "concurrency", 14, "requests in flight at once")
+	fs.IntVar(&opts.Documents, "documents", 28, "shared documents the requests start with")
 	fs.Float64Var(&opts.Speed, "speed", 10, "simulated clock speed-up")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: prefixgate demo [flags]")
