@@ -171,3 +171,16 @@ func (k *keyer) appendBody(b []byte, r *Request) []byte {
 	}
 	return append(b, `]}`...)
 }
+
+// ChatText returns the request as chat messages with their text, for live
+// load (package loadgen). A completion prompt becomes one user message.
+func (r *Request) ChatText() (roles, texts []string) {
+	if r.Messages == nil {
+		return []string{"user"}, []string{segText(r.Prompt)}
+	}
+	for _, m := range r.Messages {
+		roles = append(roles, m.Role)
+		texts = append(texts, segText(m.Content))
+	}
+	return roles, texts
+}
