@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/prefixgate/prefixgate/normalize"
 )
@@ -94,7 +95,18 @@ var volatileHints = map[string]string{
 	ruleID:        "move request and trace ids out of the prompt into headers or metadata, or after the shared context",
 }
 
+// scanMargin is how far past the window a scan reads, so that a value
+// that starts inside the window is matched whole.
+const scanMargin = 64
+
+// maxVolatilePerRequest caps volatile findings per request: past a handful
+// the request's problem is clear, and a pathological body cannot turn into
+// a quadratic amount of work or output.
+const maxVolatilePerRequest = 20
+
 // volatileFindings reports volatile values that fall inside the window.
+// Only the part of each text inside the window (plus a margin) is scanned,
+// which bounds the work per request by N whatever the body's size.
 func volatileFindings(req *request, opts Options) []Finding {
 	var out []Finding
 	rt := req.rt
@@ -103,21 +115,39 @@ func volatileFindings(req *request, opts Options) []Finding {
 		if seg.start >= opts.PrefixLength {
 			continue
 		}
-		for _, m := range findVolatile(seg.text) {
-			p := rt.pos(seg, m.start)
-			if p >= opts.PrefixLength {
+		text := prefixChars(seg.text, opts.PrefixLength-seg.start+scanMargin)
+		pos, chars, at := seg.start, 0, 0
+		for _, m := range findVolatile(text) {
+			pos += rt.measure(text[at:m.start], seg.escaped)
+			chars += utf8.RuneCountInString(text[at:m.start])
+			at = m.start
+			if pos >= opts.PrefixLength || len(out) == maxVolatilePerRequest {
 				break
 			}
-			off := charCount(seg.text[:m.start])
 			out = append(out, Finding{
 				RuleID: m.rule, Severity: Warning, RequestIndex: req.index,
-				JSONPath: seg.path, Offset: off, BodyOffset: rawOffset(req.body, seg.raw, off),
-				Message: fmt.Sprintf("%s %q at %s %d of the routing window (N=%d)", m.what, clip(seg.text[m.start:m.end], 48), unitName(rt.mode)[:len(unitName(rt.mode))-1], p, opts.PrefixLength),
+				JSONPath: seg.path, Offset: chars, BodyOffset: rawOffset(req.body, seg.raw, chars),
+				Message: fmt.Sprintf("%s %q at %s %d of the routing window (N=%d)", m.what, clip(text[m.start:m.end], 48), unitName(rt.mode)[:len(unitName(rt.mode))-1], pos, opts.PrefixLength),
 				Hint:    volatileHints[m.rule],
 			})
 		}
 	}
 	return out
+}
+
+// prefixChars returns the first n characters of s.
+func prefixChars(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	k := 0
+	for i := range s {
+		if k == n {
+			return s[:i]
+		}
+		k++
+	}
+	return s
 }
 
 func charCount(s string) int { return len([]rune(s)) }
@@ -172,11 +202,12 @@ func dateInjectionFindings(req *request, ctree, rtree *node) []Finding {
 	raw := pathIndex(rtree)
 	var out []Finding
 	for _, t := range texts {
-		m, ok := findDateInjection(t.text, findVolatile(t.text))
+		head := prefixChars(t.text, injectionWindow+scanMargin)
+		m, ok := findDateInjection(head, findVolatile(head))
 		if !ok {
 			continue
 		}
-		off := charCount(t.text[:m.start])
+		off := charCount(head[:m.start])
 		out = append(out, Finding{
 			RuleID: ruleDateInjection, Severity: Warning, RequestIndex: req.index,
 			JSONPath: t.path, Offset: off, BodyOffset: rawOffset(req.body, raw[t.path], off),

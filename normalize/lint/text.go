@@ -104,11 +104,12 @@ func (rt *routingText) locate(p int) (*segment, int) {
 		return nil, 0
 	}
 	// Walk characters until the position is reached.
-	off := 0
-	for b := range best.text {
-		if rt.pos(best, b) >= p {
+	off, at := 0, best.start
+	for b, r := range best.text {
+		if at >= p {
 			return best, off
 		}
+		at += rt.measure(best.text[b:b+utf8.RuneLen(max(r, 0))], best.escaped)
 		off++
 	}
 	return best, off
