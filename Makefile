@@ -37,7 +37,6 @@ $(NODE_DEPS): clients/typescript/package.json clients/typescript/package-lock.js
 
 $(PYVENV)/.installed: clients/python/pyproject.toml clients/python/requirements-dev.lock
 	python3 -m venv $(PYVENV)
-	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c clients/python/requirements-dev.lock -e 'clients/python[dev]'
 	touch $@
 
@@ -59,7 +58,8 @@ checkgenerate: generate
 test: tools checkgenerate test-go test-sdk
 
 test-go:
-	gofmt -l . | grep -v '^gen/' | (! grep .) || { echo "gofmt needed on the files above"; exit 1; }
+	@unformatted="$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'))"; \
+		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 	go test $(GO_TEST_FLAGS) ./...
 
