@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prefixgate/prefixgate/backends"
@@ -140,11 +141,16 @@ func setRoutingHeaders(h http.Header, d *route.Decision, info normalize.RouteInf
 	h.Set(KeyHeader, info.KeyHex())
 }
 
+// copyBuffers recycles copyStream's buffers: one per request otherwise.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
 // copyStream copies a backend body to w, flushing after every read so that
 // server-sent events reach the client as they arrive.
 func copyStream(w http.ResponseWriter, body io.Reader) error {
 	rc := http.NewResponseController(w)
-	buf := make([]byte, 32<<10)
+	bp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bp)
+	buf := *bp
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
