@@ -35,6 +35,8 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Retries is how many other backends to try when one sends nothing back.
 	Retries int
+	// IdleTimeout fails a backend stream that sends nothing for this long.
+	IdleTimeout time.Duration
 	// ProbeInterval is how often backends' /health is probed.
 	ProbeInterval time.Duration
 	// Tenants maps API keys to tenant names; empty disables tenants.
@@ -80,6 +82,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.Retries == 0 {
 		c.Retries = 2
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 5 * time.Minute
 	}
 	if c.ProbeInterval == 0 {
 		c.ProbeInterval = 2 * time.Second

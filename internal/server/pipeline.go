@@ -124,7 +124,6 @@ func (s *Server) dispatch(ctx context.Context, routeName, path string, p prepare
 			}
 			return nil, nil, upstreamError(err)
 		}
-		s.pool.ReportSuccess(b)
 		s.metrics.firstByteSeconds.WithLabelValues(b.Name).Observe(time.Since(sent).Seconds())
 		if d.Reason == route.ReasonSpill || d.Reason == route.ReasonSpillChain {
 			s.metrics.spills.Inc()

@@ -43,7 +43,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, metrics: newMetrics()}
 	pool, err := backends.NewPool(cfg.Backends, backends.Options{
 		ProbeInterval: cfg.ProbeInterval,
-		OnHealth:      s.onHealth,
+		IdleTimeout:   cfg.IdleTimeout,
+		OnState:       s.onState,
+		OnMembership:  s.onMembership,
 	})
 	if err != nil {
 		return nil, err
@@ -69,18 +71,51 @@ func (s *Server) members() []route.Member {
 	return out
 }
 
-// onHealth moves a backend in or out of the router's candidate set. It
-// stays on the ring, so its keys come home when it recovers.
-func (s *Server) onHealth(name string, healthy bool) {
-	h := route.HealthHealthy
-	v := 1.0
-	if !healthy {
-		h, v = route.HealthEjected, 0
+// routeHealth maps a pool state to the router's: ejected and draining
+// backends leave the candidate set but stay on the ring, so their keys come
+// home when they return.
+func routeHealth(st backends.State) route.Health {
+	switch st {
+	case backends.StateEjected:
+		return route.HealthEjected
+	case backends.StateDraining:
+		return route.HealthDraining
 	}
-	s.log.Info("backend health changed", "backend", name, "healthy", healthy)
+	return route.HealthHealthy
+}
+
+// onState follows a backend's health into the router and metrics.
+func (s *Server) onState(name string, st backends.State) {
+	s.log.Info("backend state changed", "backend", name, "state", st.String())
+	v := 0.0
+	if st == backends.StateHealthy {
+		v = 1
+	}
 	s.metrics.backendHealthy.WithLabelValues(name).Set(v)
 	if r := s.router.Load(); r != nil {
-		r.SetHealth(name, h)
+		r.SetHealth(name, routeHealth(st))
+	}
+}
+
+// onMembership follows discovery (DNS, SRV, watched files) and model lists
+// into the router's ring.
+func (s *Server) onMembership(bs []*backends.Backend) {
+	r := s.router.Load()
+	if r == nil {
+		return // New builds the router from s.members() after NewPool.
+	}
+	ms := make([]route.Member, 0, len(bs))
+	for _, b := range bs {
+		ms = append(ms, route.Member{Name: b.Name, Models: b.Models()})
+	}
+	if err := r.SetMembers(ms); err != nil {
+		s.log.Error("backend membership", "err", err)
+		return
+	}
+	for _, b := range bs {
+		if st := b.State(); st != backends.StateHealthy {
+			r.SetHealth(b.Name, routeHealth(st))
+		}
 	}
 }
 
@@ -161,6 +196,7 @@ func (s *Server) Reload(next Config) error {
 			}
 		}
 		s.router.Store(r)
+		s.onMembership(s.pool.Backends())
 	} else if err := s.rt().SetMembers(members); err != nil {
 		return err
 	}
