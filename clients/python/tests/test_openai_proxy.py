@@ -1,0 +1,82 @@
+"""The official OpenAI Python SDK, pointed at prefixgate's REST proxy.
+
+These run against the live router that the README's test command starts
+(PREFIXGATE_URL); they prove that existing OpenAI clients work unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+
+import openai
+import pytest
+
+BASE = os.environ.get("PREFIXGATE_URL", "")
+pytestmark = pytest.mark.skipif(
+    not BASE, reason="PREFIXGATE_URL is not set: run through `make test`"
+)
+
+MODEL = "vllmsim/tiny"
+
+
+def client() -> openai.OpenAI:
+    return openai.OpenAI(base_url=BASE + "/v1", api_key="unused", max_retries=0)
+
+
+def test_chat_plain_reports_route() -> None:
+    raw = client().chat.completions.with_raw_response.create(
+        model=MODEL,
+        messages=[
+            {"role": "system", "content": "You answer from the handbook. " * 40},
+            {"role": "user", "content": "What is the refund window?"},
+        ],
+        max_tokens=4,
+    )
+    completion = raw.parse()
+    assert completion.choices[0].message.content
+    assert completion.usage is not None and completion.usage.prompt_tokens > 0
+    assert len(raw.headers["x-prefixgate-key"]) == 16
+    assert raw.headers["x-prefixgate-decision"] in {"affinity", "spill", "spill-chain"}
+    assert raw.headers["x-prefixgate-backend"]
+
+
+def test_chat_streaming_with_usage() -> None:
+    stream = client().chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Stream three words."}],
+        max_tokens=3,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    text = ""
+    usage = None
+    for chunk in stream:
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+        if chunk.usage is not None:
+            usage = chunk.usage
+    assert text
+    assert usage is not None and usage.completion_tokens > 0
+
+
+def test_same_document_different_questions_share_a_key() -> None:
+    doc = "Section 1. Refunds are granted within 30 days of delivery. " * 30
+    keys = set()
+    for question in ("How long do refunds take?", "Who pays for return shipping?"):
+        raw = client().chat.completions.with_raw_response.create(
+            model=MODEL,
+            messages=[{"role": "system", "content": doc}, {"role": "user", "content": question}],
+            max_tokens=2,
+        )
+        keys.add(raw.headers["x-prefixgate-key"])
+    assert len(keys) == 1
+
+
+def test_bad_group_is_an_openai_error() -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        client().chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "hi"}],
+            extra_headers={"X-Prefixgate-Group": "g" * 65},
+        )
+    assert "64" in str(info.value)
