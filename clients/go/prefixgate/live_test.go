@@ -114,7 +114,7 @@ func TestLiveNormalizeAndAdmin(t *testing.T) {
 	c := prefixgate.NewClient(nil, routerURL(t), connect.WithGRPC())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	body := []byte(`{ "messages":[{"role":"system","content":"S"},{"role":"user","content":"q"}], "model":"m", "metadata":{"t":"1"} }`)
+	body := []byte(`{ "messages":[{"role":"system","content":"S"},{"role":"user","content":"q"}], "model":"vllmsim/tiny", "metadata":{"t":"1"} }`)
 	local, ri, err := prefixgate.CanonicalizeAndKey(body, prefixgate.KeyOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -70,5 +70,5 @@ def test_invalid_json_is_invalid_argument(client: Client) -> None:
 def test_admin(client: Client) -> None:
     backends = client.list_backends().backends
     assert backends
-    ex = client.explain(b'{"model":"m","messages":[{"role":"user","content":"q"}]}')
+    ex = client.explain(b'{"model":"vllmsim/tiny","messages":[{"role":"user","content":"q"}]}')
     assert ex.routing is not None and ex.routing.backend in {b.name for b in backends}

@@ -59,6 +59,6 @@ test("admin", { skip }, async () => {
   const c = new PrefixgateClient(URL_);
   const { backends } = await c.listBackends();
   assert.ok(backends.length > 0);
-  const ex = await c.explain('{"model":"m","messages":[{"role":"user","content":"q"}]}');
+  const ex = await c.explain('{"model":"vllmsim/tiny","messages":[{"role":"user","content":"q"}]}');
   assert.ok(backends.some((b) => b.name === ex.routing?.backend));
 });
