@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -121,7 +122,8 @@ func (s *Server) onMembership(bs []*backends.Backend) {
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	opts := compressionOptions()
+	// The same body limit as REST, for Connect, gRPC and gRPC-Web messages.
+	opts := append(compressionOptions(), connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)))
 	mux.Handle(prefixgatev1connect.NewInferenceServiceHandler(inferenceService{s}, opts...))
 	mux.Handle(prefixgatev1connect.NewNormalizeServiceHandler(normalizeService{s}, opts...))
 	mux.Handle(prefixgatev1connect.NewAdminServiceHandler(adminService{s}, opts...))

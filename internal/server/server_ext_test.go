@@ -228,3 +228,12 @@ func TestRESTProxy(t *testing.T) {
 		t.Errorf("33 MiB body: status %d; want 413", resp4.StatusCode)
 	}
 }
+
+func TestConnectMessageLimit(t *testing.T) {
+	base := startRouter(t, 1, server.Config{MaxBodyBytes: 4096})
+	client := prefixgatev1connect.NewNormalizeServiceClient(http.DefaultClient, base)
+	_, err := client.Normalize(context.Background(), connect.NewRequest(&pb.NormalizeRequest{Body: []byte(`"` + strings.Repeat("x", 8192) + `"`)}))
+	if connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Errorf("8 KiB message over a 4 KiB limit: err = %v; want ResourceExhausted", err)
+	}
+}
