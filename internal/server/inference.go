@@ -172,35 +172,44 @@ func usageProto(u gjson.Result) *pb.Usage {
 	return &pb.Usage{PromptTokens: p, CompletionTokens: c, TotalTokens: t, CachedTokens: cached}
 }
 
+// answer is what the RPCs report of an OpenAI response or stream chunk.
+type answer struct {
+	text, finishReason string
+	usage              *pb.Usage
+}
+
+// parseAnswer reads the first choice's text (at textPath), its finish
+// reason and the usage of an OpenAI response or chunk.
+func parseAnswer(raw []byte, textPath string) answer {
+	j := gjson.ParseBytes(raw)
+	return answer{
+		text:         j.Get(textPath).String(),
+		finishReason: j.Get("choices.0.finish_reason").String(),
+		usage:        usageProto(j.Get("usage")),
+	}
+}
+
 // unary runs one non-streaming request through the pipeline and returns the
 // backend's JSON answer.
 func (is inferenceService) unary(ctx context.Context, routeName, path string, mode normalize.Mode, body []byte, group string, hdr http.Header, out http.Header) ([]byte, *pb.Routing, error) {
 	s := is.s
-	code, decision, backend := "error", "", ""
-	defer func() { s.metrics.requests.WithLabelValues(routeName, decision, backend, code).Inc() }()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	p, err := s.prepare(ctx, body, mode, group, 0)
+	x, err := s.open(ctx, path, mode, body, group, hdr, out)
 	if err != nil {
+		s.record(routeName, nil, asRequestError(err).status)
 		return nil, nil, connectError(err)
 	}
-	resp, d, err := s.dispatch(ctx, routeName, path, p, forwardHeaders(hdr))
-	if err != nil {
-		return nil, nil, connectError(err)
-	}
-	defer d.Done()
-	defer resp.Body.Close()
-	decision, backend = d.Reason.String(), d.Backend
-	setRoutingHeaders(out, d, p.info)
-	raw, err := readAll(resp.Body)
+	defer x.close()
+	s.record(routeName, x, x.resp.StatusCode)
+	raw, err := readAll(x.resp.Body)
 	if err != nil {
 		return nil, nil, connectError(upstreamError(err))
 	}
-	code = fmt.Sprint(resp.StatusCode)
-	if resp.StatusCode/100 != 2 {
-		return nil, nil, connectError(backendStatusError(resp.StatusCode, raw))
+	if x.resp.StatusCode/100 != 2 {
+		return nil, nil, connectError(backendStatusError(x.resp.StatusCode, raw))
 	}
-	return raw, routingOf(d, p.info), nil
+	return raw, routingOf(x.d, x.info), nil
 }
 
 func (is inferenceService) Chat(ctx context.Context, req *connect.Request[pb.ChatRequest]) (*connect.Response[pb.ChatResponse], error) {
@@ -213,12 +222,9 @@ func (is inferenceService) Chat(ctx context.Context, req *connect.Request[pb.Cha
 	if err != nil {
 		return nil, err
 	}
-	j := gjson.ParseBytes(raw)
-	res.Msg.Content = j.Get("choices.0.message.content").String()
-	res.Msg.FinishReason = j.Get("choices.0.finish_reason").String()
-	res.Msg.Usage = usageProto(j.Get("usage"))
-	res.Msg.BodyJson = string(raw)
-	res.Msg.Routing = routing
+	a := parseAnswer(raw, "choices.0.message.content")
+	res.Msg.Content, res.Msg.FinishReason, res.Msg.Usage = a.text, a.finishReason, a.usage
+	res.Msg.BodyJson, res.Msg.Routing = string(raw), routing
 	return res, nil
 }
 
@@ -232,12 +238,9 @@ func (is inferenceService) Complete(ctx context.Context, req *connect.Request[pb
 	if err != nil {
 		return nil, err
 	}
-	j := gjson.ParseBytes(raw)
-	res.Msg.Text = j.Get("choices.0.text").String()
-	res.Msg.FinishReason = j.Get("choices.0.finish_reason").String()
-	res.Msg.Usage = usageProto(j.Get("usage"))
-	res.Msg.BodyJson = string(raw)
-	res.Msg.Routing = routing
+	a := parseAnswer(raw, "choices.0.text")
+	res.Msg.Text, res.Msg.FinishReason, res.Msg.Usage = a.text, a.finishReason, a.usage
+	res.Msg.BodyJson, res.Msg.Routing = string(raw), routing
 	return res, nil
 }
 
@@ -252,37 +255,25 @@ func (is inferenceService) Invoke(ctx context.Context, req *connect.Request[pb.I
 	return res, nil
 }
 
-// sseEvent is one parsed server-sent event of an OpenAI stream.
-type sseEvent struct {
-	chunk gjson.Result
-	raw   string
-}
-
 // stream runs one streaming request and calls send for each event; the
 // routing info rides on the first.
-func (is inferenceService) stream(ctx context.Context, routeName, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header, send func(ev sseEvent, routing *pb.Routing) error) error {
+func (is inferenceService) stream(ctx context.Context, routeName, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header, send func(chunk []byte, routing *pb.Routing) error) error {
 	s := is.s
-	code, decision, backend := "error", "", ""
-	defer func() { s.metrics.requests.WithLabelValues(routeName, decision, backend, code).Inc() }()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	p, err := s.prepare(ctx, body, mode, group, 0)
+	x, err := s.open(ctx, path, mode, body, group, hdr, out)
 	if err != nil {
+		s.record(routeName, nil, asRequestError(err).status)
 		return connectError(err)
 	}
-	resp, d, err := s.dispatch(ctx, routeName, path, p, forwardHeaders(hdr))
-	if err != nil {
-		return connectError(err)
-	}
-	defer d.Done()
-	defer resp.Body.Close()
-	decision, backend, code = d.Reason.String(), d.Backend, fmt.Sprint(resp.StatusCode)
-	setRoutingHeaders(out, d, p.info)
+	defer x.close()
+	s.record(routeName, x, x.resp.StatusCode)
+	resp, d := x.resp, x.d
 	if resp.StatusCode/100 != 2 {
 		raw, _ := readAll(resp.Body)
 		return connectError(backendStatusError(resp.StatusCode, raw))
 	}
-	routing := routingOf(d, p.info)
+	routing := routingOf(d, x.info)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -298,7 +289,7 @@ func (is inferenceService) stream(ctx context.Context, routeName, path string, m
 		if !gjson.ValidBytes(data) {
 			return connect.NewError(connect.CodeInternal, fmt.Errorf("backend %s sent an event that is not JSON: %.200q", d.Backend, data))
 		}
-		if err := send(sseEvent{chunk: gjson.ParseBytes(data), raw: string(data)}, routing); err != nil {
+		if err := send(data, routing); err != nil {
 			return err
 		}
 		routing = nil
@@ -315,14 +306,9 @@ func (is inferenceService) ChatStream(ctx context.Context, req *connect.Request[
 		return connectError(err)
 	}
 	return is.stream(ctx, "ChatStream", "/v1/chat/completions", normalize.ModeChat, body, req.Msg.GetInput().GetGroup(), req.Header(), st.ResponseHeader(),
-		func(ev sseEvent, routing *pb.Routing) error {
-			return st.Send(&pb.ChatStreamResponse{
-				Delta:        ev.chunk.Get("choices.0.delta.content").String(),
-				FinishReason: ev.chunk.Get("choices.0.finish_reason").String(),
-				Usage:        usageProto(ev.chunk.Get("usage")),
-				ChunkJson:    ev.raw,
-				Routing:      routing,
-			})
+		func(ev []byte, routing *pb.Routing) error {
+			a := parseAnswer(ev, "choices.0.delta.content")
+			return st.Send(&pb.ChatStreamResponse{Delta: a.text, FinishReason: a.finishReason, Usage: a.usage, ChunkJson: string(ev), Routing: routing})
 		})
 }
 
@@ -332,13 +318,8 @@ func (is inferenceService) CompleteStream(ctx context.Context, req *connect.Requ
 		return connectError(err)
 	}
 	return is.stream(ctx, "CompleteStream", "/v1/completions", normalize.ModeCompletion, body, req.Msg.GetInput().GetGroup(), req.Header(), st.ResponseHeader(),
-		func(ev sseEvent, routing *pb.Routing) error {
-			return st.Send(&pb.CompleteStreamResponse{
-				Delta:        ev.chunk.Get("choices.0.text").String(),
-				FinishReason: ev.chunk.Get("choices.0.finish_reason").String(),
-				Usage:        usageProto(ev.chunk.Get("usage")),
-				ChunkJson:    ev.raw,
-				Routing:      routing,
-			})
+		func(ev []byte, routing *pb.Routing) error {
+			a := parseAnswer(ev, "choices.0.text")
+			return st.Send(&pb.CompleteStreamResponse{Delta: a.text, FinishReason: a.finishReason, Usage: a.usage, ChunkJson: string(ev), Routing: routing})
 		})
 }

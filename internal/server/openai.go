@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/tidwall/gjson"
 
@@ -16,48 +15,35 @@ import (
 // normalized, routed on its key and forwarded to the same path.
 func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		code, decision, backend := 0, "", ""
-		defer func() {
-			s.metrics.requests.WithLabelValues(routeName, decision, backend, strconv.Itoa(code)).Inc()
-		}()
-		fail := func(err error) {
-			code = asRequestError(err).status
-			writeError(w, err)
-		}
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
-			fail(&requestError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", msg: r.Method + " is not allowed on " + r.URL.Path + "; use POST"})
+			err := &requestError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", msg: r.Method + " is not allowed on " + r.URL.Path + "; use POST"}
+			s.record(routeName, nil, err.status)
+			writeError(w, err)
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 		defer cancel()
 		raw, err := s.readBody(r, w)
+		var x *exchange
+		if err == nil {
+			x, err = s.open(ctx, path, mode, raw, r.Header.Get(GroupHeader), r.Header, w.Header())
+		}
 		if err != nil {
-			fail(err)
+			s.record(routeName, nil, asRequestError(err).status)
+			writeError(w, err)
 			return
 		}
-		p, err := s.prepare(ctx, raw, mode, r.Header.Get(GroupHeader), 0)
-		if err != nil {
-			fail(err)
-			return
-		}
-		resp, d, err := s.dispatch(ctx, routeName, path, p, forwardHeaders(r.Header))
-		if err != nil {
-			fail(err)
-			return
-		}
-		defer d.Done()
-		defer resp.Body.Close()
-		decision, backend, code = d.Reason.String(), d.Backend, resp.StatusCode
+		defer x.close()
+		s.record(routeName, x, x.resp.StatusCode)
 		for _, h := range []string{"Content-Type", "Cache-Control"} {
-			if v := resp.Header.Get(h); v != "" {
+			if v := x.resp.Header.Get(h); v != "" {
 				w.Header().Set(h, v)
 			}
 		}
-		setRoutingHeaders(w.Header(), d, p.info)
-		w.WriteHeader(resp.StatusCode)
-		if err := copyStream(w, resp.Body); err != nil {
-			s.log.Warn("stream ended early", "backend", d.Backend, "err", err)
+		w.WriteHeader(x.resp.StatusCode)
+		if err := copyStream(w, x.resp.Body); err != nil {
+			s.log.Warn("stream ended early", "backend", x.d.Backend, "err", err)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -89,7 +90,7 @@ func (s *Server) readBody(r *http.Request, w http.ResponseWriter) ([]byte, error
 // dispatch routes a prepared request and forwards it, retrying on another
 // backend while nothing has come back. The caller must call the returned
 // decision's Done once the response body is finished.
-func (s *Server) dispatch(ctx context.Context, routeName, path string, p prepared, hdr http.Header) (*http.Response, *route.Decision, error) {
+func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http.Header) (*http.Response, *route.Decision, error) {
 	var lastErr error
 	for attempt := 0; attempt <= s.cfg.Retries; attempt++ {
 		start := time.Now()
@@ -167,4 +168,43 @@ func copyStream(w http.ResponseWriter, body io.Reader) error {
 			return err
 		}
 	}
+}
+
+// exchange is one request in flight to a backend: what the front doors
+// share between prepare and reading the answer.
+type exchange struct {
+	resp *http.Response
+	d    *route.Decision
+	info normalize.RouteInfo
+}
+
+// open normalizes body, routes it and forwards it to path, then writes the
+// routing headers into out. On success the caller must call close.
+func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header) (*exchange, error) {
+	p, err := s.prepare(ctx, body, mode, group, 0)
+	if err != nil {
+		return nil, err
+	}
+	resp, d, err := s.dispatch(ctx, path, p, forwardHeaders(hdr))
+	if err != nil {
+		return nil, err
+	}
+	setRoutingHeaders(out, d, p.info)
+	return &exchange{resp: resp, d: d, info: p.info}, nil
+}
+
+// close releases the backend's body and the in-flight slot.
+func (x *exchange) close() {
+	x.resp.Body.Close()
+	x.d.Done()
+}
+
+// record counts one answered request. x is nil when the request failed
+// before reaching a backend; status is the HTTP status the caller saw.
+func (s *Server) record(routeName string, x *exchange, status int) {
+	decision, backend := "", ""
+	if x != nil {
+		decision, backend = x.d.Reason.String(), x.d.Backend
+	}
+	s.metrics.requests.WithLabelValues(routeName, decision, backend, strconv.Itoa(status)).Inc()
 }
