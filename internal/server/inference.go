@@ -156,6 +156,8 @@ func decisionProto(r route.Reason) pb.Decision {
 		return pb.Decision_DECISION_AFFINITY
 	case route.ReasonSpill:
 		return pb.Decision_DECISION_SPILL
+	case route.ReasonSpillChain:
+		return pb.Decision_DECISION_SPILL_CHAIN
 	case route.ReasonLeastOutstanding:
 		return pb.Decision_DECISION_LEAST_OUTSTANDING
 	case route.ReasonRandom:

@@ -91,6 +91,9 @@ const (
 	Decision_DECISION_LEAST_OUTSTANDING Decision = 3
 	// The random policy picked a backend at random.
 	Decision_DECISION_RANDOM Decision = 4
+	// The home was at its bound; the request went to the home of a longer
+	// window of the same prompt, which requests sharing that prefix also reach.
+	Decision_DECISION_SPILL_CHAIN Decision = 5
 )
 
 // Enum value maps for Decision.
@@ -101,6 +104,7 @@ var (
 		2: "DECISION_SPILL",
 		3: "DECISION_LEAST_OUTSTANDING",
 		4: "DECISION_RANDOM",
+		5: "DECISION_SPILL_CHAIN",
 	}
 	Decision_value = map[string]int32{
 		"DECISION_UNSPECIFIED":       0,
@@ -108,6 +112,7 @@ var (
 		"DECISION_SPILL":             2,
 		"DECISION_LEAST_OUTSTANDING": 3,
 		"DECISION_RANDOM":            4,
+		"DECISION_SPILL_CHAIN":       5,
 	}
 )
 
@@ -300,13 +305,14 @@ const file_prefixgate_v1_routing_proto_rawDesc = "" +
 	"\x18REQUEST_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11REQUEST_MODE_CHAT\x10\x01\x12\x1b\n" +
 	"\x17REQUEST_MODE_COMPLETION\x10\x02\x12\x17\n" +
-	"\x13REQUEST_MODE_NATIVE\x10\x03*\x84\x01\n" +
+	"\x13REQUEST_MODE_NATIVE\x10\x03*\x9e\x01\n" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DECISION_AFFINITY\x10\x01\x12\x12\n" +
 	"\x0eDECISION_SPILL\x10\x02\x12\x1e\n" +
 	"\x1aDECISION_LEAST_OUTSTANDING\x10\x03\x12\x13\n" +
-	"\x0fDECISION_RANDOM\x10\x04BAZ?github.com/prefixgate/prefixgate/gen/prefixgate/v1;prefixgatev1b\x06proto3"
+	"\x0fDECISION_RANDOM\x10\x04\x12\x18\n" +
+	"\x14DECISION_SPILL_CHAIN\x10\x05BAZ?github.com/prefixgate/prefixgate/gen/prefixgate/v1;prefixgatev1b\x06proto3"
 
 var (
 	file_prefixgate_v1_routing_proto_rawDescOnce sync.Once
