@@ -89,9 +89,8 @@ func (as adminService) ListBackends(ctx context.Context, req *connect.Request[pb
 			Models:               st.Models,
 			ConcurrencyThreshold: int32(st.Threshold),
 		}
-		if pb, ok := s.pool.Get(st.Name); ok {
-			b.Address = pb.URL.String()
-			b.Models = pb.Models()
+		if pooled, ok := s.pool.Get(st.Name); ok {
+			b.Address = pooled.URL.String()
 		}
 		out.Backends = append(out.Backends, b)
 	}
