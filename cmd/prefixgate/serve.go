@@ -50,6 +50,8 @@ type serveFlags struct {
 	certFile     string
 	keyFile      string
 	adminListen  string
+	otlp         string
+	logLevel     string
 }
 
 func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -70,6 +72,8 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.certFile, "tls-cert", "", "TLS certificate file (with --tls-key: serve HTTPS and HTTP/2)")
 	fs.StringVar(&f.keyFile, "tls-key", "", "TLS private key file")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "separate listener for /debug/pprof (off when empty)")
+	fs.StringVar(&f.otlp, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/HTTP collector, e.g. http://localhost:4318")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error; info logs one line per request")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: prefixgate serve --listen ADDR --backend URL [--backend URL ...] [flags]")
 		fmt.Fprintln(fs.Output(), "\nServes Connect, gRPC and gRPC-Web (prefixgate.v1), the OpenAI-compatible")
@@ -189,6 +193,8 @@ func loadServeConfig(f serveFlags, set map[string]bool) (config.File, server.Con
 	override("log-json", func() { file.Log.Format = map[bool]string{true: "json", false: "text"}[f.logJSON] })
 	override("tls-cert", func() { file.TLS.CertFile = f.certFile })
 	override("tls-key", func() { file.TLS.KeyFile = f.keyFile })
+	override("otlp-endpoint", func() { file.Tracing.OTLPEndpoint = f.otlp })
+	override("log-level", func() { file.Log.Level = f.logLevel })
 	override("admin-listen", func() { file.Admin.Listen, file.Admin.Pprof = f.adminListen, true })
 	if file.Listen == "" {
 		file.Listen = f.listen

@@ -32,6 +32,7 @@ type File struct {
 	Tenants      Tenants  `yaml:"tenants"`
 	Admin        Admin    `yaml:"admin"`
 	Log          Log      `yaml:"log"`
+	Tracing      Tracing  `yaml:"tracing"`
 	DrainTimeout Duration `yaml:"drain_timeout"`
 }
 
@@ -83,6 +84,13 @@ type Log struct {
 	Level  string `yaml:"level"`  // debug, info, warn, error
 }
 
+// Tracing exports OpenTelemetry spans over OTLP/HTTP.
+type Tracing struct {
+	// OTLPEndpoint is the collector's base URL, e.g. http://collector:4318;
+	// empty disables tracing.
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+}
+
 // Duration reads "250ms", "30s", "5m".
 type Duration time.Duration
 
@@ -115,7 +123,8 @@ func Load(path string) (File, error) {
 // in production): PREFIXGATE_LISTEN, PREFIXGATE_BACKENDS (comma-separated),
 // PREFIXGATE_POLICY, PREFIXGATE_LOAD_FACTOR, PREFIXGATE_THRESHOLD,
 // PREFIXGATE_PREFIX_LENGTH, PREFIXGATE_MAX_BODY_BYTES,
-// PREFIXGATE_REQUEST_TIMEOUT, PREFIXGATE_DRAIN_TIMEOUT, PREFIXGATE_LOG_FORMAT.
+// PREFIXGATE_REQUEST_TIMEOUT, PREFIXGATE_DRAIN_TIMEOUT, PREFIXGATE_LOG_FORMAT,
+// PREFIXGATE_OTLP_ENDPOINT.
 func ApplyEnv(f *File, lookup func(string) (string, bool)) error {
 	var errs []error
 	str := func(name string, dst *string) {
@@ -167,6 +176,7 @@ func ApplyEnv(f *File, lookup func(string) (string, bool)) error {
 	dur("PREFIXGATE_REQUEST_TIMEOUT", &f.Limits.RequestTimeout)
 	dur("PREFIXGATE_DRAIN_TIMEOUT", &f.DrainTimeout)
 	str("PREFIXGATE_LOG_FORMAT", &f.Log.Format)
+	str("PREFIXGATE_OTLP_ENDPOINT", &f.Tracing.OTLPEndpoint)
 	return errors.Join(errs...)
 }
 
@@ -207,6 +217,9 @@ func (f File) Validate() error {
 			}
 		}
 	}
+	if e := f.Tracing.OTLPEndpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+		return fmt.Errorf("tracing.otlp_endpoint: %q is not an http:// or https:// URL", e)
+	}
 	if f.DrainTimeout < 0 {
 		return errors.New("drain_timeout: must not be negative")
 	}
@@ -234,6 +247,7 @@ func (f File) ServerConfig(lookup func(string) (string, bool)) (server.Config, e
 		MaxDepth:        f.Limits.MaxDepth,
 		RequestTimeout:  time.Duration(f.Limits.RequestTimeout),
 		Tenants:         f.Tenants.APIKeys,
+		TraceEndpoint:   strings.TrimSuffix(f.Tracing.OTLPEndpoint, "/"),
 	}
 	if len(f.Tenants.APIKeys) > 0 {
 		secret, ok := lookup(f.Tenants.SecretEnv)

@@ -66,6 +66,7 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"tenants without secret", "tenants:\n  api_keys:\n    key-for-tenant-a-0001: a\n", nil, "tenants.secret_env"},
 		{"short secret", "tenants:\n  secret_env: S\n  api_keys:\n    key-for-tenant-a-0001: a\n", map[string]string{"S": "short"}, "at least 16"},
 		{"short api key", "tenants:\n  secret_env: S\n  api_keys:\n    k: a\n", nil, "shorter than 16"},
+		{"otlp endpoint", "tracing:\n  otlp_endpoint: collector:4318\n", nil, "tracing.otlp_endpoint"},
 		{"env not a number", "", map[string]string{"PREFIXGATE_THRESHOLD": "many"}, "PREFIXGATE_THRESHOLD"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,6 +39,9 @@ type Config struct {
 	IdleTimeout time.Duration
 	// ProbeInterval is how often backends' /health is probed.
 	ProbeInterval time.Duration
+	// TraceEndpoint is an OTLP/HTTP collector base URL; empty disables
+	// tracing.
+	TraceEndpoint string
 	// Tenants maps API keys to tenant names; empty disables tenants.
 	Tenants map[string]string
 	// TenantSecret keys the HMACs of per-tenant groups and cache_salt.

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
@@ -181,14 +183,21 @@ type exchange struct {
 // open normalizes body, routes it and forwards it to path, then writes the
 // routing headers into out. On success the caller must call close.
 func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header) (*exchange, error) {
-	p, err := s.prepare(ctx, body, mode, group, 0)
+	nctx, span := s.startSpan(ctx, "normalize", attribute.Int("prefixgate.body_bytes", len(body)))
+	p, err := s.prepare(nctx, body, mode, group, 0)
+	span.End()
 	if err != nil {
 		return nil, err
 	}
-	resp, d, err := s.dispatch(ctx, path, p, forwardHeaders(hdr))
+	fctx, span := s.startSpan(ctx, "route and forward", attribute.String("prefixgate.key", p.info.KeyHex()))
+	defer span.End()
+	fwd := forwardHeaders(hdr)
+	injectTrace(fctx, fwd)
+	resp, d, err := s.dispatch(ctx, path, p, fwd)
 	if err != nil {
 		return nil, err
 	}
+	span.SetAttributes(attribute.String("prefixgate.backend", d.Backend), attribute.String("prefixgate.decision", d.Reason.String()))
 	setRoutingHeaders(out, d, p.info)
 	return &exchange{resp: resp, d: d, info: p.info}, nil
 }

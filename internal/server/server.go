@@ -28,6 +28,7 @@ type Server struct {
 	router  atomic.Pointer[route.Router]
 	metrics *metrics
 	health  *grpchealth.StaticChecker
+	tracing tracing
 	ready   atomic.Bool
 	handler http.Handler
 }
@@ -42,6 +43,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: log, metrics: newMetrics()}
+	tr, err := newTracing(cfg.TraceEndpoint)
+	if err != nil {
+		return nil, err
+	}
+	s.tracing = tr
 	pool, err := backends.NewPool(cfg.Backends, backends.Options{
 		ProbeInterval: cfg.ProbeInterval,
 		IdleTimeout:   cfg.IdleTimeout,
@@ -58,7 +64,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.router.Store(router)
-	s.handler = s.authenticate(s.routes())
+	s.handler = s.observe(s.authenticate(s.routes()))
 	s.ready.Store(true)
 	return s, nil
 }
@@ -245,6 +251,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("drain did not finish within %s: %w", drain, err)
+	}
+	if err := s.tracing.shutdown(shutdownCtx); err != nil {
+		s.log.Warn("flushing traces", "err", err)
 	}
 	return nil
 }

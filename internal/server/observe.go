@@ -1,0 +1,148 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// RequestIDHeader carries the request id: the caller's, when it sends a
+// valid one, else one the router makes. It is logged, returned and
+// forwarded to the backend.
+const RequestIDHeader = "X-Request-Id"
+
+// tracing holds the tracer; without an OTLP endpoint it is a no-op.
+type tracing struct {
+	tracer   trace.Tracer
+	shutdown func(context.Context) error
+}
+
+var propagator = propagation.TraceContext{}
+
+// newTracing exports spans over OTLP/HTTP to endpoint (for example
+// http://collector:4318), or does nothing when endpoint is empty.
+func newTracing(endpoint string) (tracing, error) {
+	if endpoint == "" {
+		return tracing{tracer: noop.NewTracerProvider().Tracer("prefixgate"), shutdown: func(context.Context) error { return nil }}, nil
+	}
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(endpoint+"/v1/traces"))
+	if err != nil {
+		return tracing{}, fmt.Errorf("trace_endpoint: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Second)),
+		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("prefixgate"))),
+	)
+	return tracing{tracer: tp.Tracer("prefixgate"), shutdown: tp.Shutdown}, nil
+}
+
+// validRequestID accepts up to 128 printable ASCII characters.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// statusWriter remembers the status; Unwrap keeps Flush and the rest of
+// http.ResponseController working through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush is needed directly: connect-go and gRPC streaming assert
+// http.Flusher rather than use http.ResponseController.
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// observe gives every request an id, a span (continuing the caller's
+// traceparent) and one structured log line when it ends.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get(RequestIDHeader)
+		if !validRequestID(id) {
+			id = newRequestID()
+			r.Header.Set(RequestIDHeader, id)
+		}
+		w.Header().Set(RequestIDHeader, id)
+		ctx := propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := s.tracing.tracer.Start(ctx, r.Method+" "+r.URL.Path, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path), attribute.String("prefixgate.request_id", id)))
+		defer span.End()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r.WithContext(ctx))
+		h := w.Header()
+		span.SetAttributes(attribute.Int("http.response.status_code", sw.status),
+			attribute.String("prefixgate.backend", h.Get(BackendHeader)),
+			attribute.String("prefixgate.decision", h.Get(DecisionHeader)),
+			attribute.String("prefixgate.key", h.Get(KeyHeader)))
+		if sw.status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(sw.status))
+		}
+		s.log.LogAttrs(ctx, slog.LevelInfo, "request",
+			slog.String("request_id", id), slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", sw.status), slog.Duration("duration", time.Since(start)),
+			slog.String("backend", h.Get(BackendHeader)), slog.String("decision", h.Get(DecisionHeader)),
+			slog.String("key", h.Get(KeyHeader)))
+	})
+}
+
+// startSpan starts a child span of the request's span.
+func (s *Server) startSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return s.tracing.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
+}
+
+// injectTrace writes the current span's traceparent into hdr, so the
+// backend's own traces join the router's.
+func injectTrace(ctx context.Context, hdr http.Header) {
+	propagator.Inject(ctx, propagation.HeaderCarrier(hdr))
+}
