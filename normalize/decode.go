@@ -1,12 +1,13 @@
 package normalize
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"github.com/klauspost/compress/flate"
 	"io"
+	"slices"
 	"strings"
+
+	"github.com/klauspost/compress/flate"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zlib"
@@ -29,6 +30,11 @@ type DecodeLimits struct {
 	// MaxRatio limits decoded bytes per compressed byte read once the
 	// decoded body is past 64 KiB (default 100).
 	MaxRatio int
+	// SizeHint is the body's length as sent, when known (a request's
+	// Content-Length), else 0 or negative. It limits nothing: it only lets
+	// an uncompressed body be read into one buffer of its exact size
+	// instead of a growing one. A hint past MaxDecodedBytes is ignored.
+	SizeHint int64
 }
 
 // DecodeError reports why a body could not be decoded. It matches
@@ -114,26 +120,49 @@ func corrupt(enc string, off int64, err error) error {
 	return &DecodeError{Encoding: enc, Offset: off, Reason: "corrupt body: " + err.Error(), code: CodeCorrupt, kinds: []error{ErrCorrupt, err}}
 }
 
+// readChunk is the most readBounded asks of r per Read: a decompressor
+// produces at most this much between two ratio checks.
+const readChunk = 32 << 10
+
+// readBounded reads r to EOF straight into the result, checking the decoded
+// size (and, for a compressed body, the expansion ratio) after every Read.
 func readBounded(enc string, r io.Reader, compressed *countingReader, lim DecodeLimits) ([]byte, error) {
-	var buf bytes.Buffer
-	chunk := make([]byte, 32<<10)
+	var buf []byte
+	switch {
+	case compressed == nil && lim.SizeHint > 0 && lim.SizeHint <= lim.MaxDecodedBytes:
+		// One spare byte, so that the Read that reports EOF needs no growth.
+		buf = make([]byte, 0, lim.SizeHint+1)
+	case compressed == nil:
+		buf = make([]byte, 0, 512)
+	default:
+		buf = make([]byte, 0, readChunk)
+	}
 	for {
-		n, err := r.Read(chunk)
+		if free := cap(buf) - len(buf); free == 0 || (compressed != nil && free < readChunk) {
+			// Double, and keep a whole chunk free for a decompressor so
+			// that its reads (and so the ratio checks) fall where they
+			// would with a fixed 32 KiB read buffer.
+			buf = slices.Grow(buf, max(cap(buf), readChunk))
+		}
+		n, err := r.Read(buf[len(buf):min(cap(buf), len(buf)+readChunk)])
 		if n > 0 {
-			if int64(buf.Len()+n) > lim.MaxDecodedBytes {
+			if int64(len(buf)+n) > lim.MaxDecodedBytes {
 				return nil, &DecodeError{Encoding: enc, Offset: lim.MaxDecodedBytes,
 					Reason: fmt.Sprintf("decoded body is over the limit of %d bytes", lim.MaxDecodedBytes),
 					code:   CodeDecodedSize, kinds: []error{ErrTooLarge}}
 			}
-			buf.Write(chunk[:n])
-			if compressed != nil && buf.Len() > ratioFloor && int64(buf.Len()) > int64(lim.MaxRatio)*max(compressed.n, 1) {
-				return nil, &DecodeError{Encoding: enc, Offset: int64(buf.Len()),
-					Reason: fmt.Sprintf("expands more than %d:1 (%d bytes from %d): likely a compression bomb", lim.MaxRatio, buf.Len(), compressed.n),
+			buf = buf[:len(buf)+n]
+			if compressed != nil && len(buf) > ratioFloor && int64(len(buf)) > int64(lim.MaxRatio)*max(compressed.n, 1) {
+				return nil, &DecodeError{Encoding: enc, Offset: int64(len(buf)),
+					Reason: fmt.Sprintf("expands more than %d:1 (%d bytes from %d): likely a compression bomb", lim.MaxRatio, len(buf), compressed.n),
 					code:   CodeCompressionRatio, kinds: []error{ErrCompressionRatio, ErrTooLarge}}
 			}
 		}
 		if err == io.EOF {
-			return buf.Bytes(), nil
+			if len(buf) == 0 {
+				return nil, nil
+			}
+			return buf, nil
 		}
 		if err != nil {
 			if compressed == nil {
@@ -143,7 +172,7 @@ func readBounded(enc string, r io.Reader, compressed *countingReader, lim Decode
 			if errors.As(err, &de) {
 				return nil, err
 			}
-			return nil, corrupt(enc, int64(buf.Len()), err)
+			return nil, corrupt(enc, int64(len(buf)), err)
 		}
 	}
 }

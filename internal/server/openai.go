@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -41,11 +43,28 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 				w.Header().Set(h, v)
 			}
 		}
+		// A body of known length that is not an event stream is a plain
+		// answer: pass its length on and send it in one write rather than
+		// flushing each read as a chunk.
+		stream := !plainBody(x.resp)
+		if !stream {
+			w.Header().Set("Content-Length", strconv.FormatInt(x.resp.ContentLength, 10))
+		}
 		w.WriteHeader(x.resp.StatusCode)
-		if err := copyStream(w, x.resp.Body); err != nil {
+		if err := copyStream(w, x.resp.Body, stream); err != nil {
 			s.log.Warn("stream ended early", "backend", x.d.Backend, "err", err)
 		}
 	}
+}
+
+// plainBody reports whether a backend answer has a body of known length
+// that is not a server-sent event stream.
+func plainBody(resp *http.Response) bool {
+	if resp.ContentLength < 0 || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {
+		return false
+	}
+	ct := resp.Header.Get("Content-Type")
+	return !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/event-stream")
 }
 
 // forwardHeaders keeps the headers a backend may need; everything else

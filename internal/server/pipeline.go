@@ -76,8 +76,11 @@ func (s *Server) prepare(ctx context.Context, raw []byte, mode normalize.Mode, g
 // Content-Encoding within the decoded-size and ratio limits.
 func (s *Server) readBody(r *http.Request, w http.ResponseWriter) ([]byte, error) {
 	rd := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	body, err := normalize.DecodeBody(r.Header.Get("Content-Encoding"), rd,
-		normalize.DecodeLimits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio})
+	lim := normalize.DecodeLimits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}
+	if r.ContentLength <= s.cfg.MaxBodyBytes {
+		lim.SizeHint = r.ContentLength // one exact allocation for the body
+	}
+	body, err := normalize.DecodeBody(r.Header.Get("Content-Encoding"), rd, lim)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -146,9 +149,10 @@ func setRoutingHeaders(h http.Header, d *route.Decision, info normalize.RouteInf
 // copyBuffers recycles copyStream's buffers: one per request otherwise.
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// copyStream copies a backend body to w, flushing after every read so that
-// server-sent events reach the client as they arrive.
-func copyStream(w http.ResponseWriter, body io.Reader) error {
+// copyStream copies a backend body to w. With flush it flushes after every
+// read, so that server-sent events reach the client as they arrive;
+// without, the writes go out when w's buffer fills or the handler returns.
+func copyStream(w http.ResponseWriter, body io.Reader, flush bool) error {
 	rc := http.NewResponseController(w)
 	bp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bp)
@@ -159,8 +163,10 @@ func copyStream(w http.ResponseWriter, body io.Reader) error {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return werr
 			}
-			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
-				return ferr
+			if flush {
+				if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
+					return ferr
+				}
 			}
 		}
 		if err == io.EOF {
