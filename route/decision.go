@@ -230,7 +230,7 @@ func (r *Router) tryPick(req *Request) (Decision, pickStatus, int) {
 	// is visible to the others, so two picks can never both see room that
 	// only one of them may take (see acquire).
 	total := r.total.Add(1)
-	e := pickEnv{r: r, s: s, n: n, bound: r.bound(total, n)}
+	e := pickEnv{r: r, s: s, n: n, bound: r.bound(total+r.hints.Load(), n)}
 	res := r.dispatch(&e, req)
 	if res.status != picked {
 		r.total.Add(-1)

@@ -17,6 +17,8 @@ type Explanation struct {
 	// Bound is the bounded-load limit for this request (ceil(c·(total+1)/n)).
 	Bound         int
 	Candidates    int
+	// TotalInFlight counts requests in flight, including other routers' as
+	// of the last load hints (SetLoadHint).
 	TotalInFlight int
 	// Skipped lists members passed over, in the order they were considered.
 	Skipped []Skip
@@ -57,7 +59,7 @@ func (x *Explanation) skipNot(name, via, why string) {
 func (r *Router) Explain(req Request) Explanation {
 	s := r.snap.Load()
 	n := s.candidates(req.Model)
-	total := r.total.Load() + 1
+	total := r.total.Load() + r.hints.Load() + 1
 	x := Explanation{Policy: r.cfg.Policy, Candidates: n, TotalInFlight: int(total - 1), Bound: int(r.bound(total, n))}
 	if n == 0 {
 		x.Err = ErrNoCandidates
@@ -90,6 +92,10 @@ type MemberStatus struct {
 	Share     float64
 	Threshold int
 	Models    []string
+	// Load is InFlight plus the other routers' requests as of the last
+	// SetLoadHint: what the bound and threshold are checked against. It
+	// equals InFlight when no hint is set.
+	Load int
 	// Bound is what the member may hold now for a request of any model:
 	// min(Threshold, ceil(c·(total+1)/healthy)).
 	Bound int
@@ -98,7 +104,7 @@ type MemberStatus struct {
 // Status reports every current member, in name order.
 func (r *Router) Status() []MemberStatus {
 	s := r.snap.Load()
-	b := r.bound(r.total.Load()+1, s.healthy)
+	b := r.bound(r.total.Load()+r.hints.Load()+1, s.healthy)
 	out := make([]MemberStatus, len(s.members))
 	for i := range s.members {
 		m := &s.members[i]
@@ -106,6 +112,7 @@ func (r *Router) Status() []MemberStatus {
 			Name:      m.name,
 			Health:    Health(m.st.health.Load()),
 			InFlight:  int(m.st.inflight.Load()),
+			Load:      int(m.st.load()),
 			Share:     s.ring.share[i],
 			Threshold: int(m.threshold),
 			Models:    slices.Clone(m.models),

@@ -95,21 +95,27 @@ func (e *pickEnv) limit(i int32, bounded bool) int64 {
 // increment one step: of two concurrent picks that saw the same load, only
 // one can move it, the other re-reads and re-checks. limit < 0 means no
 // limit (the consistent-hash reference).
+//
+// The load checked and returned is the member's in-flight count plus its
+// load hint (other routers' requests, see SetLoadHint); only the in-flight
+// count is charged.
 func (e *pickEnv) take(i int32, limit int64, via string) (int64, bool) {
-	c := &e.s.members[i].st.inflight
+	st := e.s.members[i].st
+	c := &st.inflight
 	for {
 		l := c.Load()
-		if limit >= 0 && l+1 > limit {
+		x := l + st.hint.Load()
+		if limit >= 0 && x+1 > limit {
 			if e.ex != nil {
-				e.ex.skip(e.s.members[i].name, via, l, limit, e.s.members[i].threshold)
+				e.ex.skip(e.s.members[i].name, via, x, limit, e.s.members[i].threshold)
 			}
-			return l, false
+			return x, false
 		}
 		if e.dry {
-			return l + 1, true
+			return x + 1, true
 		}
 		if c.CompareAndSwap(l, l+1) {
-			return l + 1, true
+			return x + 1, true
 		}
 	}
 }

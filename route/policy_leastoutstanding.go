@@ -25,7 +25,7 @@ func (leastOutstanding) pick(e *pickEnv, req *Request) result {
 				continue
 			}
 			cands++
-			l := ms[i].st.inflight.Load()
+			l := ms[i].st.load()
 			if l >= ms[i].threshold {
 				continue
 			}

@@ -26,9 +26,18 @@ type Member struct {
 // after the member is removed, so its Done still releases the right counter.
 type memberState struct {
 	inflight atomic.Int64
-	health   atomic.Int32
-	_        [48]byte // keep hot counters of different members off one cache line
+	// hint is the load other routers put on the member, as of the last
+	// SetLoadHint: the reported load minus this router's in-flight count at
+	// that moment, never negative. The bound and threshold are checked
+	// against inflight + hint.
+	hint   atomic.Int64
+	health atomic.Int32
+	_      [44]byte // keep hot counters of different members off one cache line
 }
+
+// load is what the member holds as far as this router knows: its own
+// requests plus the hinted ones of other routers.
+func (st *memberState) load() int64 { return st.inflight.Load() + st.hint.Load() }
 
 // memberView is a member as one snapshot sees it.
 type memberView struct {
@@ -98,7 +107,10 @@ type Router struct {
 	// total counts requests in flight on all members, including members since
 	// removed, plus picks between reservation and commit (see acquire).
 	total atomic.Int64
-	_     [56]byte
+	// hints is the sum of the members' hints (other routers' requests), added
+	// to total for the bound.
+	hints atomic.Int64
+	_     [48]byte
 	rng   atomic.Uint64
 	_     [56]byte
 	// waiters counts Picks in the queue; Done wakes them only when non-zero.
@@ -181,8 +193,13 @@ func (r *Router) SetMembers(members []Member) error {
 	}
 	// Forget removed members once idle; one removed with requests in flight
 	// keeps its state so that, if it comes back, its load is still counted.
+	// A removed member's hint no longer counts.
 	for name, st := range r.states {
-		if _, ok := byName[name]; !ok && st.inflight.Load() == 0 {
+		if _, ok := byName[name]; ok {
+			continue
+		}
+		r.hints.Add(-st.hint.Swap(0))
+		if st.inflight.Load() == 0 {
 			delete(r.states, name)
 		}
 	}
@@ -207,6 +224,38 @@ func (r *Router) SetHealth(name string, h Health) {
 	s.recount()
 	r.snap.Store(s)
 	r.wakeWaiters()
+}
+
+// SetLoadHint tells the router how many requests member name holds in
+// total, counting every router's (for a vLLM replica: the scraped
+// num_requests_running + num_requests_waiting). Until the next hint, the
+// member's load is taken as this router's in-flight count plus the
+// difference at hint time (never negative), so this router's own picks and
+// completions since the hint are still counted exactly and other routers'
+// are as of the hint; the bound's total grows by the same difference. With
+// several routers in front of one fleet this makes each bound a fleet-wide
+// one. A negative load clears the hint (call it when the signal is unknown
+// or stale); unknown names are ignored. Without hints a router counts only
+// its own requests.
+func (r *Router) SetLoadHint(name string, load int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.states[name]
+	if st == nil {
+		return
+	}
+	if _, ok := r.snap.Load().byName[name]; !ok {
+		return
+	}
+	var extra int64
+	if load >= 0 {
+		extra = max(0, int64(load)-st.inflight.Load())
+	}
+	old := st.hint.Swap(extra)
+	r.hints.Add(extra - old)
+	if extra < old && r.waiters.Load() > 0 {
+		r.wakeWaiters()
+	}
 }
 
 // bound is ceil(c·total/n), the most requests one candidate may hold once
