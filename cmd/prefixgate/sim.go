@@ -23,6 +23,8 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	policies := fs.String("policies", "all", "comma-separated policies: "+strings.Join(sim.PolicyNames, ", ")+", or all")
 	scale := fs.String("scale", "", "scale events: +K@P% or -K@SECONDS, comma-separated (e.g. +1@50%)")
 	routers := fs.Int("routers", 1, "independent routers over one fleet, each with its own load view")
+	loadHint := fs.Duration("load-hint", 0, "give every router the fleet's per-replica in-flight counts this often in virtual time (e.g. 100ms; 0: each router counts only its own)")
+	loadFactor := fs.Float64("load-factor", 0, "c of the bounded-load ring (0: route's default, 1.25)")
 	spillChain := fs.Bool("spill-chain", true, "let prefix-aware use the spill chain (false: plain clockwise walk)")
 	prefixLength := fs.Int("prefix-length", 0, "routing window N in characters (0: normalize's default)")
 	threshold := fs.Int("threshold", 0, "per-replica concurrency threshold (0: route's default, 64)")
@@ -45,6 +47,7 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	opts := sim.Options{
 		Workload: *workload, Requests: *requests, Seed: *seed, Replicas: *replicas,
 		Routers: *routers, NoSpillChain: !*spillChain, PrefixLength: *prefixLength, Threshold: *threshold,
+		LoadHintInterval: *loadHint, LoadFactor: *loadFactor,
 	}
 	if *requests < 0 {
 		fmt.Fprintf(stderr, "prefixgate sim: --requests %d must not be negative\n", *requests)

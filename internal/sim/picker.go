@@ -23,6 +23,9 @@ type picker interface {
 	done(f *flight)
 	// setMembers replaces the active replicas.
 	setMembers(active []int) error
+	// hint reports the fleet's in-flight count of each active replica
+	// (inflight is indexed by replica).
+	hint(active, inflight []int)
 }
 
 // routePicker is a real route.Router.
@@ -79,6 +82,12 @@ func (p *routePicker) setMembers(active []int) error {
 }
 
 func (p *routePicker) home(key uint64) string { return p.r.Home(key) }
+
+func (p *routePicker) hint(active, inflight []int) {
+	for _, a := range active {
+		p.r.SetLoadHint(replicaName(a), inflight[a])
+	}
+}
 
 // treePicker is the cache-aware-tree reference, built from the SGLang
 // router's description: each router keeps, per replica, an approximate
@@ -181,6 +190,10 @@ func (p *treePicker) coin() bool {
 }
 
 func (p *treePicker) done(f *flight) { p.load[f.replica]-- }
+
+// hint is ignored: the tree reference keeps its own load view, as the
+// SGLang router does.
+func (p *treePicker) hint(active, inflight []int) {}
 
 func (t *blockTree) match(hashes []uint64) int {
 	n := 0

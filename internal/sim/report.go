@@ -24,6 +24,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Routers > 1 {
 		routers = fmt.Sprintf(", %d routers", r.Routers)
 	}
+	if r.LoadHintInterval > 0 {
+		routers += fmt.Sprintf(", load hints every %v", r.LoadHintInterval)
+	}
 	chain := ""
 	if !r.SpillChain {
 		chain = ", spill chain off"

@@ -31,6 +31,11 @@ type Options struct {
 	Scale []ScaleEvent
 	// Routers is the number of independent routers (0 means 1).
 	Routers int
+	// LoadHintInterval, if positive, gives every router the fleet's true
+	// per-replica in-flight counts (route.Router.SetLoadHint) every interval
+	// of virtual time, as a server does from scraped replica metrics; 0 means
+	// each router counts only its own requests.
+	LoadHintInterval time.Duration
 	// NoSpillChain disables the spill chain (route.Config.DisableSpillChain).
 	NoSpillChain bool
 	// PrefixLength is the routing window N; 0 means normalize's default.
@@ -57,6 +62,7 @@ type Report struct {
 	PooledBoundHit    float64        `json:"pooled_bound_hit_rate"`
 	Policies          []PolicyResult `json:"policies"`
 	Routers           int            `json:"-"`
+	LoadHintInterval  time.Duration  `json:"-"`
 	SpillChain        bool           `json:"-"`
 	Note              string         `json:"-"`
 	ScaleTimes        []float64      `json:"-"` // virtual seconds of scale events
@@ -142,6 +148,9 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 	if opts.Routers < 1 || opts.Routers > 256 {
 		return nil, fmt.Errorf("sim: --routers %d out of range 1..256", opts.Routers)
 	}
+	if opts.LoadHintInterval < 0 {
+		return nil, fmt.Errorf("sim: --load-hint %v must not be negative", opts.LoadHintInterval)
+	}
 	if opts.Threshold == 0 {
 		opts.Threshold = route.DefaultThreshold
 	}
@@ -174,7 +183,7 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 	}
 	rep := &Report{
 		Workload: w.Name, Replicas: opts.Replicas, Requests: len(w.Requests),
-		Routers: opts.Routers, SpillChain: !opts.NoSpillChain, Note: w.Note,
+		Routers: opts.Routers, SpillChain: !opts.NoSpillChain, Note: w.Note, LoadHintInterval: opts.LoadHintInterval,
 	}
 	for _, s := range scale {
 		rep.ScaleTimes = append(rep.ScaleTimes, s.at.Seconds())
@@ -289,6 +298,7 @@ type fleet struct {
 	inflight []int
 	total    int
 	active   []int
+	nextHint time.Duration // virtual time of the next load-hint refresh
 
 	// results
 	ttfts          []float64
@@ -369,6 +379,13 @@ func (f *fleet) run() (PolicyResult, error) {
 		if haveS {
 			ts = epoch.Add(f.scale[si].at)
 		}
+		if f.opts.LoadHintInterval > 0 && (ei >= 0 || haveA || haveS) {
+			th := epoch.Add(f.nextHint)
+			if (ei < 0 || !te.Before(th)) && (!haveA || !ta.Before(th)) && (!haveS || !ts.Before(th)) {
+				f.refreshHints(th)
+				continue
+			}
+		}
 		switch {
 		case ei >= 0 && (!haveA || !ta.Before(te)) && (!haveS || !ts.Before(te)):
 			f.engineEvents(ei, te)
@@ -386,10 +403,30 @@ func (f *fleet) run() (PolicyResult, error) {
 				f.enqueue(fl)
 			}
 		default:
+			if f.opts.LoadHintInterval > 0 && f.refreshHints(epoch.Add(f.nextHint)) {
+				continue // stale hints held the queues back
+			}
 			return PolicyResult{}, fmt.Errorf("sim: %s: %d requests stuck in router queues with no replica able to take them", f.policy, n-f.finished-f.failed)
 		}
 	}
 	return f.result(time.Since(start)), nil
+}
+
+// refreshHints gives every router the fleet's in-flight count per active
+// replica at now, schedules the next refresh, and retries the router queues;
+// it reports whether any queued request was dispatched.
+func (f *fleet) refreshHints(now time.Time) bool {
+	f.nextHint += f.opts.LoadHintInterval
+	for _, p := range f.pickers {
+		p.hint(f.active, f.inflight)
+	}
+	moved := false
+	for r := range f.queues {
+		before := len(f.queues[r])
+		f.drain(r, now)
+		moved = moved || len(f.queues[r]) < before
+	}
+	return moved
 }
 
 func (f *fleet) enqueue(fl *flight) {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prefixgate/prefixgate/backends/vllmsim"
 )
@@ -276,4 +277,24 @@ func TestRoutersAndPlots(t *testing.T) {
 		t.Errorf("table: %v\n%s", err, buf.String())
 	}
 	_ = fmt.Sprint()
+}
+
+// TestLoadHintsMakeRoutersOne: four routers that each see the fleet's load
+// every 100 ms of virtual time keep the hit rate of one router; without
+// hints each bounds only its own quarter of the load and spills more.
+func TestLoadHintsMakeRoutersOne(t *testing.T) {
+	opts := Options{Workload: "long-context", Requests: 800, Policies: []string{"prefix-aware"}}
+	one := small(t, opts).Policies[0]
+	opts.Routers = 4
+	blind := small(t, opts).Policies[0]
+	opts.LoadHintInterval = 100 * time.Millisecond
+	hinted := small(t, opts).Policies[0]
+	t.Logf("one router: hit %.3f spill %.3f; 4 routers: hit %.3f spill %.3f over %d; 4 with hints: hit %.3f spill %.3f over %d",
+		one.HitRate, one.SpillRate, blind.HitRate, blind.SpillRate, blind.MaxInflightOverBound, hinted.HitRate, hinted.SpillRate, hinted.MaxInflightOverBound)
+	if hinted.HitRate < one.HitRate-0.02 {
+		t.Errorf("4 routers with hints: hit %.3f more than 2 points below one router's %.3f", hinted.HitRate, one.HitRate)
+	}
+	if hinted.SpillRate >= blind.SpillRate {
+		t.Errorf("hints did not lower the spill rate: %.3f vs %.3f", hinted.SpillRate, blind.SpillRate)
+	}
 }
