@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"flag"
@@ -51,6 +52,7 @@ type serveFlags struct {
 	keyFile      string
 	adminListen  string
 	otlp         string
+	configPoll   time.Duration
 	logLevel     string
 }
 
@@ -72,6 +74,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.certFile, "tls-cert", "", "TLS certificate file (with --tls-key: serve HTTPS and HTTP/2)")
 	fs.StringVar(&f.keyFile, "tls-key", "", "TLS private key file")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "separate listener for /debug/pprof (off when empty)")
+	fs.DurationVar(&f.configPoll, "config-poll", 2*time.Second, "how often to check --config for changes (0: only on SIGHUP)")
 	fs.StringVar(&f.otlp, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/HTTP collector, e.g. http://localhost:4318")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error; info logs one line per request")
 	fs.Usage = func() {
@@ -138,19 +141,35 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// The file is also watched: a change of its content reloads it, as
+	// SIGHUP does. Polling needs no platform-specific watcher.
+	changed := make(<-chan time.Time)
+	if f.configPath != "" && f.configPoll > 0 {
+		t := time.NewTicker(f.configPoll)
+		defer t.Stop()
+		changed = t.C
+	}
+	lastContent, _ := os.ReadFile(f.configPath)
 	go func() {
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				_, next, err := load()
-				if err == nil {
-					err = srv.Reload(next)
+			case <-changed:
+				content, err := os.ReadFile(f.configPath)
+				if err != nil || bytes.Equal(content, lastContent) {
+					continue
 				}
-				if err != nil {
-					log.Error("reload rejected; the running configuration stays", "err", err)
-				}
+				lastContent = content
+				log.Info("configuration file changed", "path", f.configPath)
+			}
+			_, next, err := load()
+			if err == nil {
+				err = srv.Reload(next)
+			}
+			if err != nil {
+				log.Error("reload rejected; the running configuration stays", "err", err)
 			}
 		}
 	}()

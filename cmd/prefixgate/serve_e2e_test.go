@@ -149,7 +149,7 @@ func startFleet(t *testing.T, k int) *vllmsim.Fleet {
 
 func hostport(u string) string { return strings.TrimPrefix(u, "http://") }
 
-func TestServeReloadsOnSIGHUPAndDrainsOnSIGTERM(t *testing.T) {
+func TestServeReloadsOnSIGHUPAndFileChangeAndDrainsOnSIGTERM(t *testing.T) {
 	fleet := startFleet(t, 2)
 	a, b := fleet.URLs()[0], fleet.URLs()[1]
 	cfg := filepath.Join(t.TempDir(), "prefixgate.yaml")
@@ -159,7 +159,7 @@ func TestServeReloadsOnSIGHUPAndDrainsOnSIGTERM(t *testing.T) {
 		}
 	}
 	write(a)
-	cmd, base, logs := startServe(t, "--config", cfg)
+	cmd, base, logs := startServe(t, "--config", cfg, "--config-poll", "50ms")
 	if got, status, err := chat(base, "q1"); err != nil || status != 200 || got != hostport(a) {
 		t.Fatalf("before reload: backend %q status %d err %v; want %s", got, status, err, hostport(a))
 	}
@@ -183,6 +183,13 @@ func TestServeReloadsOnSIGHUPAndDrainsOnSIGTERM(t *testing.T) {
 	waitFor(t, "requests to move to the new backend", func() bool {
 		got, status, err := chat(base, "q3")
 		return err == nil && status == 200 && got == hostport(b)
+	})
+
+	// Editing the file is enough: the watcher reloads it.
+	write(a)
+	waitFor(t, "requests to follow the edited file", func() bool {
+		got, status, err := chat(base, "q4")
+		return err == nil && status == 200 && got == hostport(a)
 	})
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
