@@ -65,6 +65,13 @@ func (e *DecodeError) Unwrap() []error { return e.kinds }
 // "zstd". Stacked encodings are not accepted. The decoded size and the
 // expansion ratio are bounded by lim.
 func DecodeBody(contentEncoding string, r io.Reader, lim DecodeLimits) ([]byte, error) {
+	return DecodeBodyInto(nil, contentEncoding, r, lim)
+}
+
+// DecodeBodyInto is DecodeBody reading into dst's capacity (its contents
+// are overwritten) when that is enough, so that a caller can recycle body
+// buffers. The result may or may not share dst's memory.
+func DecodeBodyInto(dst []byte, contentEncoding string, r io.Reader, lim DecodeLimits) ([]byte, error) {
 	if lim.MaxDecodedBytes <= 0 {
 		lim.MaxDecodedBytes = DefaultMaxDecodedBytes
 	}
@@ -76,7 +83,7 @@ func DecodeBody(contentEncoding string, r io.Reader, lim DecodeLimits) ([]byte, 
 	var dec io.Reader
 	switch enc {
 	case "", "identity":
-		return readBounded(enc, r, nil, lim)
+		return readBounded(dst, enc, r, nil, lim)
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(cr)
 		if err != nil {
@@ -113,7 +120,7 @@ func DecodeBody(contentEncoding string, r io.Reader, lim DecodeLimits) ([]byte, 
 		return nil, &DecodeError{Encoding: contentEncoding, Reason: "unsupported content encoding (want identity, gzip, deflate or zstd)",
 			code: CodeUnsupportedEnc, kinds: []error{ErrUnsupportedEncoding}}
 	}
-	return readBounded(enc, dec, cr, lim)
+	return readBounded(dst, enc, dec, cr, lim)
 }
 
 func corrupt(enc string, off int64, err error) error {
@@ -124,18 +131,25 @@ func corrupt(enc string, off int64, err error) error {
 // produces at most this much between two ratio checks.
 const readChunk = 32 << 10
 
-// readBounded reads r to EOF straight into the result, checking the decoded
-// size (and, for a compressed body, the expansion ratio) after every Read.
-func readBounded(enc string, r io.Reader, compressed *countingReader, lim DecodeLimits) ([]byte, error) {
-	var buf []byte
+// readBounded reads r to EOF straight into the result (in dst's capacity
+// when it suffices), checking the decoded size (and, for a compressed body,
+// the expansion ratio) after every Read.
+func readBounded(dst []byte, enc string, r io.Reader, compressed *countingReader, lim DecodeLimits) ([]byte, error) {
+	buf := dst[:0]
 	switch {
 	case compressed == nil && lim.SizeHint > 0 && lim.SizeHint <= lim.MaxDecodedBytes:
 		// One spare byte, so that the Read that reports EOF needs no growth.
-		buf = make([]byte, 0, lim.SizeHint+1)
+		if int64(cap(buf)) < lim.SizeHint+1 {
+			buf = make([]byte, 0, lim.SizeHint+1)
+		}
 	case compressed == nil:
-		buf = make([]byte, 0, 512)
+		if cap(buf) == 0 {
+			buf = make([]byte, 0, 512)
+		}
 	default:
-		buf = make([]byte, 0, readChunk)
+		if cap(buf) < readChunk {
+			buf = make([]byte, 0, readChunk)
+		}
 	}
 	for {
 		if free := cap(buf) - len(buf); free == 0 || (compressed != nil && free < readChunk) {
@@ -171,6 +185,12 @@ func readBounded(enc string, r io.Reader, compressed *countingReader, lim Decode
 			var de *DecodeError
 			if errors.As(err, &de) {
 				return nil, err
+			}
+			if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+				// The frame declares more than the decoded-size limit allows.
+				return nil, &DecodeError{Encoding: enc, Offset: int64(len(buf)),
+					Reason: fmt.Sprintf("zstd frame needs more than the decoded-size limit of %d bytes: %v", lim.MaxDecodedBytes, err),
+					code:   CodeDecodedSize, kinds: []error{ErrTooLarge, err}}
 			}
 			return nil, corrupt(enc, int64(len(buf)), err)
 		}

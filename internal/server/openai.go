@@ -26,7 +26,11 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 		defer cancel()
-		raw, err := s.readBody(r, w)
+		bp := getBodyBuffer()
+		raw, err := s.readBody(r, w, *bp)
+		// raw is dead once open has normalized it (the canonical copy is
+		// what goes to the backend) and any error has been written.
+		defer putBodyBuffer(bp, raw)
 		var x *exchange
 		if err == nil {
 			x, err = s.open(ctx, path, mode, raw, r.Header.Get(GroupHeader), r.Header, w.Header())

@@ -72,15 +72,38 @@ func (s *Server) prepare(ctx context.Context, raw []byte, mode normalize.Mode, g
 	return p, nil
 }
 
+// bodyBuffers recycles request body buffers up to maxPooledBody bytes: a
+// body is dead once it has been normalized into the canonical copy that is
+// forwarded.
+var bodyBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledBody = 1 << 20
+
+// getBodyBuffer returns a recycled buffer for readBody; putBodyBuffer
+// takes it back with the body that was read into it, once nothing refers
+// to that body.
+func getBodyBuffer() *[]byte { return bodyBuffers.Get().(*[]byte) }
+
+func putBodyBuffer(bp *[]byte, body []byte) {
+	if cap(body) > cap(*bp) && cap(body) <= maxPooledBody {
+		*bp = body[:0]
+	}
+	if cap(*bp) > maxPooledBody {
+		*bp = nil
+	}
+	bodyBuffers.Put(bp)
+}
+
 // readBody reads a request body within the size limit and decodes its
-// Content-Encoding within the decoded-size and ratio limits.
-func (s *Server) readBody(r *http.Request, w http.ResponseWriter) ([]byte, error) {
+// Content-Encoding within the decoded-size and ratio limits, into buf's
+// capacity when it suffices.
+func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([]byte, error) {
 	rd := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	lim := normalize.DecodeLimits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}
 	if r.ContentLength <= s.cfg.MaxBodyBytes {
 		lim.SizeHint = r.ContentLength // one exact allocation for the body
 	}
-	body, err := normalize.DecodeBody(r.Header.Get("Content-Encoding"), rd, lim)
+	body, err := normalize.DecodeBodyInto(buf, r.Header.Get("Content-Encoding"), rd, lim)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
