@@ -29,7 +29,7 @@ type Options struct {
 	Concurrency int      // requests in flight at once (14)
 	Speed       float64  // simulated clock speed-up (10)
 	CacheBlocks int      // KV cache blocks per replica (1,650: about 8 documents, 29% of them)
-	Policies    []string // policies to compare (random, least-outstanding, prefix-aware)
+	Policies    []string // policies to compare (random, least-outstanding, consistent-hash, prefix-aware)
 	Seed        uint64   // workload seed (1)
 	// Progress, when set, receives one line per finished policy.
 	Progress io.Writer
@@ -58,7 +58,7 @@ func (o *Options) defaults() {
 		o.CacheBlocks = 1650
 	}
 	if len(o.Policies) == 0 {
-		o.Policies = []string{"random", "least-outstanding", "prefix-aware"}
+		o.Policies = []string{"random", "least-outstanding", "consistent-hash", "prefix-aware"}
 	}
 	if o.Seed == 0 {
 		o.Seed = 1
