@@ -53,6 +53,7 @@ type serveFlags struct {
 	adminListen  string
 	otlp         string
 	configPoll   time.Duration
+	corsOrigins  stringList
 	logLevel     string
 }
 
@@ -74,6 +75,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.certFile, "tls-cert", "", "TLS certificate file (with --tls-key: serve HTTPS and HTTP/2)")
 	fs.StringVar(&f.keyFile, "tls-key", "", "TLS private key file")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "separate listener for /debug/pprof (off when empty)")
+	fs.Var(&f.corsOrigins, "cors-origin", "browser origin allowed to call the router, or * (repeatable)")
 	fs.DurationVar(&f.configPoll, "config-poll", 2*time.Second, "how often to check --config for changes (0: only on SIGHUP)")
 	fs.StringVar(&f.otlp, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/HTTP collector, e.g. http://localhost:4318")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error; info logs one line per request")
@@ -212,6 +214,7 @@ func loadServeConfig(f serveFlags, set map[string]bool) (config.File, server.Con
 	override("log-json", func() { file.Log.Format = map[bool]string{true: "json", false: "text"}[f.logJSON] })
 	override("tls-cert", func() { file.TLS.CertFile = f.certFile })
 	override("tls-key", func() { file.TLS.KeyFile = f.keyFile })
+	override("cors-origin", func() { file.CORS.AllowedOrigins = f.corsOrigins })
 	override("otlp-endpoint", func() { file.Tracing.OTLPEndpoint = f.otlp })
 	override("log-level", func() { file.Log.Level = f.logLevel })
 	override("admin-listen", func() { file.Admin.Listen, file.Admin.Pprof = f.adminListen, true })

@@ -33,6 +33,7 @@ type File struct {
 	Admin        Admin    `yaml:"admin"`
 	Log          Log      `yaml:"log"`
 	Tracing      Tracing  `yaml:"tracing"`
+	CORS         CORS     `yaml:"cors"`
 	DrainTimeout Duration `yaml:"drain_timeout"`
 }
 
@@ -89,6 +90,12 @@ type Tracing struct {
 	// OTLPEndpoint is the collector's base URL, e.g. http://collector:4318;
 	// empty disables tracing.
 	OTLPEndpoint string `yaml:"otlp_endpoint"`
+}
+
+// CORS lets browsers (Connect-ES transports) call the router.
+type CORS struct {
+	// AllowedOrigins lists origins such as https://app.example.com, or "*".
+	AllowedOrigins []string `yaml:"allowed_origins"`
 }
 
 // Duration reads "250ms", "30s", "5m".
@@ -220,6 +227,11 @@ func (f File) Validate() error {
 	if e := f.Tracing.OTLPEndpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
 		return fmt.Errorf("tracing.otlp_endpoint: %q is not an http:// or https:// URL", e)
 	}
+	for _, o := range f.CORS.AllowedOrigins {
+		if o != "*" && !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
+			return fmt.Errorf("cors.allowed_origins: %q is not \"*\" or an http(s) origin", o)
+		}
+	}
 	if f.DrainTimeout < 0 {
 		return errors.New("drain_timeout: must not be negative")
 	}
@@ -248,6 +260,7 @@ func (f File) ServerConfig(lookup func(string) (string, bool)) (server.Config, e
 		RequestTimeout:  time.Duration(f.Limits.RequestTimeout),
 		Tenants:         f.Tenants.APIKeys,
 		TraceEndpoint:   strings.TrimSuffix(f.Tracing.OTLPEndpoint, "/"),
+		CORSOrigins:     f.CORS.AllowedOrigins,
 	}
 	if len(f.Tenants.APIKeys) > 0 {
 		secret, ok := lookup(f.Tenants.SecretEnv)

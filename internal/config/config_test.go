@@ -67,6 +67,7 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"short secret", "tenants:\n  secret_env: S\n  api_keys:\n    key-for-tenant-a-0001: a\n", map[string]string{"S": "short"}, "at least 16"},
 		{"short api key", "tenants:\n  secret_env: S\n  api_keys:\n    k: a\n", nil, "shorter than 16"},
 		{"otlp endpoint", "tracing:\n  otlp_endpoint: collector:4318\n", nil, "tracing.otlp_endpoint"},
+		{"cors origin", "cors:\n  allowed_origins: [example.com]\n", nil, "cors.allowed_origins"},
 		{"env not a number", "", map[string]string{"PREFIXGATE_THRESHOLD": "many"}, "PREFIXGATE_THRESHOLD"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -42,6 +42,9 @@ type Config struct {
 	// TraceEndpoint is an OTLP/HTTP collector base URL; empty disables
 	// tracing.
 	TraceEndpoint string
+	// CORSOrigins are the browser origins allowed to call the router ("*"
+	// for any); empty answers no CORS.
+	CORSOrigins []string
 	// Tenants maps API keys to tenant names; empty disables tenants.
 	Tenants map[string]string
 	// TenantSecret keys the HMACs of per-tenant groups and cache_salt.

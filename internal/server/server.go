@@ -64,7 +64,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.router.Store(router)
-	s.handler = s.observe(s.authenticate(s.routes()))
+	s.handler = s.observe(s.cors(s.authenticate(s.routes())))
 	s.ready.Store(true)
 	return s, nil
 }
