@@ -59,7 +59,15 @@ type options struct {
 	profileSecs  int
 	keep         bool
 	stubReplicas int
+	pgEnv        stringList
+	pgArgs       stringList
 }
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, " ") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func main() {
 	// The driver re-executes itself to serve the stub backends.
@@ -89,6 +97,8 @@ func main() {
 	fs.IntVar(&o.profileSecs, "profile-seconds", 10, "profile length for --cpuprofile")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (logs, HAProxy config)")
 	fs.IntVar(&o.stubReplicas, "replicas", 3, "stub backend replicas (1..10)")
+	fs.Var(&o.pgEnv, "pg-env", "KEY=VALUE added to prefixgate's environment (repeatable; e.g. GOGC=400)")
+	fs.Var(&o.pgArgs, "pg-arg", "extra argument to `prefixgate serve` (repeatable; e.g. --pg-arg=--config=FILE)")
 	fs.Parse(os.Args[1:])
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -230,6 +240,7 @@ func run(ctx context.Context, o options) int {
 	for _, b := range backends {
 		args = append(args, "--backend", b)
 	}
+	args = append(args, o.pgArgs...)
 	var adminAddr string
 	if o.cpuprofile != "" {
 		if adminAddr, err = freeAddr(); err != nil {
@@ -244,6 +255,7 @@ func run(ctx context.Context, o options) int {
 	defer pgLog.Close()
 	pgCmd := exec.Command(bin, args...)
 	pgCmd.Stdout, pgCmd.Stderr = pgLog, pgLog
+	pgCmd.Env = append(os.Environ(), o.pgEnv...)
 	pg, err := ps.start("prefixgate", pgCmd)
 	if err != nil {
 		return fail(err)
