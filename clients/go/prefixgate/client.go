@@ -13,11 +13,14 @@ import (
 	"github.com/prefixgate/prefixgate/gen/prefixgate/v1/prefixgatev1connect"
 )
 
-// Client calls a prefixgate router. The generated clients are exposed as
-// fields for every RPC; the methods cover the common calls. Errors are
-// *connect.Error values: use connect.CodeOf(err) to branch on the code
-// (InvalidArgument for a rejected body, ResourceExhausted when every
-// backend is at its bound, Unavailable when none serves the model).
+// Client calls a prefixgate router. It has a method for every RPC of the
+// three services (Chat, ChatStream, Complete, CompleteStream, Invoke;
+// NormalizeBody, Lint; ListBackends, Explain); the generated clients are
+// fields, for headers and per-call options. Errors from the router are
+// *connect.Error values, returned unchanged: branch with connect.CodeOf(err)
+// or Code(err) (InvalidArgument for a rejected body, ResourceExhausted when
+// every backend is at its bound, Unavailable when none serves the model);
+// RetryAfter and IsRetryable read them.
 type Client struct {
 	Inference prefixgatev1connect.InferenceServiceClient
 	Normalize prefixgatev1connect.NormalizeServiceClient
@@ -59,6 +62,71 @@ func (c *Client) ChatStream(ctx context.Context, spec PromptSpec) (*connect.Serv
 		return nil, err
 	}
 	return c.Inference.ChatStream(ctx, connect.NewRequest(&pb.ChatStreamRequest{Input: in}))
+}
+
+// Complete sends the completion the spec describes and waits for the
+// answer. Routing.Key equals BuildCompletionKey's key.
+func (c *Client) Complete(ctx context.Context, spec CompletionSpec) (*pb.CompleteResponse, error) {
+	in, err := spec.CompletionInput()
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.Inference.Complete(ctx, connect.NewRequest(&pb.CompleteRequest{Input: in}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg, nil
+}
+
+// CompleteStream sends the completion the spec describes and streams the
+// answer; the first message carries the routing. The caller must Close the
+// stream.
+func (c *Client) CompleteStream(ctx context.Context, spec CompletionSpec) (*connect.ServerStreamForClient[pb.CompleteStreamResponse], error) {
+	in, err := spec.CompletionInput()
+	if err != nil {
+		return nil, err
+	}
+	return c.Inference.CompleteStream(ctx, connect.NewRequest(&pb.CompleteStreamRequest{Input: in}))
+}
+
+// Invoke sends a raw JSON body on the native path (/invocations), routed on
+// the first bytes of its canonical form, and returns the backend's raw JSON
+// answer. group may be empty.
+func (c *Client) Invoke(ctx context.Context, body []byte, group string) (*pb.InvokeResponse, error) {
+	res, err := c.Inference.Invoke(ctx, connect.NewRequest(&pb.InvokeRequest{Body: body, Group: group}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg, nil
+}
+
+// LintOptions tune a Lint call; the zero value is the server's defaults.
+type LintOptions struct {
+	// Mode reads every body in this mode; ModeAuto detects each.
+	Mode Mode
+	// PrefixLength is the routing window (1024..65536); 0 is the
+	// router's.
+	PrefixLength int
+	// Replicas the traffic spreads over, for the hot-key rule; 0 skips it.
+	Replicas int
+	// Direct: the traffic reaches a byte-prefix router without
+	// prefixgate's normalizer.
+	Direct bool
+}
+
+// Lint reports what in a corpus of request bodies (one JSON body each, in
+// order) would cost prefix cache hits: the findings and a summary, from the
+// same engine as "prefixgate lint". A body that is not JSON is a finding
+// (invalid-json), not an error; bad options are InvalidArgument.
+func (c *Client) Lint(ctx context.Context, requests [][]byte, opts LintOptions) (*pb.LintResponse, error) {
+	res, err := c.Normalize.Lint(ctx, connect.NewRequest(&pb.LintRequest{
+		Requests: requests, Mode: ModeProto(opts.Mode), PrefixLength: int32(opts.PrefixLength),
+		Replicas: int32(opts.Replicas), Direct: opts.Direct,
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg, nil
 }
 
 // NormalizeBody asks the router for the canonical form and key of body.

@@ -64,3 +64,47 @@ func ExampleClient_Chat() {
 	}
 	fmt.Println(res.GetContent(), res.GetRouting().GetBackend(), res.GetRouting().GetKey())
 }
+
+// ExampleClient_Lint lints a small corpus through a router. It runs only
+// with PREFIXGATE_URL set.
+func ExampleClient_Lint() {
+	url := os.Getenv("PREFIXGATE_URL")
+	if url == "" {
+		return
+	}
+	c := prefixgate.NewClient(nil, url)
+	res, err := c.Lint(context.Background(), [][]byte{
+		[]byte(`{"model":"vllmsim/tiny","messages":[{"role":"system","content":"Now: 2026-11-30T09:15:00Z."},{"role":"user","content":"hi"}]}`),
+	}, prefixgate.LintOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, f := range res.GetFindings() {
+		fmt.Println(f.GetRuleId(), f.GetJsonPath(), f.GetOffset(), f.GetHint())
+	}
+	fmt.Println(res.GetSummary().GetWarnings(), "warnings")
+}
+
+// ExampleClient_Complete sends a completion and backs off when the router
+// says so. It runs only with PREFIXGATE_URL set.
+func ExampleClient_Complete() {
+	url := os.Getenv("PREFIXGATE_URL")
+	if url == "" {
+		return
+	}
+	c := prefixgate.NewClient(nil, url)
+	res, err := c.Complete(context.Background(), prefixgate.CompletionSpec{
+		Model:      "vllmsim/tiny",
+		Prompt:     "Once upon a time",
+		Parameters: map[string]json.RawMessage{"max_tokens": json.RawMessage(`8`)},
+	})
+	if d, ok := prefixgate.RetryAfter(err); ok {
+		fmt.Println("busy; retry in", d)
+		return
+	} else if err != nil {
+		fmt.Println(prefixgate.Code(err), err)
+		return
+	}
+	fmt.Println(res.GetText(), res.GetRouting().GetBackend())
+}

@@ -2,6 +2,7 @@ package prefixgate_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/prefixgate/prefixgate/backends/vllmsim"
 	"github.com/prefixgate/prefixgate/clients/go/prefixgate"
+	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
 	"github.com/prefixgate/prefixgate/internal/server"
 )
 
@@ -143,5 +145,209 @@ func TestLiveNormalizeAndAdmin(t *testing.T) {
 	}
 	if ex.GetRouting().GetKey() != ri.KeyHex() || ex.GetRouting().GetBackend() == "" {
 		t.Errorf("Explain %v, want key %s", ex, ri.KeyHex())
+	}
+}
+
+// waitModels waits until every backend has answered the router's model
+// probe: before that the router sends any model anywhere.
+func waitModels(ctx context.Context, t *testing.T, c *prefixgate.Client) {
+	t.Helper()
+	for {
+		bs, err := c.ListBackends(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		known := len(bs.GetBackends()) > 0
+		for _, b := range bs.GetBackends() {
+			known = known && len(b.GetModels()) > 0
+		}
+		if known {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("backends never reported their models")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func liveCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestLiveComplete(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a router")
+	}
+	c := prefixgate.NewClient(nil, routerURL(t))
+	ctx := liveCtx(t)
+	spec := prefixgate.CompletionSpec{
+		Model:      "vllmsim/tiny",
+		Prompt:     strings.Repeat("Once upon a time there was a cache. ", 20),
+		Parameters: map[string]json.RawMessage{"max_tokens": json.RawMessage(`4`)},
+		Group:      "sdk-go",
+	}
+	_, ri, err := prefixgate.BuildCompletionKey(spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Complete(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GetText() == "" || res.GetRouting().GetBackend() == "" || res.GetUsage().GetCompletionTokens() == 0 {
+		t.Errorf("Complete: %v", res)
+	}
+	if got := res.GetRouting().GetKey(); got != ri.KeyHex() {
+		t.Errorf("router key %s, SDK key %s", got, ri.KeyHex())
+	}
+
+	st, err := c.CompleteStream(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var text strings.Builder
+	n, usage := 0, false
+	for st.Receive() {
+		if n == 0 && st.Msg().GetRouting().GetKey() != ri.KeyHex() {
+			t.Errorf("stream routing %v, want key %s", st.Msg().GetRouting(), ri.KeyHex())
+		}
+		if n > 0 && st.Msg().GetRouting() != nil {
+			t.Errorf("routing on message %d", n)
+		}
+		n++
+		usage = usage || st.Msg().GetUsage() != nil
+		text.WriteString(st.Msg().GetDelta())
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if text.String() != res.GetText() || !usage {
+		t.Errorf("stream text %q (unary %q), usage chunk %v", text.String(), res.GetText(), usage)
+	}
+
+	// No backend serves the model: Unavailable, passed through unchanged.
+	waitModels(ctx, t, c)
+	spec.Model = "no-such-model"
+	_, err = c.Complete(ctx, spec)
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeUnavailable || !prefixgate.IsRetryable(err) {
+		t.Errorf("unknown model: %v, want a *connect.Error with Unavailable", err)
+	}
+}
+
+func TestLiveInvoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a router")
+	}
+	c := prefixgate.NewClient(nil, routerURL(t), connect.WithGRPC())
+	ctx := liveCtx(t)
+	body := []byte(`{"parameters": {"max_new_tokens": 3}, "inputs": "Tell me a story about caches."}`)
+	ri, err := prefixgate.Key(body, prefixgate.KeyOptions{Mode: prefixgate.ModeNative, Group: "sdk-go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Invoke(ctx, body, "sdk-go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		GeneratedText string `json:"generated_text"`
+		Details       struct {
+			GeneratedTokens int `json:"generated_tokens"`
+		} `json:"details"`
+	}
+	if err := json.Unmarshal(res.GetBody(), &out); err != nil || out.GeneratedText == "" || out.Details.GeneratedTokens != 3 {
+		t.Errorf("Invoke body %s (%v)", res.GetBody(), err)
+	}
+	if res.GetRouting().GetKey() != ri.KeyHex() || res.GetRouting().GetBackend() == "" {
+		t.Errorf("Invoke routing %v, want key %s", res.GetRouting(), ri.KeyHex())
+	}
+	_, err = c.Invoke(ctx, []byte(`{"inputs":`), "")
+	if connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("truncated body: %v, want InvalidArgument", err)
+	}
+}
+
+func TestLiveLint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a router")
+	}
+	c := prefixgate.NewClient(nil, routerURL(t))
+	ctx := liveCtx(t)
+	system := "You are the support assistant. Current time: 2026-11-30T09:15:00Z. " + strings.Repeat("Follow the refund policy carefully. ", 20)
+	res, err := c.Lint(ctx, [][]byte{
+		[]byte(`{"model":"vllmsim/tiny","messages":[{"role":"system","content":"` + system + `"},{"role":"user","content":"hi"}]}`),
+		[]byte(`{"model":"vllmsim/tiny",}`),
+	}, prefixgate.LintOptions{PrefixLength: 1024, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts, invalid bool
+	for _, f := range res.GetFindings() {
+		switch f.GetRuleId() {
+		case "volatile-timestamp":
+			ts = f.GetRequestIndex() == 0 && f.GetJsonPath() == "messages[0].content" &&
+				f.GetOffset() == int32(strings.Index(system, "2026")) && f.GetSeverity() == pb.Severity_SEVERITY_WARNING
+		case "invalid-json":
+			invalid = f.GetRequestIndex() == 1 && f.GetSeverity() == pb.Severity_SEVERITY_ERROR
+		}
+	}
+	if !ts || !invalid {
+		t.Errorf("findings %v: want volatile-timestamp on request 0 and invalid-json on request 1", res.GetFindings())
+	}
+	if s := res.GetSummary(); s.GetRequests() != 2 || s.GetWarnings() < 1 || s.GetErrors() < 1 {
+		t.Errorf("summary %v", s)
+	}
+	_, err = c.Lint(ctx, [][]byte{[]byte(`{}`)}, prefixgate.LintOptions{PrefixLength: 10})
+	if connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("prefix length 10: %v, want InvalidArgument", err)
+	}
+}
+
+func TestLiveAdmin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a router")
+	}
+	c := prefixgate.NewClient(nil, routerURL(t), connect.WithGRPCWeb())
+	ctx := liveCtx(t)
+	bs, err := c.ListBackends(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, b := range bs.GetBackends() {
+		names[b.GetName()] = true
+		if b.GetHealth() != pb.Health_HEALTH_HEALTHY || b.GetAddress() == "" {
+			t.Errorf("backend %v", b)
+		}
+	}
+	if len(names) == 0 || bs.GetPolicy() == "" {
+		t.Fatalf("ListBackends %v", bs)
+	}
+	spec := liveSpec()
+	body, ri, err := prefixgate.BuildKey(spec, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := c.Explain(ctx, body, prefixgate.KeyOptions{Mode: prefixgate.ModeChat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.GetRouting().GetKey() != ri.KeyHex() || !names[ex.GetRouting().GetBackend()] || !names[ex.GetHome()] ||
+		ex.GetMode() != pb.RequestMode_REQUEST_MODE_CHAT || ex.GetReason() == "" {
+		t.Errorf("Explain %v, want key %s on a listed backend", ex, ri.KeyHex())
+	}
+	// Chat lands where Explain said: on affinity, the home.
+	res, err := c.Chat(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.GetRouting(); r.GetDecision() == pb.Decision_DECISION_AFFINITY && r.GetBackend() != ex.GetHome() {
+		t.Errorf("Chat went to %s on affinity, Explain said home %s", r.GetBackend(), ex.GetHome())
 	}
 }
