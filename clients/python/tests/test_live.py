@@ -4,27 +4,31 @@ internal/testfleet). Without it these tests skip."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import time
 
 import pytest
 from connectrpc.code import Code
 from connectrpc.protocol import ProtocolType
+from live_data import COMPLETION, LINT_CORPUS, NATIVE_BODY, SPEC, SYSTEM_WITH_TIME
 
-from prefixgate import Client, Document, PromptSpec, RPCError, build_key, canonicalize, routing_key
+from prefixgate import (
+    Client,
+    Mode,
+    RPCError,
+    build_completion_key,
+    build_key,
+    canonicalize,
+    routing_key,
+)
+from prefixgate.gen.prefixgate.v1.admin_pb import Health
+from prefixgate.gen.prefixgate.v1.normalize_pb import Severity
+from prefixgate.gen.prefixgate.v1.routing_pb import Decision, RequestMode
 
 URL = os.environ.get("PREFIXGATE_URL", "")
 pytestmark = pytest.mark.skipif(
     not URL, reason="PREFIXGATE_URL is not set; run `make test-sdk` to test against a live router"
-)
-
-SPEC = PromptSpec(
-    model="vllmsim/tiny",
-    instructions="Answer from the document.",
-    documents=[Document(id="q3", title="Report", text="Revenue grew 12%. " * 30)],
-    question="What grew?",
-    parameters={"max_tokens": 4, "temperature": 0},
-    metadata={"request_id": "py-1"},
-    group="sdk-python",
 )
 
 
@@ -72,3 +76,82 @@ def test_admin(client: Client) -> None:
     assert backends
     ex = client.explain(b'{"model":"vllmsim/tiny","messages":[{"role":"user","content":"q"}]}')
     assert ex.routing is not None and ex.routing.backend in {b.name for b in backends}
+
+
+def wait_models(client: Client) -> None:
+    """Wait until every backend has answered the router's model probe;
+    before that the router sends any model anywhere."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        backends = client.list_backends().backends
+        if backends and all(b.models for b in backends):
+            return
+        time.sleep(0.05)
+    pytest.fail("backends never reported their models")
+
+
+def test_complete(client: Client) -> None:
+    _, ri = build_completion_key(COMPLETION)
+    res = client.complete(COMPLETION)
+    assert res.text and res.usage is not None and res.usage.completion_tokens > 0
+    assert res.routing is not None and res.routing.backend
+    assert res.routing.key == ri.key_hex
+    chunks = list(client.complete_stream(COMPLETION))
+    assert chunks[0].routing is not None and chunks[0].routing.key == ri.key_hex
+    assert all(c.routing is None for c in chunks[1:])
+    assert "".join(c.delta for c in chunks) == res.text
+    assert any(c.usage is not None for c in chunks)
+
+
+def test_unknown_model_is_unavailable(client: Client) -> None:
+    wait_models(client)
+    with pytest.raises(RPCError) as ei:
+        client.complete(dataclasses.replace(COMPLETION, model="no-such-model"))
+    assert ei.value.code == Code.UNAVAILABLE and ei.value.retryable
+    with pytest.raises(RPCError) as ei:
+        list(client.chat_stream(dataclasses.replace(SPEC, model="no-such-model")))
+    assert ei.value.code == Code.UNAVAILABLE
+
+
+def test_invoke_native() -> None:
+    ri = routing_key(NATIVE_BODY, mode="native", group="sdk-python")
+    with Client(URL, protocol=ProtocolType.GRPC_WEB, timeout_ms=30000) as c:
+        res = c.invoke(NATIVE_BODY, group="sdk-python")
+        out = json.loads(res.body)
+        assert out["generated_text"] and out["details"]["generated_tokens"] == 3
+        assert res.routing is not None and res.routing.key == ri.key_hex
+        with pytest.raises(RPCError) as ei:
+            c.invoke(b'{"inputs":')
+        assert ei.value.code == Code.INVALID_ARGUMENT
+
+
+def test_lint(client: Client) -> None:
+    res = client.lint(LINT_CORPUS, prefix_length=1024, replicas=3)
+    ts = [f for f in res.findings if f.rule_id == "volatile-timestamp"]
+    assert ts, res.findings
+    assert ts[0].request_index == 0 and ts[0].json_path == "messages[0].content"
+    assert ts[0].offset == SYSTEM_WITH_TIME.index("2026")
+    assert ts[0].severity == Severity.WARNING and ts[0].hint
+    bad = [f for f in res.findings if f.rule_id == "invalid-json"]
+    assert bad and bad[0].request_index == 1 and bad[0].severity == Severity.ERROR
+    assert res.summary is not None
+    assert res.summary.requests == 2 and res.summary.warnings >= 1 and res.summary.errors >= 1
+    with pytest.raises(RPCError) as ei:
+        client.lint([b"{}"], prefix_length=10)
+    assert ei.value.code == Code.INVALID_ARGUMENT
+
+
+def test_list_backends_and_explain(client: Client) -> None:
+    lb = client.list_backends()
+    names = {b.name for b in lb.backends}
+    assert names and lb.policy
+    assert all(b.health == Health.HEALTHY and b.address for b in lb.backends)
+    body, ri = build_key(SPEC)
+    ex = client.explain(body, mode=Mode.CHAT)
+    assert ex.routing is not None and ex.routing.key == ri.key_hex
+    assert ex.routing.backend in names and ex.home in names
+    assert ex.mode == RequestMode.CHAT and ex.reason
+    res = client.chat(SPEC)
+    assert res.routing is not None
+    if res.routing.decision == Decision.AFFINITY:
+        assert res.routing.backend == ex.home

@@ -1,23 +1,38 @@
 """Python SDK for prefixgate.
 
-- :class:`Client`: the router's InferenceService, NormalizeService and
-  AdminService, with errors as :class:`RPCError` (``.code``).
+- :class:`Client` and :class:`AsyncClient`: every RPC of the router's
+  InferenceService, NormalizeService and AdminService, synchronous or on
+  asyncio, with errors as :class:`RPCError` (``.code``, ``.retry_after``).
 - :func:`canonicalize` and :func:`routing_key`: the canonical form and the
   routing key computed locally, byte for byte as the router (and the Go and
   TypeScript SDKs) compute them.
 - :class:`PromptSpec` and :func:`build`: a prompt builder whose stable
-  content always precedes its volatile content.
+  content always precedes its volatile content; :class:`CompletionSpec` and
+  :func:`build_completion` for completions.
 """
 
-from .builder import Document, Message, PromptSpec, build, build_json, build_key, parse_spec
+from .builder import (
+    CompletionSpec,
+    Document,
+    Message,
+    PromptSpec,
+    build,
+    build_completion,
+    build_completion_key,
+    build_json,
+    build_key,
+    parse_spec,
+)
 from .canonical import Mode, Number, canonicalize, encode, format_number, parse
-from .client import Client, chat_input
+from .client import AsyncClient, Client, chat_input, completion_input
 from .errors import CanonicalError, OptionError, PrefixgateError, RPCError, SpecError
 from .key import RouteInfo, format_key, routing_key
 
 __all__ = [
+    "AsyncClient",
     "CanonicalError",
     "Client",
+    "CompletionSpec",
     "Document",
     "Message",
     "Mode",
@@ -29,10 +44,13 @@ __all__ = [
     "RouteInfo",
     "SpecError",
     "build",
+    "build_completion",
+    "build_completion_key",
     "build_json",
     "build_key",
     "canonicalize",
     "chat_input",
+    "completion_input",
     "encode",
     "format_key",
     "format_number",

@@ -100,15 +100,7 @@ class PromptSpec:
         for k in sorted(self.metadata):
             _check_str("metadata", k)
             _check_str(f"metadata.{k}", self.metadata[k])
-        g = self.group
-        if not isinstance(g, str):
-            raise SpecError("group", "must be a string")
-        gb = g.encode("utf-8", "surrogatepass")
-        if len(gb) > MAX_GROUP_BYTES:
-            raise SpecError("group", f"is {len(gb)} bytes, over {MAX_GROUP_BYTES}")
-        for i, c in enumerate(gb):
-            if c < 0x20 or c > 0x7E:
-                raise SpecError("group", f"has a non-printable byte 0x{c:02x} at {i}")
+        _check_group(self.group)
 
     def request(self) -> dict[str, JSONValue]:
         """The request as a JSON value (before canonicalization)."""
@@ -123,6 +115,72 @@ class PromptSpec:
         if self.group:
             body["prompt_cache_key"] = self.group
         return body
+
+
+COMPLETION_RESERVED = ("model", "prompt", "prompt_cache_key")
+
+
+@dataclass
+class CompletionSpec:
+    """An OpenAI completion request: the model and one prompt string (the
+    routing text), other request members in ``parameters`` (JSON values) and
+    the group, which goes to ``prompt_cache_key`` and the request's group."""
+
+    model: str
+    prompt: str
+    parameters: Mapping[str, JSONValue] = field(default_factory=dict)
+    group: str = ""
+
+    def validate(self) -> None:
+        """Raise :class:`SpecError` for the first problem."""
+        _check_str("model", self.model, required=True)
+        _check_str("prompt", self.prompt)
+        for name in sorted(self.parameters):
+            if name in COMPLETION_RESERVED:
+                raise SpecError(
+                    f"parameters.{name}", "is set by the builder; use the spec's own field"
+                )
+            _check_str("parameters", name)
+            _check_json(f"parameters.{name}", self.parameters[name])
+        _check_group(self.group)
+
+    def extra(self) -> dict[str, JSONValue]:
+        """The members that travel in ``CompletionInput.extra_json``."""
+        extra: dict[str, JSONValue] = dict(self.parameters)
+        if self.group:
+            extra["prompt_cache_key"] = self.group
+        return extra
+
+    def request(self) -> dict[str, JSONValue]:
+        """The request as a JSON value (before canonicalization)."""
+        self.validate()
+        body: dict[str, JSONValue] = {"model": self.model, "prompt": self.prompt}
+        body.update(self.extra())
+        return body
+
+
+def build_completion(spec: CompletionSpec) -> bytes:
+    """Render a completion spec as an OpenAI completion request, canonical
+    (completion mode): the body the router forwards for ``complete``."""
+    return canonicalize_full(encode(spec.request()), Mode.COMPLETION).body
+
+
+def build_completion_key(spec: CompletionSpec, prefix_length: int = 0) -> tuple[bytes, RouteInfo]:
+    """The built completion request and its routing key: the key the router
+    reports for ``complete``."""
+    c = canonicalize_full(encode(spec.request()), Mode.COMPLETION)
+    return c.body, route_key_of(c, "", prefix_length)
+
+
+def _check_group(g: object) -> None:
+    if not isinstance(g, str):
+        raise SpecError("group", "must be a string")
+    gb = g.encode("utf-8", "surrogatepass")
+    if len(gb) > MAX_GROUP_BYTES:
+        raise SpecError("group", f"is {len(gb)} bytes, over {MAX_GROUP_BYTES}")
+    for i, c in enumerate(gb):
+        if c < 0x20 or c > 0x7E:
+            raise SpecError("group", f"has a non-printable byte 0x{c:02x} at {i}")
 
 
 def _check_str(field_name: str, v: object, required: bool = False) -> None:
@@ -248,11 +306,14 @@ def build_json(src: bytes | str) -> bytes:
 
 
 __all__ = [
+    "CompletionSpec",
     "Document",
     "Message",
     "Number",
     "PromptSpec",
     "build",
+    "build_completion",
+    "build_completion_key",
     "build_json",
     "build_key",
     "parse_spec",

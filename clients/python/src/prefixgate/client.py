@@ -1,41 +1,63 @@
 """Connect clients for the router's three services.
 
-:class:`Client` wraps the generated synchronous clients and turns
-``ConnectError`` into :class:`~prefixgate.errors.RPCError`, which carries the
-Connect code. The generated clients stay reachable as attributes for every
-RPC and option the wrapper does not cover.
+:class:`Client` wraps the generated synchronous clients and
+:class:`AsyncClient` the asynchronous ones, with the same methods (``async``,
+and async iterators for streams): one per RPC. Both turn ``ConnectError``
+into :class:`~prefixgate.errors.RPCError`, which carries the Connect code and
+the router's Retry-After. The generated clients stay reachable as attributes
+for headers and per-call options.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from connectrpc.client import ResponseMetadata
 from connectrpc.errors import ConnectError
 from connectrpc.protocol import ProtocolType
 
-from .builder import PromptSpec
+from .builder import CompletionSpec, PromptSpec
 from .canonical import Mode, encode
 from .errors import RPCError, SpecError
-from .gen.prefixgate.v1.admin_connect import AdminServiceClientSync
+from .gen.prefixgate.v1.admin_connect import AdminServiceClient, AdminServiceClientSync
 from .gen.prefixgate.v1.admin_pb import (
     ExplainRequest,
     ExplainResponse,
     ListBackendsRequest,
     ListBackendsResponse,
 )
-from .gen.prefixgate.v1.inference_connect import InferenceServiceClientSync
+from .gen.prefixgate.v1.inference_connect import (
+    InferenceServiceClient,
+    InferenceServiceClientSync,
+)
 from .gen.prefixgate.v1.inference_pb import (
     ChatInput,
     ChatRequest,
     ChatResponse,
     ChatStreamRequest,
     ChatStreamResponse,
+    CompleteRequest,
+    CompleteResponse,
+    CompleteStreamRequest,
+    CompleteStreamResponse,
+    CompletionInput,
+    InvokeRequest,
+    InvokeResponse,
     Message,
     Tool,
 )
-from .gen.prefixgate.v1.normalize_connect import NormalizeServiceClientSync
-from .gen.prefixgate.v1.normalize_pb import NormalizeRequest, NormalizeResponse
+from .gen.prefixgate.v1.normalize_connect import (
+    NormalizeServiceClient,
+    NormalizeServiceClientSync,
+)
+from .gen.prefixgate.v1.normalize_pb import (
+    LintRequest,
+    LintResponse,
+    NormalizeRequest,
+    NormalizeResponse,
+)
 from .gen.prefixgate.v1.routing_pb import RequestMode
 
 if TYPE_CHECKING:
@@ -51,18 +73,106 @@ _MODES = {
 }
 
 
+def _retry_after(meta: ResponseMetadata) -> float | None:
+    for h in (meta.headers, meta.trailers):
+        v = h.get("retry-after")
+        if v is not None:
+            try:
+                secs = float(v.strip())
+            except ValueError:
+                return None
+            return secs if secs >= 0 else None
+    return None
+
+
+def _rpc_error(e: ConnectError, meta: ResponseMetadata) -> RPCError:
+    return RPCError(e.code, e.message, _retry_after(meta))
+
+
 def _call(fn: Callable[[], T]) -> T:
-    try:
-        return fn()
-    except ConnectError as e:
-        raise RPCError(e.code, e.message) from e
+    with ResponseMetadata() as meta:
+        try:
+            return fn()
+        except ConnectError as e:
+            raise _rpc_error(e, meta) from e
 
 
 def _stream(it: Iterator[T]) -> Iterator[T]:
-    try:
-        yield from it
-    except ConnectError as e:
-        raise RPCError(e.code, e.message) from e
+    with ResponseMetadata() as meta:
+        try:
+            yield from it
+        except ConnectError as e:
+            raise _rpc_error(e, meta) from e
+
+
+async def _acall(aw: Callable[[], Awaitable[T]]) -> T:
+    with ResponseMetadata() as meta:
+        try:
+            return await aw()
+        except ConnectError as e:
+            raise _rpc_error(e, meta) from e
+
+
+async def _astream(make: Callable[[], AsyncIterator[T]]) -> AsyncIterator[T]:
+    with ResponseMetadata() as meta:
+        it = make()
+        try:
+            async for x in it:
+                yield x
+        except ConnectError as e:
+            raise _rpc_error(e, meta) from e
+        finally:
+            aclose = getattr(it, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+
+
+def _bytes(body: bytes | str) -> bytes:
+    return body.encode("utf-8") if isinstance(body, str) else body
+
+
+def completion_input(spec: CompletionSpec) -> CompletionInput:
+    """Convert a completion spec to the API's CompletionInput; the router
+    renders the request :func:`~prefixgate.builder.build_completion` renders."""
+    spec.validate()
+    extra = spec.extra()
+    return CompletionInput(
+        model=spec.model,
+        prompt=spec.prompt,
+        group=spec.group,
+        extra_json=encode(extra) if extra else "",  # type: ignore[arg-type]
+    )
+
+
+def _normalize_request(
+    body: bytes | str, mode: Mode, group: str, prefix_length: int
+) -> NormalizeRequest:
+    return NormalizeRequest(
+        body=_bytes(body), mode=_MODES[mode], group=group, prefix_length=prefix_length
+    )
+
+
+def _explain_request(
+    body: bytes | str, mode: Mode, group: str, prefix_length: int
+) -> ExplainRequest:
+    return ExplainRequest(
+        body=_bytes(body), mode=_MODES[mode], group=group, prefix_length=prefix_length
+    )
+
+
+def _lint_request(
+    requests: Sequence[bytes | str], mode: Mode, prefix_length: int, replicas: int, direct: bool
+) -> LintRequest:
+    if isinstance(requests, (bytes, str)):
+        raise TypeError("lint takes a sequence of bodies, not one body")
+    return LintRequest(
+        requests=[_bytes(r) for r in requests],
+        mode=_MODES[mode],
+        prefix_length=prefix_length,
+        replicas=replicas,
+        direct=direct,
+    )
 
 
 def chat_input(spec: PromptSpec) -> ChatInput:
@@ -112,10 +222,11 @@ def _tool(i: int, t: dict[str, object]) -> Tool:
 
 
 class Client:
-    """A synchronous client for a prefixgate router.
+    """A synchronous client for a prefixgate router: one method per RPC.
 
     ``protocol`` is ``ProtocolType.CONNECT`` (default), ``GRPC`` or
     ``GRPC_WEB``. Use it as a context manager, or call :meth:`close`.
+    Failed calls raise :class:`~prefixgate.errors.RPCError`.
     """
 
     def __init__(
@@ -141,6 +252,8 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # InferenceService
+
     def chat(self, spec: PromptSpec) -> ChatResponse:
         """Send the prompt the spec describes; wait for the answer."""
         req = ChatRequest(input=chat_input(spec))
@@ -152,6 +265,27 @@ class Client:
         req = ChatStreamRequest(input=chat_input(spec))
         return _stream(_call(lambda: self.inference.chat_stream(req)))
 
+    def complete(self, spec: CompletionSpec) -> CompleteResponse:
+        """Send the completion the spec describes; wait for the answer.
+        ``routing.key`` equals :func:`~prefixgate.builder.build_completion_key`'s."""
+        req = CompleteRequest(input=completion_input(spec))
+        return _call(lambda: self.inference.complete(req))
+
+    def complete_stream(self, spec: CompletionSpec) -> Iterator[CompleteStreamResponse]:
+        """Send the completion the spec describes; yield the answer's chunks.
+        The first chunk carries the routing."""
+        req = CompleteStreamRequest(input=completion_input(spec))
+        return _stream(_call(lambda: self.inference.complete_stream(req)))
+
+    def invoke(self, body: bytes | str, group: str = "") -> InvokeResponse:
+        """Send a raw JSON body on the native path (``/invocations``), routed
+        on the first bytes of its canonical form; ``.body`` is the backend's
+        raw JSON answer."""
+        req = InvokeRequest(body=_bytes(body), group=group)
+        return _call(lambda: self.inference.invoke(req))
+
+    # NormalizeService
+
     def normalize(
         self,
         body: bytes | str,
@@ -162,12 +296,28 @@ class Client:
         """Ask the router for the canonical form and key of a body;
         :func:`~prefixgate.canonical.canonicalize` and
         :func:`~prefixgate.key.routing_key` compute the same locally."""
-        if isinstance(body, str):
-            body = body.encode("utf-8")
-        req = NormalizeRequest(
-            body=body, mode=_MODES[mode], group=group, prefix_length=prefix_length
-        )
+        req = _normalize_request(body, mode, group, prefix_length)
         return _call(lambda: self.normalize_service.normalize(req))
+
+    def lint(
+        self,
+        requests: Sequence[bytes | str],
+        *,
+        mode: Mode = Mode.AUTO,
+        prefix_length: int = 0,
+        replicas: int = 0,
+        direct: bool = False,
+    ) -> LintResponse:
+        """Lint a corpus of request bodies (one JSON body each, in order) with
+        the engine of ``prefixgate lint``: ``.findings`` (rule id, severity,
+        request index, JSON path, offset, hint) and ``.summary``. A body that
+        is not JSON is an ``invalid-json`` finding, not an error.
+        ``replicas`` feeds the hot-key rule; ``direct`` lints for a
+        byte-prefix router without prefixgate's normalizer."""
+        req = _lint_request(requests, mode, prefix_length, replicas, direct)
+        return _call(lambda: self.normalize_service.lint(req))
+
+    # AdminService
 
     def list_backends(self) -> ListBackendsResponse:
         """The router's backends, policy and load factor."""
@@ -181,7 +331,112 @@ class Client:
         prefix_length: int = 0,
     ) -> ExplainResponse:
         """Where a body would go and why, without sending it."""
-        if isinstance(body, str):
-            body = body.encode("utf-8")
-        req = ExplainRequest(body=body, mode=_MODES[mode], group=group, prefix_length=prefix_length)
+        req = _explain_request(body, mode, group, prefix_length)
         return _call(lambda: self.admin.explain(req))
+
+
+class AsyncClient:
+    """An asynchronous client for a prefixgate router, on the connectrpc
+    async runtime: the methods of :class:`Client` as coroutines, and async
+    iterators for the streams.
+
+    ``protocol`` is ``ProtocolType.CONNECT`` (default), ``GRPC`` or
+    ``GRPC_WEB``. Use it as an async context manager, or await
+    :meth:`close`. Failed calls raise :class:`~prefixgate.errors.RPCError`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        protocol: ProtocolType = ProtocolType.CONNECT,
+        timeout_ms: int | None = None,
+    ) -> None:
+        kw = {"protocol": protocol, "timeout_ms": timeout_ms}
+        self.inference = InferenceServiceClient(base_url, **kw)  # type: ignore[arg-type]
+        self.normalize_service = NormalizeServiceClient(base_url, **kw)  # type: ignore[arg-type]
+        self.admin = AdminServiceClient(base_url, **kw)  # type: ignore[arg-type]
+
+    async def close(self) -> None:
+        await self.inference.close()
+        await self.normalize_service.close()
+        await self.admin.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # InferenceService
+
+    async def chat(self, spec: PromptSpec) -> ChatResponse:
+        """Send the prompt the spec describes; wait for the answer."""
+        req = ChatRequest(input=chat_input(spec))
+        return await _acall(lambda: self.inference.chat(req))
+
+    def chat_stream(self, spec: PromptSpec) -> AsyncIterator[ChatStreamResponse]:
+        """Send the prompt the spec describes; an async iterator of the
+        answer's chunks (``async for``). The first chunk carries the routing.
+        The spec is checked here, before iteration."""
+        req = ChatStreamRequest(input=chat_input(spec))
+        return _astream(lambda: self.inference.chat_stream(req))
+
+    async def complete(self, spec: CompletionSpec) -> CompleteResponse:
+        """Send the completion the spec describes; wait for the answer."""
+        req = CompleteRequest(input=completion_input(spec))
+        return await _acall(lambda: self.inference.complete(req))
+
+    def complete_stream(self, spec: CompletionSpec) -> AsyncIterator[CompleteStreamResponse]:
+        """Send the completion the spec describes; an async iterator of the
+        answer's chunks. The first chunk carries the routing."""
+        req = CompleteStreamRequest(input=completion_input(spec))
+        return _astream(lambda: self.inference.complete_stream(req))
+
+    async def invoke(self, body: bytes | str, group: str = "") -> InvokeResponse:
+        """Send a raw JSON body on the native path (``/invocations``)."""
+        req = InvokeRequest(body=_bytes(body), group=group)
+        return await _acall(lambda: self.inference.invoke(req))
+
+    # NormalizeService
+
+    async def normalize(
+        self,
+        body: bytes | str,
+        mode: Mode = Mode.AUTO,
+        group: str = "",
+        prefix_length: int = 0,
+    ) -> NormalizeResponse:
+        """The router's canonical form and key of a body."""
+        req = _normalize_request(body, mode, group, prefix_length)
+        return await _acall(lambda: self.normalize_service.normalize(req))
+
+    async def lint(
+        self,
+        requests: Sequence[bytes | str],
+        *,
+        mode: Mode = Mode.AUTO,
+        prefix_length: int = 0,
+        replicas: int = 0,
+        direct: bool = False,
+    ) -> LintResponse:
+        """Lint a corpus of request bodies; see :meth:`Client.lint`."""
+        req = _lint_request(requests, mode, prefix_length, replicas, direct)
+        return await _acall(lambda: self.normalize_service.lint(req))
+
+    # AdminService
+
+    async def list_backends(self) -> ListBackendsResponse:
+        """The router's backends, policy and load factor."""
+        return await _acall(lambda: self.admin.list_backends(ListBackendsRequest()))
+
+    async def explain(
+        self,
+        body: bytes | str,
+        mode: Mode = Mode.AUTO,
+        group: str = "",
+        prefix_length: int = 0,
+    ) -> ExplainResponse:
+        """Where a body would go and why, without sending it."""
+        req = _explain_request(body, mode, group, prefix_length)
+        return await _acall(lambda: self.admin.explain(req))

@@ -48,11 +48,26 @@ class RPCError(PrefixgateError):
     """A failed call to the router.
 
     ``code`` is the Connect code (``connectrpc.code.Code``), for example
-    ``Code.INVALID_ARGUMENT`` for a rejected body or ``Code.RESOURCE_EXHAUSTED``
-    when every backend is at its bound.
+    ``Code.INVALID_ARGUMENT`` for a rejected body, ``Code.RESOURCE_EXHAUSTED``
+    when every backend is at its bound or ``Code.UNAVAILABLE`` when no
+    healthy backend serves the model. ``retry_after`` is the wait in seconds
+    the router asked for (its Retry-After, sent with RESOURCE_EXHAUSTED when
+    every backend is at its bound), or None.
     """
 
-    def __init__(self, code: Code, message: str) -> None:
+    def __init__(self, code: Code, message: str, retry_after: float | None = None) -> None:
         super().__init__(f"{code.value}: {message}")
         self.code = code
         self.message = message
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the same call may succeed later: UNAVAILABLE, or
+        RESOURCE_EXHAUSTED with a Retry-After (a body over the size limit is
+        RESOURCE_EXHAUSTED without one, and is not retryable)."""
+        from connectrpc.code import Code
+
+        if self.code == Code.UNAVAILABLE:
+            return True
+        return self.code == Code.RESOURCE_EXHAUSTED and self.retry_after is not None
