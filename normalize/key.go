@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
-	"slices"
 	"sync"
 	"unicode/utf8"
 
@@ -74,10 +73,7 @@ func FormatKey(k uint64) string {
 	return string(b[:])
 }
 
-type keyScratch struct {
-	frame, role  []byte
-	chat, prompt textBuf
-}
+type keyScratch struct{ frame, chat, prompt, role []byte }
 
 var keyPool = sync.Pool{New: func() any { return new(keyScratch) }}
 
@@ -135,11 +131,9 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 		hasPrompt            bool
 		promptErr, chatErr   error
 		object               bool
-		chatText, promptText = &ks.chat, &ks.prompt
+		chatText, promptText = ks.chat[:0], ks.prompt[:0]
 		wantChat, wantPrompt = opts.Mode == ModeAuto || opts.Mode == ModeChat, opts.Mode == ModeAuto || opts.Mode == ModeCompletion
 	)
-	chatText.reset(headerRoom)
-	promptText.reset(headerRoom)
 	i := skipWS(b, 0)
 	if i >= len(b) {
 		return RouteInfo{}, newErr(i, CodeUnexpectedEnd, ErrInvalid, "empty body")
@@ -178,12 +172,7 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 				hasMessages = true
 				if wantChat && b[vs] == '[' {
 					chatOK = true
-					if tools.ok() && chatText.len() == 0 {
-						// Canonical order puts tools before messages: leave
-						// room to put their record in front without a copy.
-						chatText.reset(headerRoom + len("tools") + 2 + tools.end - tools.start)
-					}
-					ve, chatErr = appendMessages(chatText, b, vs, budget, &ks.role)
+					chatText, ve, chatErr = appendMessages(chatText, b, vs, budget, &ks.role)
 					if chatErr != nil {
 						return RouteInfo{}, chatErr
 					}
@@ -191,7 +180,7 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 			case "prompt":
 				hasPrompt = true
 				if wantPrompt {
-					ve, promptErr = appendPrompt(promptText, b, vs, budget)
+					promptText, ve, promptErr = appendPrompt(promptText, b, vs, budget)
 					if promptErr != nil && !isSchema(promptErr) {
 						return RouteInfo{}, promptErr
 					}
@@ -220,6 +209,8 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 			return RouteInfo{}, structErr(i, "unterminated object")
 		}
 	}
+	ks.chat, ks.prompt = chatText, promptText
+
 	mode := opts.Mode
 	if mode == ModeAuto {
 		switch {
@@ -268,95 +259,46 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 		}
 	}
 	binary.LittleEndian.PutUint32(f[mstart-4:], uint32(len(f)-mstart))
+	// Routing text.
+	tstart := len(f) + 4
+	f = append(f, 0, 0, 0, 0)
+	switch mode {
+	case ModeChat:
+		if tools.ok() {
+			f = append(f, "tools"...)
+			f = append(f, unitSep)
+			f = append(f, b[tools.start:tools.end]...)
+			f = append(f, recordSep)
+		}
+		f = append(f, chatText...)
+	case ModeCompletion:
+		f = append(f, promptText...)
+	default:
+		f = append(f, b[:min(len(b), spillCap(n)+1)]...)
+	}
 	ks.frame = f
 	if opts.Group != "" {
 		ri.Group = opts.Group
 	} else {
 		ri.Group = string(f[gstart : mstart-4])
 	}
-	ri.Model = string(f[mstart:])
+	ri.Model = string(f[mstart : tstart-4])
 
-	// Routing text: frame is header ++ u32le(len) ++ text; text is pre ++
-	// the collected text.
-	var (
-		t     *textBuf
-		frame []byte
-		pre   int
-	)
-	switch mode {
-	case ModeChat:
-		t = chatText
-		if tools.ok() {
-			pre = len("tools") + 2 + tools.end - tools.start
-		}
-	case ModeCompletion:
-		t = promptText
-	default:
-		// Native: bytes, no characters to count.
-		tstart := len(f) + 4
-		f = append(f, 0, 0, 0, 0)
-		f = append(f, b[:min(len(b), spillCap(n)+1)]...)
-		ks.frame = f
-		text := f[tstart:]
-		cut := func(w int) (int, bool) {
-			if len(text) > w {
-				return w, true
-			}
-			return len(text), false
-		}
-		end, longer := cut(n)
-		ri.RoutingTextLen = end
-		ri.Key = hashFrame(f, tstart, end)
-		if longer {
-			ri.SpillKeys = make([]uint64, 0, spillWindows)
-		}
-		for w := n; longer && len(ri.SpillKeys) < spillWindows; {
-			w *= 2
-			end, longer = cut(w)
-			ri.SpillKeys = append(ri.SpillKeys, hashFrame(f, tstart, end))
-		}
-		return ri, nil
-	}
-	tstart := len(f) + 4
-	if fs := t.base - pre - tstart; fs >= 0 {
-		// The header and the tools record fit in the room left in front of
-		// the text: no copy of the text.
-		frame = t.b[fs:]
-		copy(frame, f)
-		if pre > 0 {
-			appendToolsRecord(frame[tstart:tstart], b[tools.start:tools.end])
-		}
-	} else {
-		frame = append(f, 0, 0, 0, 0)
-		if pre > 0 {
-			frame = appendToolsRecord(frame, b[tools.start:tools.end])
-		}
-		frame = append(frame, t.text()...)
-		ks.frame = frame
-	}
-	cur := cutter{text: frame[tstart:], pre: pre, cps: t.cps}
-	cur.preChars = countChars(cur.text[:pre])
-	cur.total = cur.preChars + t.chars
-	end, longer := cur.cut(n)
-	ri.RoutingTextLen = min(n, cur.total)
-	ri.Key = hashFrame(frame, tstart, end)
+	text := f[tstart:]
+	var cur charCursor
+	cur.bytes = mode == ModeNative
+	end, longer := cur.cut(text, n)
+	ri.RoutingTextLen = cur.count
+	ri.Key = hashFrame(f, tstart, end)
 	if longer {
 		ri.SpillKeys = make([]uint64, 0, spillWindows)
 	}
 	for w := n; longer && len(ri.SpillKeys) < spillWindows; {
 		w *= 2
-		end, longer = cur.cut(w)
-		ri.SpillKeys = append(ri.SpillKeys, hashFrame(frame, tstart, end))
+		end, longer = cur.cut(text, w)
+		ri.SpillKeys = append(ri.SpillKeys, hashFrame(f, tstart, end))
 	}
 	return ri, nil
-}
-
-// appendToolsRecord appends "tools" US tools RS.
-func appendToolsRecord(dst, tools []byte) []byte {
-	dst = append(dst, "tools"...)
-	dst = append(dst, unitSep)
-	dst = append(dst, tools...)
-	return append(dst, recordSep)
 }
 
 func fixEnd(s span, vs, ve int) int {
@@ -378,277 +320,25 @@ func hashFrame(f []byte, tstart, end int) uint64 {
 	return xxh3.Hash(f[:tstart+end])
 }
 
-// headerRoom is the room a textBuf leaves in front of its text for the key
-// frame's header (mode, group, model, length fields), so the text is hashed
-// where it was written.
-const headerRoom = 256
-
-// cpEvery is the distance, in characters, between a textBuf's checkpoints.
-const cpEvery = 512
-
-// flushEvery bounds the bytes textBuf.str writes between two character
-// counts: fewer than 256, so a byte lane's count of continuation bytes
-// cannot overflow.
-const flushEvery = 240
-
-// checkpoint is a position in a text and the number of characters (bytes
-// that are not UTF-8 continuation bytes) before it.
-type checkpoint struct{ off, chars int }
-
-// textBuf collects a routing text, counting its characters as it is written
-// and leaving a checkpoint every cpEvery characters, so the windows of the
-// key and the spill keys are found without another pass over the text.
-type textBuf struct {
-	b     []byte // b[:base] is room for the frame header; the text follows
-	base  int
-	chars int // characters in the text
-	next  int // chars at which the next checkpoint is due
-	cps   []checkpoint
+// charCursor cuts a text at growing character (or byte) counts without
+// rescanning what it has already counted.
+type charCursor struct {
+	bytes bool
+	i     int // byte offset reached
+	count int // characters before i
 }
 
-func (t *textBuf) reset(base int) {
-	if cap(t.b) < base {
-		t.b = make([]byte, base, 2*base+4096)
+// cut returns the byte length of the first n characters and whether the
+// text is longer than that; count is left at min(n, characters in text).
+func (c *charCursor) cut(text []byte, n int) (int, bool) {
+	if c.bytes {
+		if len(text) > n {
+			c.count = n
+			return n, true
+		}
+		c.count = len(text)
+		return len(text), false
 	}
-	t.b = t.b[:base]
-	t.base = base
-	t.chars = 0
-	t.next = cpEvery
-	t.cps = t.cps[:0]
-}
-
-func (t *textBuf) len() int     { return len(t.b) - t.base }
-func (t *textBuf) text() []byte { return t.b[t.base:] }
-
-type textMark struct{ n, chars, next, ncps int }
-
-func (t *textBuf) mark() textMark { return textMark{len(t.b), t.chars, t.next, len(t.cps)} }
-
-// undo drops what was written since m.
-func (t *textBuf) undo(m textMark) {
-	t.b, t.chars, t.next, t.cps = t.b[:m.n], m.chars, m.next, t.cps[:m.ncps]
-}
-
-// ascii appends one ASCII byte.
-func (t *textBuf) ascii(c byte) {
-	t.b = append(t.b, c)
-	t.chars++
-}
-
-// raw appends p as is.
-func (t *textBuf) raw(p []byte) {
-	off := t.len()
-	t.b = append(t.b, p...)
-	chars := t.chars
-	i := 0
-	for ; i+8 <= len(p); i += 8 {
-		if chars >= t.next {
-			t.cps = append(t.cps, checkpoint{off + i, chars})
-			t.next = chars + cpEvery
-		}
-		v := binary.LittleEndian.Uint64(p[i:])
-		chars += 8 - bits.OnesCount64(v&^(v<<1)&msb)
-	}
-	for ; i < len(p); i++ {
-		if p[i]&0xC0 != 0x80 {
-			chars++
-		}
-	}
-	t.chars = chars
-}
-
-// insert puts p followed by the byte c at the position m was taken, moving
-// what was written since.
-func (t *textBuf) insert(m textMark, p []byte, c byte) {
-	k := len(p) + 1
-	n := len(t.b)
-	t.b = append(t.b, p...)
-	t.b = append(t.b, c)
-	copy(t.b[m.n+k:], t.b[m.n:n])
-	copy(t.b[m.n:], p)
-	t.b[m.n+k-1] = c
-	pc := countChars(p) + 1
-	t.chars += pc
-	for j := m.ncps; j < len(t.cps); j++ {
-		t.cps[j].off += k
-		t.cps[j].chars += pc
-	}
-}
-
-// countChars counts the bytes of p that are not UTF-8 continuation bytes.
-func countChars(p []byte) int {
-	chars, i := 0, 0
-	for ; i+8 <= len(p); i += 8 {
-		v := binary.LittleEndian.Uint64(p[i:])
-		chars += 8 - bits.OnesCount64(v&^(v<<1)&msb)
-	}
-	for ; i < len(p); i++ {
-		if p[i]&0xC0 != 0x80 {
-			chars++
-		}
-	}
-	return chars
-}
-
-// unescapeByte maps the byte after a backslash to the byte it stands for;
-// 0 for 'u' and for bytes that cannot follow a backslash.
-var unescapeByte = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
-
-// str appends the unescaped text of the string at b[i] == '"' and returns
-// the index after it, in one pass: 8 bytes at a time up to the next quote
-// or backslash, whatever the bytes are (multi-byte characters included),
-// counting characters on the way.
-func (t *textBuf) str(b []byte, i int) (int, error) {
-	if i >= len(b) || b[i] != '"' {
-		return i, structErr(i, "want a string")
-	}
-	j := i + 1
-	// d is written up to its capacity; n is the length written.
-	d := t.b[:cap(t.b)]
-	n := len(t.b)
-	chars, next := t.chars, t.next
-	for {
-		// Fast path: whole words, and the escapes that stand for one byte.
-		// Continuation bytes are summed per byte lane in lanes and folded
-		// into chars at least every flushEvery bytes, before a lane can
-		// overflow: chars is exact at nf.
-		nf, lanes := n, uint64(0)
-		for j+8 <= len(b) {
-			if n-nf >= flushEvery {
-				chars += n - nf - int((lanes*lsb)>>56)
-				nf, lanes = n, 0
-				if chars >= next {
-					t.cps = append(t.cps, checkpoint{n - t.base, chars})
-					next = chars + cpEvery
-				}
-			}
-			if n+8 > len(d) {
-				d = slices.Grow(d[:n], 64)
-				d = d[:cap(d)]
-			}
-			v := binary.LittleEndian.Uint64(b[j : j+8])
-			binary.LittleEndian.PutUint64(d[n:n+8], v)
-			q := v ^ (lsb * '"')
-			q = (q - lsb) &^ q
-			bs := v ^ (lsb * '\\')
-			bs = (bs - lsb) &^ bs
-			stop := (q | bs) & msb
-			cont := v &^ (v << 1) & msb
-			if stop == 0 {
-				lanes += cont >> 7
-				j += 8
-				n += 8
-				continue
-			}
-			// The lowest flagged byte is exact; the run ends there.
-			k := bits.TrailingZeros64(stop) >> 3
-			lanes += (cont & (1<<(8*k) - 1)) >> 7
-			j += k
-			n += k
-			if b[j] == '"' || j+1 >= len(b) {
-				break
-			}
-			c := unescapeByte[b[j+1]]
-			if c == 0 {
-				break
-			}
-			// n < the end of the word just stored, so d has room. The
-			// byte is ASCII: one character, no lane.
-			d[n] = c
-			n++
-			j += 2
-		}
-		chars += n - nf - int((lanes*lsb)>>56)
-		// Slow path: the tail of the input, the end of the string, \u
-		// escapes and errors.
-		for j < len(b) && b[j] != '"' && b[j] != '\\' {
-			if b[j]&0xC0 != 0x80 {
-				chars++
-			}
-			d = append(d[:n], b[j])
-			d = d[:cap(d)]
-			n++
-			j++
-		}
-		t.b, t.chars, t.next = d[:n], chars, next
-		if j+1 >= len(b) {
-			if j < len(b) && b[j] == '"' {
-				return j + 1, nil
-			}
-			return j, structErr(i, "unterminated string")
-		}
-		if b[j] == '"' {
-			return j + 1, nil
-		}
-		// Every escape is one character.
-		chars++
-		if c := unescapeByte[b[j+1]]; c != 0 {
-			d = append(d[:n], c)
-		} else if b[j+1] == 'u' {
-			if j+6 > len(b) {
-				return j, structErr(j, "bad escape")
-			}
-			r := rune(0)
-			for _, h := range b[j+2 : j+6] {
-				x := unhex(h)
-				if x < 0 {
-					return j, structErr(j, "bad escape")
-				}
-				r = r<<4 | x
-			}
-			if r >= 0xD800 && r <= 0xDFFF {
-				return j, structErr(j, "surrogate escape in a canonical body")
-			}
-			d = utf8.AppendRune(d[:n], r)
-			j += 4
-		} else {
-			return j, structErr(j, "bad escape")
-		}
-		n = len(d)
-		d = d[:cap(d)]
-		j += 2
-	}
-}
-
-// cutter finds the windows of a routing text, pre ++ the text of a textBuf,
-// from the textBuf's character count and checkpoints.
-type cutter struct {
-	text     []byte
-	pre      int // bytes of text before the textBuf's text
-	preChars int
-	total    int // characters in text
-	cps      []checkpoint
-	i, count int // a position reached and the characters before it
-}
-
-// cut returns the byte length of the first n characters of the text and
-// whether the text is longer than that.
-func (c *cutter) cut(n int) (int, bool) {
-	if c.total <= n {
-		return len(c.text), false
-	}
-	if n >= c.preChars {
-		// The last checkpoint with at most n characters before it; the
-		// start of the textBuf's text is one too.
-		m := n - c.preChars
-		lo, hi := 0, len(c.cps)
-		for lo < hi {
-			h := int(uint(lo+hi) >> 1)
-			if c.cps[h].chars <= m {
-				lo = h + 1
-			} else {
-				hi = h
-			}
-		}
-		off, chars := 0, 0
-		if lo > 0 {
-			off, chars = c.cps[lo-1].off, c.cps[lo-1].chars
-		}
-		if off += c.pre; off > c.i {
-			c.i, c.count = off, chars+c.preChars
-		}
-	}
-	text := c.text
 	i, count := c.i, c.count
 	// Whole words while they cannot pass n.
 	for i+8 <= len(text) && count+8 <= n {
@@ -659,13 +349,14 @@ func (c *cutter) cut(n int) (int, bool) {
 	for ; i < len(text); i++ {
 		if text[i]&0xC0 != 0x80 {
 			if count == n {
-				break
+				c.i, c.count = i, count
+				return i, true
 			}
 			count++
 		}
 	}
 	c.i, c.count = i, count
-	return i, true
+	return len(text), false
 }
 
 func structErr(i int, what string) error {
@@ -814,42 +505,42 @@ func appendString(dst, b []byte, i int) ([]byte, int, error) {
 // appendMessages appends the chat routing records of the messages array at
 // b[i] == '[': every message but the final one (a lone message counts).
 // It returns the index after the array.
-func appendMessages(t *textBuf, b []byte, i, budget int, role *[]byte) (int, error) {
+func appendMessages(dst, b []byte, i, budget int, role *[]byte) ([]byte, int, error) {
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == ']' {
-		return i + 1, nil
+		return dst, i + 1, nil
 	}
 	count := 0
 	full := false
 	for {
 		if i >= len(b) {
-			return i, structErr(i, "unterminated array")
+			return dst, i, structErr(i, "unterminated array")
 		}
 		count++
-		start := t.mark()
+		start := len(dst)
 		var end int
 		var err error
 		if full {
 			end, err = valueEnd(b, i)
 		} else {
-			end, err = appendMessage(t, b, i, role)
+			dst, end, err = appendMessage(dst, b, i, role)
 		}
 		if err != nil {
-			return end, err
+			return dst, end, err
 		}
 		next := skipWS(b, end)
 		if next >= len(b) || (b[next] != ',' && b[next] != ']') {
-			return next, structErr(next, "want ',' or ']'")
+			return dst, next, structErr(next, "want ',' or ']'")
 		}
 		last := b[next] == ']'
 		if last && count > 1 && !full {
-			t.undo(start)
+			dst = dst[:start]
 		}
-		if t.len() > budget {
+		if len(dst) > budget {
 			full = true
 		}
 		if last {
-			return next + 1, nil
+			return dst, next + 1, nil
 		}
 		i = skipWS(b, next+1)
 	}
@@ -858,14 +549,12 @@ func appendMessages(t *textBuf, b []byte, i, budget int, role *[]byte) (int, err
 // appendMessage appends "role US text RS" for the message at b[i]. Canonical
 // order puts content before role, so the text is written first and the role
 // moved in front of it.
-func appendMessage(t *textBuf, b []byte, i int, role *[]byte) (int, error) {
-	start := t.mark()
+func appendMessage(dst, b []byte, i int, role *[]byte) ([]byte, int, error) {
+	start := len(dst)
 	r := (*role)[:0]
 	if b[i] != '{' {
 		end, err := valueEnd(b, i)
-		t.ascii(unitSep)
-		t.ascii(recordSep)
-		return end, err
+		return append(dst, unitSep, recordSep), end, err
 	}
 	end, err := eachMemberAt(b, i, func(name []byte, vs int) (int, error) {
 		var ve int
@@ -877,17 +566,22 @@ func appendMessage(t *textBuf, b []byte, i int, role *[]byte) (int, error) {
 				return ve, err
 			}
 		case "content":
-			return appendContent(t, b, vs)
+			dst, ve, err = appendContent(dst, b, vs)
+			return ve, err
 		}
 		return valueEnd(b, vs)
 	})
 	*role = r
 	if err != nil {
-		return end, err
+		return dst, end, err
 	}
-	t.insert(start, r, unitSep)
-	t.ascii(recordSep)
-	return end, nil
+	n := len(dst)
+	dst = append(dst, r...)
+	dst = append(dst, unitSep)
+	copy(dst[start+len(r)+1:], dst[start:n])
+	copy(dst[start:], r)
+	dst[start+len(r)] = unitSep
+	return append(dst, recordSep), end, nil
 }
 
 // eachMemberAt walks the object at b[i] == '{'; fn reads the value at vs and
@@ -935,33 +629,32 @@ func eachMemberAt(b []byte, i int, fn func(name []byte, vs int) (int, error)) (i
 // appendContent appends a message's text: a string as is; for an array of
 // parts, text parts by their text and other parts by their canonical JSON,
 // joined by '\n'; nothing for null.
-func appendContent(t *textBuf, b []byte, i int) (int, error) {
+func appendContent(dst, b []byte, i int) ([]byte, int, error) {
 	switch b[i] {
 	case '"':
-		return t.str(b, i)
+		return appendString(dst, b, i)
 	case '[':
 	default:
 		end, err := valueEnd(b, i)
 		if err != nil || b[i] == 'n' {
-			return end, err
+			return dst, end, err
 		}
-		t.raw(b[i:end])
-		return end, nil
+		return append(dst, b[i:end]...), end, nil
 	}
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == ']' {
-		return i + 1, nil
+		return dst, i + 1, nil
 	}
 	for first := true; ; first = false {
 		if !first {
-			t.ascii('\n')
+			dst = append(dst, '\n')
 		}
-		start := t.mark()
+		start := len(dst)
 		var end int
 		var err error
 		switch {
 		case i < len(b) && b[i] == '"':
-			end, err = t.str(b, i)
+			dst, end, err = appendString(dst, b, i)
 		case i < len(b) && b[i] == '{':
 			isText, hasText := false, false
 			end, err = eachMemberAt(b, i, func(name []byte, vs int) (int, error) {
@@ -969,7 +662,10 @@ func appendContent(t *textBuf, b []byte, i int) (int, error) {
 				case "text":
 					if b[vs] == '"' {
 						hasText = true
-						return t.str(b, vs)
+						var ve int
+						var err error
+						dst, ve, err = appendString(dst, b, vs)
+						return ve, err
 					}
 				case "type":
 					ve, err := valueEnd(b, vs)
@@ -979,24 +675,23 @@ func appendContent(t *textBuf, b []byte, i int) (int, error) {
 				return valueEnd(b, vs)
 			})
 			if err == nil && !(isText && hasText) {
-				t.undo(start)
-				t.raw(b[i:end])
+				dst = append(dst[:start], b[i:end]...)
 			}
 		default:
 			end, err = valueEnd(b, i)
 			if err == nil {
-				t.raw(b[i:end])
+				dst = append(dst, b[i:end]...)
 			}
 		}
 		if err != nil {
-			return end, err
+			return dst, end, err
 		}
 		next := skipWS(b, end)
 		if next >= len(b) || (b[next] != ',' && b[next] != ']') {
-			return next, structErr(next, "want ',' or ']'")
+			return dst, next, structErr(next, "want ',' or ']'")
 		}
 		if b[next] == ']' {
-			return next + 1, nil
+			return dst, next + 1, nil
 		}
 		i = skipWS(b, next+1)
 	}
@@ -1006,47 +701,47 @@ func appendContent(t *textBuf, b []byte, i int) (int, error) {
 // a string as is; an array as its elements (strings unescaped, anything
 // else as canonical JSON), each followed by RS. It returns the index after
 // the prompt; a prompt of another type gives a schema error.
-func appendPrompt(t *textBuf, b []byte, i, budget int) (int, error) {
+func appendPrompt(dst, b []byte, i, budget int) ([]byte, int, error) {
 	switch b[i] {
 	case '"':
-		return t.str(b, i)
+		return appendString(dst, b, i)
 	case '[':
 	default:
 		end, err := valueEnd(b, i)
 		if err != nil {
-			return end, err
+			return dst, end, err
 		}
-		return end, newErr(i, CodeSchema, ErrSchema, "prompt must be a string or an array")
+		return dst, end, newErr(i, CodeSchema, ErrSchema, "prompt must be a string or an array")
 	}
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == ']' {
-		return i + 1, nil
+		return dst, i + 1, nil
 	}
 	for {
 		var end int
 		var err error
 		switch {
-		case t.len() > budget:
+		case len(dst) > budget:
 			end, err = valueEnd(b, i)
 		case i < len(b) && b[i] == '"':
-			end, err = t.str(b, i)
-			t.ascii(recordSep)
+			dst, end, err = appendString(dst, b, i)
+			dst = append(dst, recordSep)
 		default:
 			end, err = valueEnd(b, i)
 			if err == nil {
-				t.raw(b[i:end])
-				t.ascii(recordSep)
+				dst = append(dst, b[i:end]...)
+				dst = append(dst, recordSep)
 			}
 		}
 		if err != nil {
-			return end, err
+			return dst, end, err
 		}
 		next := skipWS(b, end)
 		if next >= len(b) || (b[next] != ',' && b[next] != ']') {
-			return next, structErr(next, "want ',' or ']'")
+			return dst, next, structErr(next, "want ',' or ']'")
 		}
 		if b[next] == ']' {
-			return next + 1, nil
+			return dst, next + 1, nil
 		}
 		i = skipWS(b, next+1)
 	}
