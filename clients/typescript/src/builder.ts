@@ -106,7 +106,10 @@ export function validateSpec(spec: PromptSpec): void {
     checkStr("metadata", k);
     checkStr(`metadata.${k}`, md[k]);
   }
-  const g = spec.group ?? "";
+  validateGroup(spec.group ?? "");
+}
+
+function validateGroup(g: unknown): void {
   if (typeof g !== "string") throw new SpecError("group", "must be a string");
   const gb = new TextEncoder().encode(g);
   if (gb.length > MAX_GROUP_BYTES) throw new SpecError("group", `is ${gb.length} bytes, over ${MAX_GROUP_BYTES}`);
@@ -138,6 +141,60 @@ export function requestOf(spec: PromptSpec): JSONObject {
   }
   if (spec.group) body["prompt_cache_key"] = spec.group;
   return body;
+}
+
+/**
+ * An OpenAI completion request: the model and one prompt string (the routing
+ * text), other request members in parameters, and the group, which goes to
+ * "prompt_cache_key" and the request's group.
+ */
+export interface CompletionSpec {
+  model: string;
+  prompt: string;
+  /** Other members (max_tokens, temperature, ...); model, prompt and prompt_cache_key are rejected. */
+  parameters?: Record<string, JSONValue>;
+  group?: string;
+}
+
+export const COMPLETION_RESERVED = ["model", "prompt", "prompt_cache_key"];
+
+/** Throw SpecError for the first problem of a completion spec. */
+export function validateCompletion(spec: CompletionSpec): void {
+  checkStr("model", spec.model, true);
+  checkStr("prompt", spec.prompt);
+  const params = spec.parameters ?? {};
+  for (const name of Object.keys(params).sort()) {
+    if (COMPLETION_RESERVED.includes(name)) {
+      throw new SpecError(`parameters.${name}`, "is set by the builder; use the spec's own field");
+    }
+    checkStr("parameters", name);
+    checkJSON(`parameters.${name}`, params[name]!);
+  }
+  validateGroup(spec.group ?? "");
+}
+
+/** The members of a completion spec that travel in CompletionInput.extraJson. */
+export function completionExtra(spec: CompletionSpec): JSONObject {
+  const extra = newObject();
+  for (const [k, v] of Object.entries(spec.parameters ?? {})) extra[k] = v;
+  if (spec.group) extra["prompt_cache_key"] = spec.group;
+  return extra;
+}
+
+/** Render a completion spec as an OpenAI completion request, canonical (completion mode). */
+export function buildCompletion(spec: CompletionSpec): Uint8Array {
+  return buildCompletionKey(spec).body;
+}
+
+/** The built completion request and its routing key: the key the router reports for complete(). */
+export function buildCompletionKey(spec: CompletionSpec, prefixLength = 0): { body: Uint8Array; route: RouteInfo } {
+  validateCompletion(spec);
+  const body = newObject();
+  body["model"] = spec.model;
+  body["prompt"] = spec.prompt;
+  for (const [k, v] of Object.entries(completionExtra(spec))) body[k] = v;
+  const c = canonicalizeFull(encode(body), Mode.Completion);
+  return { body: c.body, route: routeKeyOf(c, "", prefixLength) };
 }
 
 /** Render the spec as an OpenAI chat completion request, canonical. */

@@ -1,13 +1,18 @@
-// Connect clients for the router's three services. Errors are ConnectError
-// (re-exported with Code): branch on err.code, e.g. Code.InvalidArgument for
-// a rejected body or Code.ResourceExhausted when every backend is at its
-// bound.
+// Connect clients for the router's three services, independent of the
+// runtime: BaseClient takes any Transport. The entry points add the default
+// transport: PrefixgateClient in index.ts uses @connectrpc/connect-node, the
+// one in web.ts (the "browser" export condition and "@prefixgate/client/web")
+// uses @connectrpc/connect-web, on fetch.
+//
+// Errors are ConnectError (re-exported with Code): branch on err.code, e.g.
+// Code.InvalidArgument for a rejected body, Code.ResourceExhausted when every
+// backend is at its bound, Code.Unavailable when none serves the model;
+// retryAfter and isRetryable read them.
 
 import { create } from "@bufbuild/protobuf";
-import { Client, Code, ConnectError, Transport, createClient } from "@connectrpc/connect";
-import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { CallOptions, Client, Code, ConnectError, Transport, createClient } from "@connectrpc/connect";
 
-import { PromptSpec, renderMessages, validateSpec } from "./builder.js";
+import { CompletionSpec, PromptSpec, completionExtra, renderMessages, validateCompletion, validateSpec } from "./builder.js";
 import { JSONValue, Mode, encode, isObject, newObject } from "./canonical.js";
 import { SpecError } from "./errors.js";
 import { AdminService, ExplainResponse, ListBackendsResponse } from "./gen/prefixgate/v1/admin_pb.js";
@@ -16,21 +21,26 @@ import {
   ChatInputSchema,
   ChatResponse,
   ChatStreamResponse,
+  CompleteResponse,
+  CompleteStreamResponse,
+  CompletionInput,
+  CompletionInputSchema,
   InferenceService,
+  InvokeResponse,
   Tool,
   ToolSchema,
 } from "./gen/prefixgate/v1/inference_pb.js";
-import { NormalizeResponse, NormalizeService } from "./gen/prefixgate/v1/normalize_pb.js";
+import { LintResponse, NormalizeResponse, NormalizeService } from "./gen/prefixgate/v1/normalize_pb.js";
 import { RequestMode } from "./gen/prefixgate/v1/routing_pb.js";
 
-export { Code, ConnectError };
+export { Code, ConnectError, type CallOptions, type Transport };
 
 export type Protocol = "connect" | "grpc" | "grpc-web";
 
 export interface ClientOptions {
-  /** Wire protocol (Node transports); default "connect". */
+  /** Wire protocol of the default transport; default "connect". */
   protocol?: Protocol;
-  /** A transport of your own, e.g. connect-web's in a browser; overrides protocol. */
+  /** A transport of your own; overrides protocol. */
   transport?: Transport;
 }
 
@@ -40,6 +50,21 @@ export interface BodyOptions {
   prefixLength?: number;
 }
 
+export interface InvokeOptions {
+  group?: string;
+}
+
+export interface LintOptions {
+  /** Read every body in this mode; Mode.Auto (default) detects each. */
+  mode?: Mode;
+  /** Routing window, 1024..65536; 0 (default) is the router's. */
+  prefixLength?: number;
+  /** Replicas the traffic spreads over, for the hot-key rule; 0 skips it. */
+  replicas?: number;
+  /** The traffic reaches a byte-prefix router without prefixgate's normalizer. */
+  direct?: boolean;
+}
+
 const MODES: Record<Mode, RequestMode> = {
   [Mode.Auto]: RequestMode.UNSPECIFIED,
   [Mode.Chat]: RequestMode.CHAT,
@@ -47,68 +72,145 @@ const MODES: Record<Mode, RequestMode> = {
   [Mode.Native]: RequestMode.NATIVE,
 };
 
-function transportFor(baseUrl: string, protocol: Protocol): Transport {
-  switch (protocol) {
-    case "grpc":
-      return createGrpcTransport({ baseUrl });
-    case "grpc-web":
-      return createGrpcWebTransport({ baseUrl, httpVersion: "1.1" });
-    default:
-      return createConnectTransport({ baseUrl, httpVersion: "1.1" });
-  }
-}
-
 function bytesOf(body: Uint8Array | string): Uint8Array {
   return typeof body === "string" ? new TextEncoder().encode(body) : body;
 }
 
-/** A client for a prefixgate router. The generated clients are fields. */
-export class PrefixgateClient {
+/**
+ * A client for a prefixgate router on a given transport: one method per RPC
+ * of the three services. Every method takes connect's CallOptions last
+ * (signal, timeoutMs, headers). The generated clients are fields.
+ */
+export class BaseClient {
   readonly inference: Client<typeof InferenceService>;
   readonly normalizeService: Client<typeof NormalizeService>;
   readonly admin: Client<typeof AdminService>;
 
-  constructor(baseUrl: string, options: ClientOptions = {}) {
-    const t = options.transport ?? transportFor(baseUrl, options.protocol ?? "connect");
-    this.inference = createClient(InferenceService, t);
-    this.normalizeService = createClient(NormalizeService, t);
-    this.admin = createClient(AdminService, t);
+  constructor(transport: Transport) {
+    this.inference = createClient(InferenceService, transport);
+    this.normalizeService = createClient(NormalizeService, transport);
+    this.admin = createClient(AdminService, transport);
   }
 
+  // InferenceService
+
   /** Send the prompt the spec describes; wait for the answer. */
-  chat(spec: PromptSpec): Promise<ChatResponse> {
-    return this.inference.chat({ input: chatInput(spec) });
+  chat(spec: PromptSpec, options?: CallOptions): Promise<ChatResponse> {
+    return this.inference.chat({ input: chatInput(spec) }, options);
   }
 
   /** Send the prompt the spec describes; the first chunk carries the routing. */
-  chatStream(spec: PromptSpec): AsyncIterable<ChatStreamResponse> {
-    return this.inference.chatStream({ input: chatInput(spec) });
+  chatStream(spec: PromptSpec, options?: CallOptions): AsyncIterable<ChatStreamResponse> {
+    return this.inference.chatStream({ input: chatInput(spec) }, options);
   }
+
+  /** Send the completion the spec describes; routing.key equals buildCompletionKey's. */
+  complete(spec: CompletionSpec, options?: CallOptions): Promise<CompleteResponse> {
+    return this.inference.complete({ input: completionInput(spec) }, options);
+  }
+
+  /** Send the completion the spec describes; the first chunk carries the routing. */
+  completeStream(spec: CompletionSpec, options?: CallOptions): AsyncIterable<CompleteStreamResponse> {
+    return this.inference.completeStream({ input: completionInput(spec) }, options);
+  }
+
+  /**
+   * Send a raw JSON body on the native path (/invocations), routed on the
+   * first bytes of its canonical form; body of the answer is the backend's raw JSON.
+   */
+  invoke(body: Uint8Array | string, opts: InvokeOptions = {}, options?: CallOptions): Promise<InvokeResponse> {
+    return this.inference.invoke({ body: bytesOf(body), group: opts.group ?? "" }, options);
+  }
+
+  // NormalizeService
 
   /** The router's canonical form and key of a body (canonicalize and routingKey compute the same locally). */
-  normalize(body: Uint8Array | string, opts: BodyOptions = {}): Promise<NormalizeResponse> {
-    return this.normalizeService.normalize({
-      body: bytesOf(body),
-      mode: MODES[opts.mode ?? Mode.Auto],
-      group: opts.group ?? "",
-      prefixLength: opts.prefixLength ?? 0,
-    });
+  normalize(body: Uint8Array | string, opts: BodyOptions = {}, options?: CallOptions): Promise<NormalizeResponse> {
+    return this.normalizeService.normalize(
+      {
+        body: bytesOf(body),
+        mode: MODES[opts.mode ?? Mode.Auto],
+        group: opts.group ?? "",
+        prefixLength: opts.prefixLength ?? 0,
+      },
+      options,
+    );
   }
 
+  /**
+   * Lint a corpus of request bodies (one JSON body each, in order) with the
+   * engine of `prefixgate lint`: findings (rule id, severity, request index,
+   * JSON path, offset, hint) and a summary. A body that is not JSON is an
+   * invalid-json finding, not an error.
+   */
+  lint(requests: Iterable<Uint8Array | string>, opts: LintOptions = {}, options?: CallOptions): Promise<LintResponse> {
+    if (typeof requests === "string") throw new TypeError("lint takes a list of bodies, not one body");
+    return this.normalizeService.lint(
+      {
+        requests: Array.from(requests, bytesOf),
+        mode: MODES[opts.mode ?? Mode.Auto],
+        prefixLength: opts.prefixLength ?? 0,
+        replicas: opts.replicas ?? 0,
+        direct: opts.direct ?? false,
+      },
+      options,
+    );
+  }
+
+  // AdminService
+
   /** The router's backends, policy and load factor. */
-  listBackends(): Promise<ListBackendsResponse> {
-    return this.admin.listBackends({});
+  listBackends(options?: CallOptions): Promise<ListBackendsResponse> {
+    return this.admin.listBackends({}, options);
   }
 
   /** Where a body would go and why, without sending it. */
-  explain(body: Uint8Array | string, opts: BodyOptions = {}): Promise<ExplainResponse> {
-    return this.admin.explain({
-      body: bytesOf(body),
-      mode: MODES[opts.mode ?? Mode.Auto],
-      group: opts.group ?? "",
-      prefixLength: opts.prefixLength ?? 0,
-    });
+  explain(body: Uint8Array | string, opts: BodyOptions = {}, options?: CallOptions): Promise<ExplainResponse> {
+    return this.admin.explain(
+      {
+        body: bytesOf(body),
+        mode: MODES[opts.mode ?? Mode.Auto],
+        group: opts.group ?? "",
+        prefixLength: opts.prefixLength ?? 0,
+      },
+      options,
+    );
   }
+}
+
+/**
+ * Seconds the router asked the caller to wait (its Retry-After, sent with
+ * ResourceExhausted when every backend is at its bound); undefined when it
+ * did not ask or err is not a ConnectError.
+ */
+export function retryAfter(err: unknown): number | undefined {
+  if (!(err instanceof ConnectError)) return undefined;
+  const v = err.metadata.get("retry-after");
+  if (v === null || !/^\s*\d+(\.\d+)?\s*$/.test(v)) return undefined;
+  return Number(v);
+}
+
+/**
+ * Whether the same call may succeed later: Unavailable, or ResourceExhausted
+ * with a Retry-After (a body over the size limit is ResourceExhausted
+ * without one, and is not retryable).
+ */
+export function isRetryable(err: unknown): boolean {
+  if (!(err instanceof ConnectError)) return false;
+  if (err.code === Code.Unavailable) return true;
+  return err.code === Code.ResourceExhausted && retryAfter(err) !== undefined;
+}
+
+/** Convert a completion spec to the API's CompletionInput. */
+export function completionInput(spec: CompletionSpec): CompletionInput {
+  validateCompletion(spec);
+  const extra = completionExtra(spec);
+  return create(CompletionInputSchema, {
+    model: spec.model,
+    prompt: spec.prompt,
+    group: spec.group ?? "",
+    extraJson: Object.keys(extra).length > 0 ? encode(extra) : "",
+  });
 }
 
 function toolOf(i: number, t: JSONValue): Tool {

@@ -2,33 +2,11 @@
 // routing key computed locally (byte for byte as the router and the Go and
 // Python SDKs), and a prompt builder whose stable content always precedes
 // its volatile content.
+//
+// This is the Node entry: PrefixgateClient defaults to the connect-node
+// transports (Connect, gRPC, gRPC-Web). Bundlers for the browser resolve the
+// package to web.ts instead (the "browser" export condition), whose
+// PrefixgateClient uses connect-web over fetch.
 
-export {
-  Mode,
-  JSONNumber,
-  type JSONValue,
-  type JSONObject,
-  type ModeName,
-  canonicalize,
-  canonicalizeFull,
-  encode,
-  formatNumber,
-  parse,
-  parseMode,
-  modeName,
-} from "./canonical.js";
-export { type KeyOptions, type RouteInfo, formatKey, routingKey, routeKeyOf } from "./key.js";
-export { xxh3 } from "./xxh3.js";
-export {
-  type Document,
-  type HistoryMessage,
-  type PromptSpec,
-  build,
-  buildJSON,
-  buildKey,
-  parseSpec,
-  renderMessages,
-  systemText,
-} from "./builder.js";
-export { CanonicalError, OptionError, SpecError } from "./errors.js";
-export { Code, ConnectError, PrefixgateClient, chatInput, type ClientOptions, type Protocol } from "./client.js";
+export * from "./core.js";
+export { PrefixgateClient, createNodeTransport } from "./transport-node.js";
