@@ -1,7 +1,7 @@
 // In a browser: bundle this file (any bundler that honours the "browser"
 // export condition, or import "@prefixgate/client/web" explicitly). The
-// client speaks Connect or gRPC-Web over fetch; the router must be reachable
-// from the page's origin (same origin, or CORS in front of it).
+// client speaks Connect or gRPC-Web over fetch. A page on another origin than
+// the router needs `prefixgate serve --cors-origin <origin>`.
 import { Code, ConnectError, PrefixgateClient, buildKey, type PromptSpec } from "@prefixgate/client/web";
 
 const client = new PrefixgateClient(globalThis.location?.origin ?? "http://127.0.0.1:8080", { protocol: "grpc-web" });
