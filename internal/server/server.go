@@ -221,6 +221,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration) error {
 	probeCtx, stopProbes := context.WithCancel(context.Background())
 	defer stopProbes()
+	// Probe once before accepting, so that health and each backend's models
+	// are known from the first request on (bounded by the probe timeout).
+	s.pool.ProbeAll(ctx)
 	go s.pool.Run(probeCtx)
 	go s.publishInFlight(probeCtx)
 
