@@ -101,9 +101,10 @@ func TestBoundUnderConcurrency(t *testing.T) {
 }
 
 // TestBoundExactSerial: with nothing else in flight, prefix-aware puts
-// exactly ceil(c·(total+1)/n) on a hot key's home before spilling.
+// exactly ceil(c·(total+1)/n) on a hot key's home before spilling (without
+// slack; TestSlack covers it).
 func TestBoundExactSerial(t *testing.T) {
-	r := mustNew(t, Config{VirtualNodes: 64, LoadFactor: 2}, fleet(4))
+	r := mustNew(t, Config{VirtualNodes: 64, LoadFactor: 2, Slack: -1}, fleet(4))
 	var ds []Decision
 	defer func() {
 		for i := range ds {
@@ -286,6 +287,43 @@ func TestMembersKeepCounters(t *testing.T) {
 	for _, s := range r.Status() {
 		if s.InFlight != 0 {
 			t.Fatalf("%s InFlight %d", s.Name, s.InFlight)
+		}
+	}
+}
+
+// TestSlack: with Slack the home of a hot key takes
+// max(ceil(c·total/n), ceil(total/n)+Slack) before spilling.
+func TestSlack(t *testing.T) {
+	for _, slack := range []int{0, 1, 3, 6} {
+		r := mustNew(t, Config{VirtualNodes: 64, Slack: slack}, fleet(4))
+		s := slack
+		if s == 0 {
+			s = DefaultSlack
+		}
+		home := r.Home(42)
+		onHome := 0
+		var ds []Decision
+		for total := 1; total <= 80; total++ {
+			d, err := r.TryPick(Request{Key: 42})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, d)
+			bound := max(int(math.Ceil(1.25*float64(total)/4)), (total+3)/4+s)
+			if d.Bound != bound {
+				t.Fatalf("slack %d, pick %d: Bound = %d, want %d", slack, total, d.Bound, bound)
+			}
+			if d.Backend == home {
+				onHome++
+			} else if onHome != bound {
+				t.Fatalf("slack %d, pick %d: spilled with %d on home, bound %d", slack, total, onHome, bound)
+			}
+			if d.Load > d.Bound {
+				t.Fatalf("slack %d, pick %d: load %d over bound %d", slack, total, d.Load, d.Bound)
+			}
+		}
+		for i := range ds {
+			ds[i].Done()
 		}
 	}
 }

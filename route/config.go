@@ -12,6 +12,9 @@ const (
 	DefaultPolicy = "prefix-aware"
 	// DefaultLoadFactor is c in the bound ceil(c·(total+1)/n).
 	DefaultLoadFactor = 1.25
+	// DefaultSlack is Config.Slack when it is 0: the bound stays at least 3
+	// above the mean in-flight count (see docs/routing.md for the sweep).
+	DefaultSlack = 3
 	// DefaultVirtualNodes is the number of ring positions per backend. It is
 	// the smallest power of two that keeps every backend's share of keys
 	// within ±5% of 1/n at 7 backends (see TestBalanceSevenBackends and
@@ -39,6 +42,15 @@ type Config struct {
 	// LoadFactor is c in the load bound ceil(c·(total+1)/n); 0 means 1.25.
 	// It must be at least 1.
 	LoadFactor float64
+	// Slack keeps the bound at least Slack above the mean: the limit is
+	// max(ceil(c·(total+1)/n), ceil((total+1)/n) + Slack). The load factor
+	// alone leaves almost no room when few requests are in flight
+	// (ceil(1.25·2) = 3 over a mean of 2), so a home spills on ordinary
+	// fluctuation; with Slack it does not until it holds Slack more than the
+	// mean. At high load (mean ≥ Slack/(c−1)) the load factor governs and
+	// Slack changes nothing. 0 means DefaultSlack (3); negative means none
+	// (the plain ceil(c·(total+1)/n)).
+	Slack int
 	// VirtualNodes is the number of ring positions per backend; 0 means
 	// DefaultVirtualNodes. Changing it moves keys.
 	VirtualNodes int
@@ -72,6 +84,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if math.IsNaN(c.LoadFactor) || math.IsInf(c.LoadFactor, 0) || c.LoadFactor < 1 {
 		return c, fmt.Errorf("route: config LoadFactor %v must be a finite number >= 1", c.LoadFactor)
+	}
+	if c.Slack == 0 {
+		c.Slack = DefaultSlack
+	}
+	if c.Slack > MaxThreshold {
+		return c, fmt.Errorf("route: config Slack %d above %d", c.Slack, MaxThreshold)
 	}
 	if c.VirtualNodes == 0 {
 		c.VirtualNodes = DefaultVirtualNodes

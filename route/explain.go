@@ -15,8 +15,8 @@ type Explanation struct {
 	Reason   Reason
 	Distance int
 	// Bound is the bounded-load limit for this request (ceil(c·(total+1)/n)).
-	Bound         int
-	Candidates    int
+	Bound      int
+	Candidates int
 	// TotalInFlight counts requests in flight, including other routers' as
 	// of the last load hints (SetLoadHint).
 	TotalInFlight int

@@ -11,7 +11,7 @@ import (
 // and to the bound's total; this router's own picks after the hint are still
 // counted; a negative load clears it; unknown and removed members drop it.
 func TestLoadHint(t *testing.T) {
-	r := mustNew(t, Config{VirtualNodes: 64, LoadFactor: 1.25}, fleet(4))
+	r := mustNew(t, Config{VirtualNodes: 64, LoadFactor: 1.25, Slack: -1}, fleet(4))
 	key := uint64(42)
 	home := r.Home(key)
 	d0, _ := r.TryPick(Request{Key: key}) // one of our own on home

@@ -39,6 +39,7 @@ func TestNewValidates(t *testing.T) {
 		{"threshold too big", Config{DefaultThreshold: 1025}, nil, "DefaultThreshold"},
 		{"threshold negative", Config{DefaultThreshold: -1}, nil, "DefaultThreshold"},
 		{"vnodes negative", Config{VirtualNodes: -3}, nil, "VirtualNodes"},
+		{"slack too large", Config{Slack: 5000}, nil, "Slack"},
 		{"member threshold", Config{}, []Member{{Name: "a", Threshold: 2000}}, "Threshold"},
 		{"member empty name", Config{}, []Member{{}}, "Name"},
 		{"member twice", Config{}, []Member{{Name: "a"}, {Name: "a"}}, "Name"},
@@ -51,7 +52,7 @@ func TestNewValidates(t *testing.T) {
 		})
 	}
 	r := mustNew(t, Config{}, nil)
-	want := Config{Policy: "prefix-aware", LoadFactor: 1.25, VirtualNodes: 4096, DefaultThreshold: 64, QueueDepth: 256, QueueWait: DefaultQueueWait}
+	want := Config{Policy: "prefix-aware", LoadFactor: 1.25, Slack: 3, VirtualNodes: 4096, DefaultThreshold: 64, QueueDepth: 256, QueueWait: DefaultQueueWait}
 	if diff := cmp.Diff(want, r.Config()); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}

@@ -258,13 +258,18 @@ func (r *Router) SetLoadHint(name string, load int) {
 	}
 }
 
-// bound is ceil(c·total/n), the most requests one candidate may hold once
-// this request (already counted in total) is placed.
+// bound is ceil(c·total/n), or ceil(total/n)+Slack if larger: the most
+// requests one candidate may hold once this request (already counted in
+// total) is placed.
 func (r *Router) bound(total int64, n int) int64 {
 	if n <= 0 {
 		return 0
 	}
-	return int64(math.Ceil(r.cfg.LoadFactor * float64(total) / float64(n)))
+	b := int64(math.Ceil(r.cfg.LoadFactor * float64(total) / float64(n)))
+	if r.cfg.Slack > 0 {
+		b = max(b, (total+int64(n)-1)/int64(n)+int64(r.cfg.Slack))
+	}
+	return b
 }
 
 // rand returns a pseudo-random number: splitmix64 over an atomic counter, so
