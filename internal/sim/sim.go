@@ -44,6 +44,9 @@ type Options struct {
 	Threshold int
 	// LoadFactor is c of the bounded-load ring; 0 means route's 1.25.
 	LoadFactor float64
+	// Slack is route.Config.Slack: the bound is at least the mean plus
+	// Slack. 0 means route's default (3), negative none.
+	Slack int
 	// Progress, if set, is called with finished and total request counts
 	// over all policies; it may be called from several goroutines.
 	Progress func(done, total int)
@@ -95,7 +98,8 @@ type PolicyResult struct {
 	// (ring policies) or placed by the balance rule (cache-aware-tree).
 	SpillRate float64 `json:"spill_rate"`
 	// MaxInflightOverBound is the largest excess of a replica's fleet-wide
-	// in-flight count over ceil(c·total/n) seen right after a pick.
+	// in-flight count over the bound, ceil(c·total/n) (or ceil(total/n) +
+	// slack if larger), seen right after a pick.
 	MaxInflightOverBound int `json:"max_inflight_over_bound"`
 	// KeysMovedFraction is the largest share of distinct keys whose home
 	// changed at a scale event (ring policies; null for the others).
@@ -156,6 +160,9 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 	}
 	if opts.LoadFactor == 0 {
 		opts.LoadFactor = route.DefaultLoadFactor
+	}
+	if opts.Slack == 0 {
+		opts.Slack = route.DefaultSlack
 	}
 	pols := opts.Policies
 	if len(pols) == 0 {
@@ -330,7 +337,7 @@ func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progres
 			rp, err := newRoutePicker(route.Config{
 				Policy: policy, DisableSpillChain: opts.NoSpillChain,
 				Seed: opts.Seed + uint64(i)*7919, DefaultThreshold: opts.Threshold,
-				LoadFactor: opts.LoadFactor,
+				LoadFactor: opts.LoadFactor, Slack: opts.Slack,
 			}, f.active, opts.Threshold)
 			if err != nil {
 				return nil, err
@@ -449,6 +456,9 @@ func (f *fleet) dispatch(fl *flight, now time.Time) bool {
 	f.total++
 	nAct := len(f.active)
 	bound := int(math.Ceil(f.opts.LoadFactor * float64(f.total) / float64(nAct)))
+	if f.opts.Slack > 0 {
+		bound = max(bound, (f.total+nAct-1)/nAct+f.opts.Slack)
+	}
 	if over := f.inflight[idx] - bound; over > f.maxOver {
 		f.maxOver = over
 	}
