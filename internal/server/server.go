@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -261,7 +262,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	return nil
 }
 
-// publishInFlight copies the router's in-flight counts into metrics.
+// publishInFlight copies the router's in-flight counts into metrics and
+// feeds each backend's scraped load (vLLM's running + waiting requests) to
+// the router as a hint, so that several routers in front of one fleet bound
+// the fleet's load rather than each its own share. A stale or unknown
+// signal clears the hint.
 func (s *Server) publishInFlight(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -270,9 +275,22 @@ func (s *Server) publishInFlight(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			for _, st := range s.rt().Status() {
+			r := s.rt()
+			for _, st := range r.Status() {
 				s.metrics.inFlight.WithLabelValues(st.Name).Set(float64(st.InFlight))
+			}
+			for _, b := range s.pool.Backends() {
+				l := b.Load()
+				if l.Known && l.Err == nil && time.Since(l.ScrapedAt) <= loadHintMaxAge {
+					r.SetLoadHint(b.Name, int(math.Round(l.Running+l.Waiting)))
+				} else {
+					r.SetLoadHint(b.Name, -1)
+				}
 			}
 		}
 	}
 }
+
+// loadHintMaxAge is how old a scrape may be and still steer routing: two
+// scrape intervals at the pool's default of 2s.
+const loadHintMaxAge = 4 * time.Second
