@@ -210,6 +210,10 @@ func NewPool(specs []string, opts Options) (*Pool, error) {
 		// Bodies are already decoded and canonical; never let the transport
 		// add Accept-Encoding and transparently decompress.
 		DisableCompression: true,
+		// Chat bodies run to tens of KiB: write them in one syscall, not
+		// in 4 KiB pieces.
+		WriteBufferSize: 64 << 10,
+		ReadBufferSize:  32 << 10,
 	}
 	if opts.H2C {
 		transport.Protocols = new(http.Protocols)

@@ -15,11 +15,12 @@ import (
 )
 
 // chatBodies builds k distinct OpenAI chat requests of exactly size bytes:
-// each is a document (distinct from its first line on) followed by a
-// question, so both a prefix-aware router and a hash on the body's first
-// bytes spread them over the replicas.
+// each is a system message holding a document (distinct from its first line
+// on) and a user question, so both a prefix-aware router (which keys on
+// every message but the last) and a hash on the body's first bytes spread
+// them over the replicas.
 func chatBodies(size, k int) [][]byte {
-	const prefix = `{"model":"` + stubModel + `","max_tokens":16,"temperature":0,"messages":[{"role":"system","content":"You answer questions about the document. Be brief."},{"role":"user","content":"`
+	const prefix = `{"model":"` + stubModel + `","max_tokens":16,"temperature":0,"messages":[{"role":"system","content":"You answer questions about the document. Be brief.\n\n`
 	const suffix = `"}]}`
 	words := strings.Fields("the replica keeps a cache of every prompt prefix it has seen and skips the prefill " +
 		"when a request begins with one of them so routing equal prefixes to one replica saves compute " +
@@ -30,7 +31,7 @@ func chatBodies(size, k int) [][]byte {
 		var b bytes.Buffer
 		b.WriteString(prefix)
 		fmt.Fprintf(&b, "Document %04d.\\n", i)
-		tail := fmt.Sprintf("\\n\\nQuestion %d: what does the document say?", i)
+		tail := fmt.Sprintf(`"},{"role":"user","content":"Question %d: what does the document say?`, i)
 		room := size - len(suffix) - len(tail)
 		for b.Len() < room {
 			w := words[rng.IntN(len(words))]
