@@ -165,6 +165,11 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			case <-ctx.Done():
 				return
 			case <-hup:
+				// Remember what SIGHUP loaded, so that the watcher compares
+				// later edits with it and not with an older version.
+				if content, err := os.ReadFile(f.configPath); err == nil {
+					lastContent = content
+				}
 			case <-changed:
 				content, err := os.ReadFile(f.configPath)
 				if err != nil || bytes.Equal(content, lastContent) {

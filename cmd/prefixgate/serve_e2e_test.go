@@ -160,6 +160,11 @@ func TestServeReloadsOnSIGHUPAndFileChangeAndDrainsOnSIGTERM(t *testing.T) {
 	}
 	write(a)
 	cmd, base, logs := startServe(t, "--config", cfg, "--config-poll", "50ms")
+	defer func() {
+		if t.Failed() {
+			t.Logf("router log:\n%s", logs.String())
+		}
+	}()
 	if got, status, err := chat(base, "q1"); err != nil || status != 200 || got != hostport(a) {
 		t.Fatalf("before reload: backend %q status %d err %v; want %s", got, status, err, hostport(a))
 	}
