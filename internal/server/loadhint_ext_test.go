@@ -3,9 +3,9 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
