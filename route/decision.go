@@ -102,6 +102,26 @@ type releaseSlot struct {
 // and the next pick, never while a Decision can still win it.
 var slots = sync.Pool{New: func() any { return new(releaseSlot) }}
 
+// Outcome is what became of a picked request, handed back through
+// DoneWith so that what the router learns from it has one home (as
+// grpc-go's balancer.DoneInfo does for its pickers).
+type Outcome struct {
+	// Err is the forwarding error, nil when the backend answered.
+	Err error
+	// FirstByte is true once the backend's first response byte arrived.
+	FirstByte bool
+	// PromptTokens and CachedTokens are the backend's reported usage
+	// (usage.prompt_tokens and usage.prompt_tokens_details.cached_tokens or
+	// the engine's equivalent); -1 when the response did not say.
+	PromptTokens, CachedTokens int
+}
+
+// DoneWith is Done with the request's outcome. Like Done it is idempotent:
+// only the first of Done and DoneWith counts.
+func (d *Decision) DoneWith(o Outcome) {
+	d.Done()
+}
+
 // Done releases the request's in-flight slot. It is idempotent and safe to
 // call from several goroutines; the zero Decision's Done does nothing.
 func (d *Decision) Done() {
