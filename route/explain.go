@@ -22,8 +22,8 @@ type Explanation struct {
 	TotalInFlight int
 	// Skipped lists members passed over, in the order they were considered.
 	Skipped []Skip
-	// Err is ErrNoCandidates or ErrSaturated when the request would not be
-	// placed at once.
+	// Err is ErrNoCandidates, ErrUnknownModel or ErrSaturated when the
+	// request would not be placed at once.
 	Err error
 }
 
@@ -62,7 +62,7 @@ func (r *Router) Explain(req Request) Explanation {
 	total := r.total.Load() + r.hints.Load() + 1
 	x := Explanation{Policy: r.cfg.Policy, Candidates: n, TotalInFlight: int(total - 1), Bound: int(r.bound(total, n))}
 	if n == 0 {
-		x.Err = ErrNoCandidates
+		x.Err = s.noCandidates(req.Model)
 		return x
 	}
 	e := pickEnv{r: r, s: s, n: n, bound: r.bound(total, n), dry: true, ex: &x}
@@ -77,7 +77,7 @@ func (r *Router) Explain(req Request) Explanation {
 	case saturated:
 		x.Err = ErrSaturated
 	case noCandidates:
-		x.Err = ErrNoCandidates
+		x.Err = s.noCandidates(req.Model)
 	}
 	return x
 }
