@@ -27,6 +27,7 @@ type File struct {
 	Listen       string   `yaml:"listen"`
 	TLS          TLS      `yaml:"tls"`
 	Backends     []string `yaml:"backends"`
+	Drain        []string `yaml:"drain"`
 	Routing      Routing  `yaml:"routing"`
 	Limits       Limits   `yaml:"limits"`
 	Tenants      Tenants  `yaml:"tenants"`
@@ -51,7 +52,9 @@ type Routing struct {
 	PrefixLength int      `yaml:"prefix_length"`
 	QueueDepth   int      `yaml:"queue_depth"`
 	QueueWait    Duration `yaml:"queue_wait"`
-	Retries      int      `yaml:"retries"`
+	// Retries is a pointer so that 0 (no retry) differs from absent (the
+	// default); a negative value also means the default.
+	Retries *int `yaml:"retries"`
 }
 
 // Limits bound what one request may cost.
@@ -60,6 +63,7 @@ type Limits struct {
 	MaxDecodedBytes int64    `yaml:"max_decoded_bytes"`
 	MaxRatio        int      `yaml:"max_ratio"`
 	MaxDepth        int      `yaml:"max_depth"`
+	MaxStringBytes  int      `yaml:"max_string_bytes"`
 	RequestTimeout  Duration `yaml:"request_timeout"`
 }
 
@@ -257,6 +261,8 @@ func (f File) ServerConfig(lookup func(string) (string, bool)) (server.Config, e
 		MaxDecodedBytes: f.Limits.MaxDecodedBytes,
 		MaxRatio:        f.Limits.MaxRatio,
 		MaxDepth:        f.Limits.MaxDepth,
+		MaxStringBytes:  f.Limits.MaxStringBytes,
+		Drain:           f.Drain,
 		RequestTimeout:  time.Duration(f.Limits.RequestTimeout),
 		Tenants:         f.Tenants.APIKeys,
 		TraceEndpoint:   strings.TrimSuffix(f.Tracing.OTLPEndpoint, "/"),

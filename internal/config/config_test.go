@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prefixgate/prefixgate/internal/server"
 )
 
 func write(t *testing.T, body string) string {
@@ -82,5 +84,70 @@ func TestErrorsNameTheField(t *testing.T) {
 				t.Errorf("err = %v; want one naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRetriesZeroMeansNone: retries 0 is no retry; an absent or negative
+// value is the server's default. Queue wait left unset stays unset here:
+// route applies its own default.
+func TestRetriesZeroMeansNone(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want int
+	}{
+		{"routing:\n  retries: 0\n", 0},
+		{"routing:\n  retries: 5\n", 5},
+		{"routing:\n  retries: -1\n", server.DefaultRetries},
+		{"routing:\n  policy: random\n", server.DefaultRetries},
+	} {
+		f, err := Load(write(t, "backends: [http://a:8000]\n"+tc.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.ServerConfig(env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c = c.Defaults()
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if *c.Retries != tc.want {
+			t.Errorf("%q: retries = %d, want %d", tc.yaml, *c.Retries, tc.want)
+		}
+		if c.QueueWait != 0 {
+			t.Errorf("%q: queue wait = %v; the server must leave it to route", tc.yaml, c.QueueWait)
+		}
+	}
+}
+
+func TestLimitsAndDrain(t *testing.T) {
+	f, err := Load(write(t, "backends: [http://a:8000, http://b:8000]\ndrain: [b:8000]\nlimits:\n  max_string_bytes: 65536\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.ServerConfig(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxStringBytes != 65536 || len(c.Drain) != 1 || c.Drain[0] != "b:8000" {
+		t.Errorf("config = %+v", c)
+	}
+	for _, bad := range []string{"limits:\n  max_string_bytes: 8\n", "drain: [\"http://b:8000/\"]\n"} {
+		f, err := Load(write(t, "backends: [http://a:8000]\n"+bad))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := f.ServerConfig(env(nil))
+		if err == nil {
+			err = c.Defaults().Validate()
+		}
+		want := strings.SplitN(strings.TrimSpace(bad), ":", 2)[0]
+		if want == "limits" {
+			want = "max_string_bytes"
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: err = %v; want one naming %s", bad, err, want)
+		}
 	}
 }

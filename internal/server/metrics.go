@@ -2,6 +2,8 @@ package server
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
@@ -62,4 +64,13 @@ func newMetrics() *metrics {
 		m.firstByteSeconds, m.queueSeconds, m.spills, m.retries, m.inFlight, m.backendHealthy,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// setHealthy sets a backend's prefixgate_backend_healthy series.
+func (m *metrics) setHealthy(name string, st backends.State) {
+	v := 0.0
+	if st == backends.StateHealthy {
+		v = 1
+	}
+	m.backendHealthy.WithLabelValues(name).Set(v)
 }

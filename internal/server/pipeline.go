@@ -56,7 +56,7 @@ func (s *Server) prepare(ctx context.Context, raw []byte, mode normalize.Mode, g
 	if prefixLength == 0 {
 		prefixLength = s.cfg.PrefixLength
 	}
-	opts := normalize.Options{Mode: mode, MaxBodyBytes: int(s.cfg.MaxDecodedBytes), MaxDepth: s.cfg.MaxDepth}
+	opts := normalize.Options{Mode: mode, MaxBodyBytes: int(s.cfg.MaxDecodedBytes), MaxDepth: s.cfg.MaxDepth, MaxStringBytes: s.cfg.MaxStringBytes}
 	kopts := normalize.KeyOptions{Mode: mode, Group: group, PrefixLength: prefixLength}
 	start := time.Now()
 	body, info, err := normalize.Normalize(make([]byte, 0, len(raw)), raw, opts, kopts)
@@ -98,11 +98,14 @@ func putBodyBuffer(bp *[]byte, body []byte) {
 // Content-Encoding within the decoded-size and ratio limits, into buf's
 // capacity when it suffices.
 func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([]byte, error) {
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		// Refuse at once rather than read up to the limit first.
+		return nil, &requestError{status: http.StatusRequestEntityTooLarge, code: "body_too_large", bodyUnread: true,
+			msg: fmt.Sprintf("request body of %d bytes is larger than the limit of %d bytes", r.ContentLength, s.cfg.MaxBodyBytes)}
+	}
 	rd := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	lim := normalize.DecodeLimits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}
-	if r.ContentLength <= s.cfg.MaxBodyBytes {
-		lim.SizeHint = r.ContentLength // one exact allocation for the body
-	}
+	lim.SizeHint = r.ContentLength // one exact allocation for the body
 	body, err := normalize.DecodeBodyInto(buf, r.Header.Get("Content-Encoding"), rd, lim)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -120,7 +123,7 @@ func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([
 // decision's Done once the response body is finished.
 func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http.Header) (*http.Response, *route.Decision, error) {
 	var lastErr error
-	for attempt := 0; attempt <= s.cfg.Retries; attempt++ {
+	for attempt := 0; attempt <= *s.cfg.Retries; attempt++ {
 		start := time.Now()
 		d, err := s.rt().Pick(ctx, routeRequest(p.info))
 		s.metrics.decisionSeconds.Observe(time.Since(start).Seconds())
@@ -128,7 +131,7 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 			if lastErr != nil && errors.Is(err, errNoCandidates) {
 				return nil, nil, upstreamError(lastErr)
 			}
-			return nil, nil, pickError(err)
+			return nil, nil, s.pickError(err, p.info.Model)
 		}
 		if d.Queued > 0 {
 			s.metrics.queueSeconds.Observe(d.Queued.Seconds())
