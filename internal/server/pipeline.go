@@ -150,7 +150,9 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 			if errors.As(err, &ue) && ctx.Err() == nil {
 				// Nothing came back: eject it and try the next candidate.
 				s.pool.Eject(b)
-				s.metrics.retries.WithLabelValues(b.Name).Inc()
+				if attempt < *s.cfg.Retries {
+					s.metrics.retries.WithLabelValues(b.Name).Inc()
+				}
 				lastErr = err
 				continue
 			}
