@@ -59,9 +59,12 @@ func (s *Server) pickError(err error, model string) error {
 	case errors.As(err, &se):
 		return &requestError{status: http.StatusTooManyRequests, code: "saturated",
 			msg: "every backend is at its concurrency bound: " + err.Error(), retryAfter: se.RetryAfter}
+	case errors.Is(err, route.ErrNoCandidates) && model != "":
+		return &requestError{status: http.StatusServiceUnavailable, code: "no_backend",
+			msg: fmt.Sprintf("backends serve model %s but none is healthy (all ejected or draining); try again later", quoteModel(model))}
 	case errors.Is(err, route.ErrNoCandidates):
 		return &requestError{status: http.StatusServiceUnavailable, code: "no_backend",
-			msg: "no healthy backend serves this request: " + err.Error()}
+			msg: "no healthy backend: all are ejected or draining; try again later"}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &requestError{status: http.StatusGatewayTimeout, code: "timeout", msg: "request timed out while waiting for a backend"}
 	case errors.Is(err, context.Canceled):
