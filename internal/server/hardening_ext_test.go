@@ -286,12 +286,29 @@ func TestReadinessFollowsFleet(t *testing.T) {
 		}
 	}
 	check(true)
+	// A load balancer that watches sees each change as it happens.
+	wctx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	watch, err := health.Watch(wctx, &healthpb.HealthCheckRequest{Service: "prefixgate.v1.InferenceService"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		res, err := watch.Recv()
+		if err != nil || res.GetStatus() != want {
+			t.Fatalf("watch: %v, %v; want %v", res.GetStatus(), err, want)
+		}
+	}
+	next(healthpb.HealthCheckResponse_SERVING)
 	for _, n := range names {
 		h.setDrain(t, n, true)
 	}
 	check(false)
+	next(healthpb.HealthCheckResponse_NOT_SERVING)
 	h.setDrain(t, names[0], false)
 	check(true)
+	next(healthpb.HealthCheckResponse_SERVING)
 
 	stream, err := reflectionv1.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
 	if err != nil {
