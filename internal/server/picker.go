@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -32,12 +33,21 @@ type Prepared struct {
 func (p Prepared) RouteRequest() route.Request { return routeRequest(p.Info) }
 
 // Prepare authenticates authorization (the Authorization header's value)
-// when tenants are configured, then canonicalizes raw and keys it exactly as
-// the REST front door does. Errors carry a status (see ErrorStatus).
-func (s *Server) Prepare(ctx context.Context, raw []byte, mode normalize.Mode, group, authorization string) (Prepared, error) {
+// when tenants are configured, decodes raw by its Content-Encoding within
+// the configured limits, then canonicalizes and keys it exactly as the REST
+// front door does. Errors carry a status (see ErrorStatus).
+func (s *Server) Prepare(ctx context.Context, raw []byte, encoding string, mode normalize.Mode, group, authorization string) (Prepared, error) {
 	if int64(len(raw)) > s.cfg.MaxBodyBytes {
 		return Prepared{}, &requestError{status: http.StatusRequestEntityTooLarge, code: "body_too_large",
 			msg: "request body is larger than the limit of " + strconv.FormatInt(s.cfg.MaxBodyBytes, 10) + " bytes"}
+	}
+	if e := strings.TrimSpace(encoding); e != "" && !strings.EqualFold(e, "identity") {
+		lim := normalize.DecodeLimits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}
+		decoded, err := normalize.DecodeBodyInto(nil, encoding, bytes.NewReader(raw), lim)
+		if err != nil {
+			return Prepared{}, normalizeError(err)
+		}
+		raw = decoded
 	}
 	if len(s.cfg.Tenants) > 0 {
 		tenant, err := s.tenantFor(authorization)
@@ -66,6 +76,9 @@ func (s *Server) tenantFor(authorization string) (string, error) {
 	}
 	return tenant, nil
 }
+
+// MaxBodyBytes is the largest request body accepted as received.
+func (s *Server) MaxBodyBytes() int64 { return s.cfg.MaxBodyBytes }
 
 // TenantsEnabled reports whether requests must carry a tenant API key (the
 // key is then prefixgate's, not the backend's, and is not forwarded).
