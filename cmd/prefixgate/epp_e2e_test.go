@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -681,4 +683,114 @@ func TestEPPThroughEnvoySaturationAndFailOpen(t *testing.T) {
 			}
 		}
 	})
+}
+
+// overheadRequests turns on TestEPPOverhead: how many requests to send
+// through each of the two Envoy listeners.
+var overheadRequests = flag.Int("epp.overhead", 0, "measure the picker's added latency through Envoy with this many requests per path (0: skip)")
+
+// TestEPPOverhead measures what the picker adds to a request through Envoy:
+// the same requests, interleaved, through the doc's listener (ext_proc to
+// prefixgate epp, ORIGINAL_DST) and through a copy of it without the
+// ext_proc filter (Envoy's round robin over the same replicas). It is a
+// measurement, not a pass/fail timing: docs/benchmarks.md has the numbers.
+func TestEPPOverhead(t *testing.T) {
+	if *overheadRequests <= 0 {
+		t.Skip("a measurement: run with -epp.overhead N (see docs/benchmarks.md)")
+	}
+	envoy := envoyBinary(t)
+	var addrs []string
+	var backendArgs []string
+	for i := range 2 {
+		cmd := exec.Command(binary(t), "vllmsim", "--listen", "127.0.0.1:0", "--preset", "tiny", "--speed", "1000", "--name", "o"+strconv.Itoa(i))
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _, _ = io.Copy(io.Discard, stdout) }()
+		addr := strings.TrimPrefix(strings.TrimSpace(line), "http://")
+		addrs = append(addrs, addr)
+		backendArgs = append(backendArgs, "--backend", "http://"+addr)
+	}
+	_, eppAddr, _, _ := startEPP(t, append(backendArgs, "--log-level", "warn")...)
+	gw, direct, admin := freeAddr(t), freeAddr(t), freeAddr(t)
+	path := writeBootstrap(t, gatewayConfig{admin: admin, gateway: gw, eppAddr: eppAddr, replicas: addrs})
+	// Add the round-robin listener: the same listener without ext_proc.
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var boot map[string]any
+	if err := yaml.Unmarshal(raw, &boot); err != nil {
+		t.Fatal(err)
+	}
+	listeners := node(t, boot, "static_resources", "listeners").([]any)
+	copied, _ := yaml.Marshal(listeners[0])
+	var rr map[string]any
+	if err := yaml.Unmarshal(copied, &rr); err != nil {
+		t.Fatal(err)
+	}
+	rr["name"] = "round_robin"
+	setSocket(t, node(t, rr, "address", "socket_address"), direct)
+	hcm := node(t, rr, "filter_chains", 0, "filters", 0, "typed_config").(map[string]any)
+	hcm["stat_prefix"] = "round_robin"
+	var kept []any
+	for _, f := range hcm["http_filters"].([]any) {
+		if node(t, f, "name") != "envoy.filters.http.ext_proc" {
+			kept = append(kept, f)
+		}
+	}
+	hcm["http_filters"] = kept
+	boot["static_resources"].(map[string]any)["listeners"] = append(listeners, rr)
+	out, _ := yaml.Marshal(boot)
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startEnvoy(t, envoy, path, admin)
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	send := func(addr string, i int) time.Duration {
+		body := fmt.Sprintf(`{"model":"vllmsim/tiny","max_tokens":1,"messages":[{"role":"system","content":"overhead prompt %d %s"},{"role":"user","content":"q"}]}`,
+			i%64, strings.Repeat("w", 400))
+		start := time.Now()
+		resp, err := client.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		took := time.Since(start)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d via %s", resp.StatusCode, addr)
+		}
+		return took
+	}
+	for i := range 50 { // warm connections and caches on both paths
+		send(gw, i)
+		send(direct, i)
+	}
+	n := *overheadRequests
+	picker, roundRobin := make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+	for i := range n {
+		// Interleaved, so both paths see the same machine load.
+		picker = append(picker, send(gw, i))
+		roundRobin = append(roundRobin, send(direct, i))
+	}
+	q := func(d []time.Duration, p float64) time.Duration {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return s[min(len(s)-1, int(p*float64(len(s))))]
+	}
+	fmt.Printf("| path | p50 | p99 |\n|---|---|---|\n")
+	fmt.Printf("| Envoy round robin (no ext_proc) | %v | %v |\n", q(roundRobin, 0.50).Round(time.Microsecond), q(roundRobin, 0.99).Round(time.Microsecond))
+	fmt.Printf("| Envoy + prefixgate epp | %v | %v |\n", q(picker, 0.50).Round(time.Microsecond), q(picker, 0.99).Round(time.Microsecond))
+	fmt.Printf("| added by the picker | %v | %v |\n", (q(picker, 0.50) - q(roundRobin, 0.50)).Round(time.Microsecond), (q(picker, 0.99) - q(roundRobin, 0.99)).Round(time.Microsecond))
 }
