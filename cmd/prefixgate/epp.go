@@ -121,7 +121,7 @@ func runEPP(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	p := epp.New(srv, log)
 	log.Info("picking endpoints", "grpc", ls.GRPC.Addr().String(), "health", ls.Health.Addr().String(),
-		"metrics", metricsAddr, "backends", len(cfg.Backends), "policy", cfg.Policy)
+		"metrics", metricsAddr, "backends", len(cfg.Backends), "policy", cfg.Defaults().Policy)
 	if err := p.Serve(ctx, ls, time.Duration(file.DrainTimeout)); err != nil {
 		fmt.Fprintf(stderr, "epp: %v\n", err)
 		return 1
