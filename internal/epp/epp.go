@@ -224,6 +224,13 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) error {
 		x.headers[k] = v
 	}
 	x.path, _, _ = strings.Cut(x.headers[":path"], "?")
+	switch x.requestMode {
+	case filterv3.ProcessingMode_STREAMED, filterv3.ProcessingMode_BUFFERED_PARTIAL, filterv3.ProcessingMode_GRPC:
+		// The decision needs the whole body before the headers leave; in
+		// these modes they leave first, or the body comes in part.
+		return x.refuse(server.NewRequestError(http.StatusInternalServerError, "unsupported_body_mode",
+			"the gateway's ext_proc request_body_mode is "+x.requestMode.String()+"; prefixgate epp needs BUFFERED or FULL_DUPLEX_STREAMED (docs/epp.md)"))
+	}
 	if h.GetEndOfStream() || x.requestMode == filterv3.ProcessingMode_NONE {
 		// No body will come: decide now.
 		return x.decide(true, false)
@@ -246,15 +253,12 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) error {
 			fmt.Sprintf("request body is larger than the limit of %d bytes", limit)))
 	}
 	x.body = append(x.body, b.GetBody()...)
-	if !b.GetEndOfStream() {
-		if x.requestMode != filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
-			// Streamed mode sends each chunk and waits for its answer; the
-			// body cannot be held back, so the chunk goes on unchanged.
-			return x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}})
-		}
-		return nil
+	if x.requestMode == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED && !b.GetEndOfStream() {
+		return nil // more chunks, or trailers, follow
 	}
-	return x.decide(false, true)
+	// Buffered: this one message is the whole body, even when trailers
+	// follow (end_of_stream false).
+	return x.decide(false, b.GetEndOfStream())
 }
 
 // requestTrailers end a full-duplex body that did not end with

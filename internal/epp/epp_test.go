@@ -405,3 +405,72 @@ func TestUsage(t *testing.T) {
 		t.Fatalf("partial JSON usage = %d, %d; want -1, -1", p, c)
 	}
 }
+
+func TestStreamedRequestBodiesAreRefused(t *testing.T) {
+	h := newHarness(t, server.Config{})
+	s, err := h.client.Process(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&extprocv3.ProcessingRequest{ProtocolConfig: protocol(filterv3.ProcessingMode_STREAMED, filterv3.ProcessingMode_NONE),
+		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: hdrs("/v1/chat/completions")}}); err != nil {
+		t.Fatal(err)
+	}
+	ir := recv(t, s).GetImmediateResponse()
+	if ir.GetStatus().GetCode() != 500 || !bytes.Contains(ir.GetBody(), []byte("STREAMED")) {
+		t.Fatalf("STREAMED request body mode answered %v, want a 500 naming the mode", ir)
+	}
+}
+
+func TestTenants(t *testing.T) {
+	const key = "pk-test-0123456789abcdef"
+	h := newHarness(t, server.Config{Tenants: map[string]string{key: "tenant-a"}, TenantSecret: []byte("a secret of 16+ bytes")})
+	// No key: 401 from the picker.
+	s, r := h.buffered(t, chatBody("tenant prompt", "q"), nil)
+	if c := r.GetImmediateResponse().GetStatus().GetCode(); c != 401 {
+		t.Fatalf("no API key answered %v, want 401", r)
+	}
+	s.CloseSend()
+	// With the key: the backend gets no Authorization and a body with the
+	// tenant's cache_salt.
+	s, r = h.buffered(t, chatBody("tenant prompt", "q"), nil, "authorization", "Bearer "+key)
+	common := r.GetRequestBody().GetResponse()
+	if !slices.Contains(common.GetHeaderMutation().GetRemoveHeaders(), "authorization") {
+		t.Fatalf("authorization not removed: %v", common.GetHeaderMutation())
+	}
+	if body := common.GetBodyMutation().GetBody(); !bytes.Contains(body, []byte(`"cache_salt":"`)) {
+		t.Fatalf("tenant body without cache_salt: %s", body)
+	}
+	s.CloseSend()
+	waitInFlight(t, h, 0)
+}
+
+func TestRequestWithoutBodyIsDecidedOnItsHeaders(t *testing.T) {
+	h := newHarness(t, server.Config{})
+	s, err := h.client.Process(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := hdrs("/v1/models")
+	get.EndOfStream = true
+	if err := s.Send(&extprocv3.ProcessingRequest{ProtocolConfig: protocol(filterv3.ProcessingMode_FULL_DUPLEX_STREAMED, filterv3.ProcessingMode_FULL_DUPLEX_STREAMED),
+		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: get}}); err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, s)
+	dest, ok := headerValue(r.GetRequestHeaders().GetResponse().GetHeaderMutation(), DestinationHeader)
+	if !ok || !slices.Contains(h.names, dest) || metaEndpoint(t, r) != dest {
+		t.Fatalf("GET answered %v, want the destination in the headers response", r)
+	}
+	if _, keyed := headerValue(r.GetRequestHeaders().GetResponse().GetHeaderMutation(), server.KeyHeader); keyed {
+		t.Fatal("a request without a body got a routing key")
+	}
+	// The response ends with its headers: the pick is released.
+	if err := s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{
+		EndOfStream: true, Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":status", RawValue: []byte("200")}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, s)
+	waitInFlight(t, h, 0)
+	s.CloseSend()
+}
