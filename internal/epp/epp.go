@@ -93,7 +93,6 @@ type exchange struct {
 	subset       []string          // nil: no hint; empty non-nil: a hint that allows nothing
 	hinted       bool
 	body         []byte
-	headersDone  bool // the request headers were answered
 	started      time.Time
 
 	d        route.Decision
@@ -242,7 +241,6 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) error {
 	}
 	// Buffered: the gateway waits for this answer before sending the body;
 	// the decision goes with the body response.
-	x.headersDone = true
 	return x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}})
 }
 
@@ -303,7 +301,11 @@ func (x *exchange) decide(headersOnly, endOfStream bool) error {
 		body, x.req, keyed = prep.Body, prep.RouteRequest(), true
 		x.key = prep.Info.KeyHex()
 	} else {
-		// Not an inference body (GET /v1/models, health): spread by path.
+		// Not an inference body (GET /v1/models, health): spread by path,
+		// behind the same tenant check.
+		if err := x.p.srv.CheckTenant(x.headers["authorization"]); err != nil {
+			return x.refuse(err)
+		}
 		x.req = route.Request{Key: maphash.String(x.p.seed, x.path)}
 		body = x.body
 	}
@@ -323,6 +325,9 @@ func (x *exchange) decide(headersOnly, endOfStream bool) error {
 	var remove []string
 	if keyed {
 		set = append(set, header(server.KeyHeader, x.key))
+	} else {
+		// No key was computed: a client's own must not reach the backend.
+		remove = append(remove, strings.ToLower(server.KeyHeader))
 	}
 	if !headersOnly && keyed {
 		// The backend gets the canonical body, decoded, as from serve.
@@ -350,11 +355,9 @@ func (x *exchange) decide(headersOnly, endOfStream bool) error {
 
 	switch {
 	case headersOnly:
-		x.headersDone = true
 		return x.send(&extprocv3.ProcessingResponse{DynamicMetadata: meta,
 			Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{Response: common}}})
 	case x.requestMode == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
-		x.headersDone = true
 		if err := x.send(&extprocv3.ProcessingResponse{DynamicMetadata: meta,
 			Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{Response: common}}}); err != nil {
 			return err

@@ -474,3 +474,19 @@ func TestRequestWithoutBodyIsDecidedOnItsHeaders(t *testing.T) {
 	waitInFlight(t, h, 0)
 	s.CloseSend()
 }
+
+func TestTenantsGuardRequestsWithoutBody(t *testing.T) {
+	h := newHarness(t, server.Config{Tenants: map[string]string{"pk-test-0123456789abcdef": "tenant-a"}, TenantSecret: []byte("a secret of 16+ bytes")})
+	s, err := h.client.Process(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := hdrs("/v1/models")
+	get.EndOfStream = true
+	if err := s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: get}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := recv(t, s).GetImmediateResponse().GetStatus().GetCode(); c != 401 {
+		t.Fatalf("GET without an API key: status %d, want 401", c)
+	}
+}

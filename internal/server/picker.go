@@ -63,6 +63,17 @@ func (s *Server) Prepare(ctx context.Context, raw []byte, encoding string, mode 
 	return Prepared{Body: p.body, Info: p.info}, nil
 }
 
+// CheckTenant is Prepare's authentication alone, for requests without an
+// inference body: nil without tenants, else a 401 unless authorization
+// carries a configured API key.
+func (s *Server) CheckTenant(authorization string) error {
+	if len(s.cfg.Tenants) == 0 {
+		return nil
+	}
+	_, err := s.tenantFor(authorization)
+	return err
+}
+
 // tenantFor maps a bearer API key to its tenant, as authenticate does.
 func (s *Server) tenantFor(authorization string) (string, error) {
 	key, ok := strings.CutPrefix(authorization, "Bearer ")
