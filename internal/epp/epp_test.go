@@ -490,3 +490,19 @@ func TestTenantsGuardRequestsWithoutBody(t *testing.T) {
 		t.Fatalf("GET without an API key: status %d, want 401", c)
 	}
 }
+
+func TestHealthServices(t *testing.T) {
+	h := newHarness(t, server.Config{})
+	for _, name := range append(HealthServices, "no.such.Service") {
+		r, err := h.health.Check(context.Background(), &healthpb.HealthCheckRequest{Service: name})
+		if name == "no.such.Service" {
+			if err == nil {
+				t.Fatalf("unknown service answered %v, want NOT_FOUND", r)
+			}
+			continue
+		}
+		if err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health %q = %v, %v; want SERVING", name, r, err)
+		}
+	}
+}

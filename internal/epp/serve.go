@@ -48,18 +48,18 @@ func (p *Picker) Serve(ctx context.Context, ls Listeners, drain time.Duration) e
 	hg := grpc.NewServer()
 	healthpb.RegisterHealthServer(hg, hs)
 
+	errc := make(chan error, 3)
+	// Health answers from the start (liveness serving, the rest not yet).
+	go func() { errc <- hg.Serve(ls.Health) }()
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
-	// Probe every backend once before reporting ready, so the first
-	// requests see health and model lists.
+	// Probe every backend once before serving ext_proc and reporting
+	// ready, so the first requests see health and model lists.
 	p.srv.RunBackground(bg)
 	for _, name := range HealthServices {
 		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
-
-	errc := make(chan error, 3)
 	go func() { errc <- g.Serve(ls.GRPC) }()
-	go func() { errc <- hg.Serve(ls.Health) }()
 	var ms *http.Server
 	if ls.Metrics != nil {
 		mux := http.NewServeMux()
