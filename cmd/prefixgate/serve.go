@@ -65,27 +65,12 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f serveFlags
-	fs.StringVar(&f.configPath, "config", "", "YAML configuration file (see docs/configuration.md); reloaded on SIGHUP")
+	f.register(fs)
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve HTTP/1.1 and h2c (or TLS) on")
-	fs.Var(&f.backends, "backend", "backend base URL (repeatable, or comma-separated)")
-	// Flag defaults are the owning packages' defaults, shown by --help; a
-	// flag overrides the file only when given.
-	fs.StringVar(&f.policy, "policy", route.DefaultPolicy, "routing policy: prefix-aware, least-outstanding or random")
-	fs.Float64Var(&f.loadFactor, "load-factor", route.DefaultLoadFactor, "bounded-load factor c (>= 1)")
-	fs.IntVar(&f.threshold, "threshold", route.DefaultThreshold, fmt.Sprintf("per-backend concurrency threshold (1..%d)", route.MaxThreshold))
-	fs.IntVar(&f.prefixLength, "prefix-length", normalize.DefaultPrefixLength, fmt.Sprintf("routing window N in characters (%d..%d)", normalize.MinPrefixLength, normalize.MaxPrefixLength))
-	fs.Int64Var(&f.maxBody, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
-	fs.IntVar(&f.maxString, "max-string-bytes", server.DefaultMaxStringBytes, "largest JSON string or number literal in a body, in input bytes (400 above)")
-	fs.DurationVar(&f.timeout, "request-timeout", server.DefaultRequestTimeout, "end-to-end limit per request (504 past it)")
-	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
-	fs.BoolVar(&f.logJSON, "log-json", false, "write logs as JSON")
 	fs.StringVar(&f.certFile, "tls-cert", "", "TLS certificate file (with --tls-key: serve HTTPS and HTTP/2)")
 	fs.StringVar(&f.keyFile, "tls-key", "", "TLS private key file")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "separate listener for /admin/backends (drain, undrain) and /debug/pprof (off when empty)")
 	fs.Var(&f.corsOrigins, "cors-origin", "browser origin allowed to call the router, or * (repeatable)")
-	fs.DurationVar(&f.configPoll, "config-poll", 2*time.Second, "how often to check --config for changes (0: only on SIGHUP)")
-	fs.StringVar(&f.otlp, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/HTTP collector, e.g. http://localhost:4318")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error; info logs one line per request")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: prefixgate serve --listen ADDR --backend URL [--backend URL ...] [flags]")
 		fmt.Fprintln(fs.Output(), "\nServes Connect, gRPC and gRPC-Web (prefixgate.v1), the OpenAI-compatible")
@@ -110,14 +95,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "serve: %v\n", err)
 		return 2
 	}
-	level := slog.LevelInfo
-	_ = level.UnmarshalText([]byte(file.Log.Level))
-	hopts := &slog.HandlerOptions{Level: level}
-	var handler slog.Handler = slog.NewTextHandler(stderr, hopts)
-	if file.Log.Format == "json" {
-		handler = slog.NewJSONHandler(stderr, hopts)
-	}
-	log := slog.New(handler)
+	log := newLogger(file, stderr)
 	// The router's heap is small and mostly short-lived request buffers;
 	// collecting less often trades a little memory for less CPU per request
 	// (docs/benchmarks.md, server overhead). GOGC in the environment wins.
@@ -153,19 +131,68 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	watchConfig(ctx, f, load, srv.Reload, log)
+	log.Info("serving", "listen", ln.Addr().String(), "backends", len(cfg.Backends), "policy", srv.Policy(), "tls", file.TLS.CertFile != "")
+	if err := srv.Serve(ctx, ln, time.Duration(file.DrainTimeout)); err != nil {
+		fmt.Fprintf(stderr, "serve: %v\n", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// newLogger logs in the configured format and level.
+func newLogger(file config.File, w io.Writer) *slog.Logger {
+	level := slog.LevelInfo
+	_ = level.UnmarshalText([]byte(file.Log.Level))
+	hopts := &slog.HandlerOptions{Level: level}
+	var handler slog.Handler = slog.NewTextHandler(w, hopts)
+	if file.Log.Format == "json" {
+		handler = slog.NewJSONHandler(w, hopts)
+	}
+	return slog.New(handler)
+}
+
+// register adds the flags serve shares with epp: configuration, backends,
+// routing policy and limits, logging.
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.configPath, "config", "", "YAML configuration file (see docs/configuration.md); reloaded on SIGHUP")
+	fs.Var(&f.backends, "backend", "backend base URL (repeatable, or comma-separated)")
+	// Flag defaults are the owning packages' defaults, shown by --help; a
+	// flag overrides the file only when given.
+	fs.StringVar(&f.policy, "policy", route.DefaultPolicy, "routing policy: prefix-aware, least-outstanding or random")
+	fs.Float64Var(&f.loadFactor, "load-factor", route.DefaultLoadFactor, "bounded-load factor c (>= 1)")
+	fs.IntVar(&f.threshold, "threshold", route.DefaultThreshold, fmt.Sprintf("per-backend concurrency threshold (1..%d)", route.MaxThreshold))
+	fs.IntVar(&f.prefixLength, "prefix-length", normalize.DefaultPrefixLength, fmt.Sprintf("routing window N in characters (%d..%d)", normalize.MinPrefixLength, normalize.MaxPrefixLength))
+	fs.Int64Var(&f.maxBody, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
+	fs.IntVar(&f.maxString, "max-string-bytes", server.DefaultMaxStringBytes, "largest JSON string or number literal in a body, in input bytes (400 above)")
+	fs.DurationVar(&f.timeout, "request-timeout", server.DefaultRequestTimeout, "end-to-end limit per request (504 past it)")
+	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
+	fs.BoolVar(&f.logJSON, "log-json", false, "write logs as JSON")
+	fs.DurationVar(&f.configPoll, "config-poll", 2*time.Second, "how often to check --config for changes (0: only on SIGHUP)")
+	fs.StringVar(&f.otlp, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/HTTP collector, e.g. http://localhost:4318")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error; info logs one line per request")
+}
+
+// watchConfig reloads the configuration on SIGHUP and, every
+// f.configPoll, when the file's content changed, until ctx ends.
+func watchConfig(ctx context.Context, f serveFlags, load func() (config.File, server.Config, error), reload func(server.Config) error, log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	// The file is also watched: a change of its content reloads it, as
 	// SIGHUP does. Polling needs no platform-specific watcher.
-	changed := make(<-chan time.Time)
+	var changed <-chan time.Time
+	var stopTicker func()
 	if f.configPath != "" && f.configPoll > 0 {
 		t := time.NewTicker(f.configPoll)
-		defer t.Stop()
-		changed = t.C
+		changed, stopTicker = t.C, t.Stop
 	}
 	lastContent, _ := os.ReadFile(f.configPath)
 	go func() {
+		defer signal.Stop(hup)
+		if stopTicker != nil {
+			defer stopTicker()
+		}
 		for {
 			select {
 			case <-ctx.Done():
@@ -186,20 +213,13 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			}
 			_, next, err := load()
 			if err == nil {
-				err = srv.Reload(next)
+				err = reload(next)
 			}
 			if err != nil {
 				log.Error("reload rejected; the running configuration stays", "err", err)
 			}
 		}
 	}()
-	log.Info("serving", "listen", ln.Addr().String(), "backends", len(cfg.Backends), "policy", srv.Policy(), "tls", file.TLS.CertFile != "")
-	if err := srv.Serve(ctx, ln, time.Duration(file.DrainTimeout)); err != nil {
-		fmt.Fprintf(stderr, "serve: %v\n", err)
-		return 1
-	}
-	log.Info("stopped")
-	return 0
 }
 
 // loadServeConfig layers the config file, the environment and the flags

@@ -36,6 +36,18 @@ type File struct {
 	Tracing      Tracing  `yaml:"tracing"`
 	CORS         CORS     `yaml:"cors"`
 	DrainTimeout Duration `yaml:"drain_timeout"`
+	EPP          EPP      `yaml:"epp"`
+}
+
+// EPP sets the endpoint picker's ports (prefixgate epp); empty means the
+// Gateway API Inference Extension defaults :9002, :9003 and :9090.
+type EPP struct {
+	// Listen serves the ext_proc gRPC service (and gRPC health).
+	Listen string `yaml:"listen"`
+	// HealthListen serves gRPC health alone.
+	HealthListen string `yaml:"health_listen"`
+	// MetricsListen serves /metrics over HTTP.
+	MetricsListen string `yaml:"metrics_listen"`
 }
 
 // TLS serves HTTPS (HTTP/1.1 and HTTP/2) instead of cleartext.

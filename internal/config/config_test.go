@@ -151,3 +151,23 @@ func TestLimitsAndDrain(t *testing.T) {
 		}
 	}
 }
+
+func TestEPPSection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("backends: [http://10.0.0.1:8000]\nepp:\n  listen: 127.0.0.1:9102\n  health_listen: 127.0.0.1:9103\n  metrics_listen: \"off\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.EPP != (EPP{Listen: "127.0.0.1:9102", HealthListen: "127.0.0.1:9103", MetricsListen: "off"}) {
+		t.Fatalf("epp section = %+v", f.EPP)
+	}
+	if err := os.WriteFile(path, []byte("epp:\n  grpc_listen: :1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "grpc_listen") {
+		t.Fatalf("unknown epp field: err = %v, want one naming grpc_listen", err)
+	}
+}
