@@ -377,8 +377,8 @@ func TestParseMetrics(t *testing.T) {
 		name, text string
 		want       backends.LoadSignals
 	}{
-		{"empty", "", backends.LoadSignals{}},
-		{"not vllm", "# HELP x y\nhttp_requests_total{code=\"200\"} 5\nup 1\n", backends.LoadSignals{}},
+		{"empty", "", backends.LoadSignals{PrefixHitRate: -1}},
+		{"not vllm", "# HELP x y\nhttp_requests_total{code=\"200\"} 5\nup 1\n", backends.LoadSignals{PrefixHitRate: -1}},
 		{"vllm two engines", `# TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{engine="0",model_name="m"} 3
 vllm:num_requests_running{engine="1",model_name="m"} 2
@@ -387,9 +387,9 @@ vllm:kv_cache_usage_perc{engine="0"} 0.25
 vllm:kv_cache_usage_perc{engine="1"} 0.5
 vllm:prefix_cache_queries_total{model_name="a } b \" c"} 1e3
 vllm:prefix_cache_hits_total 250
-`, backends.LoadSignals{Known: true, Running: 5, Waiting: 7, KVCacheUsage: 0.5, PrefixCacheQueries: 1000, PrefixCacheHits: 250}},
+`, backends.LoadSignals{Known: true, Engine: backends.EngineVLLM, Running: 5, Waiting: 7, KVCacheUsage: 0.5, PrefixCacheQueries: 1000, PrefixCacheHits: 250, PrefixHitRate: -1}},
 		{"older name and junk", "vllm:gpu_cache_usage_perc 0.75\nvllm:num_requests_running{broken 3\nvllm:num_requests_waiting NaN\nvllm:num_requests_waiting abc\n",
-			backends.LoadSignals{Known: true, KVCacheUsage: 0.75}},
+			backends.LoadSignals{Known: true, Engine: backends.EngineVLLM, KVCacheUsage: 0.75, PrefixHitRate: -1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := backends.ParseMetrics(strings.NewReader(tc.text))

@@ -64,7 +64,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	var f serveFlags
 	fs.StringVar(&f.configPath, "config", "", "YAML configuration file (see docs/configuration.md); reloaded on SIGHUP")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve HTTP/1.1 and h2c (or TLS) on")
-	fs.Var(&f.backends, "backend", "backend base URL (repeatable, or comma-separated)")
+	fs.Var(&f.backends, "backend", "backend base URL, optionally ENGINE+URL with ENGINE auto, vllm, sglang or llamacpp (repeatable, or comma-separated)")
 	fs.StringVar(&f.policy, "policy", "prefix-aware", "routing policy: prefix-aware, least-outstanding or random")
 	fs.Float64Var(&f.loadFactor, "load-factor", 1.25, "bounded-load factor c (>= 1)")
 	fs.IntVar(&f.threshold, "threshold", 64, "per-backend concurrency threshold (1..1024)")
@@ -215,7 +215,7 @@ func loadServeConfig(f serveFlags, set map[string]bool) (config.File, server.Con
 		}
 	}
 	override("listen", func() { file.Listen = f.listen })
-	override("backend", func() { file.Backends = f.backends })
+	override("backend", func() { file.Backends = config.Backends(f.backends) })
 	override("policy", func() { file.Routing.Policy = f.policy })
 	override("load-factor", func() { file.Routing.LoadFactor = f.loadFactor })
 	override("threshold", func() { file.Routing.Threshold = f.threshold })

@@ -74,7 +74,7 @@ func (s *Server) members() []route.Member {
 	bs := s.pool.Backends()
 	out := make([]route.Member, 0, len(bs))
 	for _, b := range bs {
-		out = append(out, route.Member{Name: b.Name, Models: b.Models()})
+		out = append(out, route.Member{Name: b.Name, Models: b.Models(), CacheTokens: b.CacheTokens()})
 	}
 	return out
 }
@@ -114,7 +114,7 @@ func (s *Server) onMembership(bs []*backends.Backend) {
 	}
 	ms := make([]route.Member, 0, len(bs))
 	for _, b := range bs {
-		ms = append(ms, route.Member{Name: b.Name, Models: b.Models()})
+		ms = append(ms, route.Member{Name: b.Name, Models: b.Models(), CacheTokens: b.CacheTokens()})
 	}
 	if err := r.SetMembers(ms); err != nil {
 		s.log.Error("backend membership", "err", err)
