@@ -93,7 +93,7 @@ func TestEngineDetection(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		prefix string // ENGINE+ before the URL
-		eng    fakeEngine
+		eng    *fakeEngine
 
 		engine      backends.Engine
 		known       bool
@@ -104,24 +104,24 @@ func TestEngineDetection(t *testing.T) {
 		cacheTokens int
 		healthy     bool
 	}{
-		{name: "vllm", eng: fakeEngine{metrics: []string{fixture(t, "vllm.metrics")}},
+		{name: "vllm", eng: &fakeEngine{metrics: []string{fixture(t, "vllm.metrics")}},
 			engine: backends.EngineVLLM, known: true, running: 2, waiting: 1, kv: 0.125, hitRate: -1, cacheTokens: 2048 * 16, healthy: true},
-		{name: "sglang with --enable-metrics", eng: fakeEngine{metrics: []string{fixture(t, "sglang.metrics")}, serverInfo: sglInfo},
+		{name: "sglang with --enable-metrics", eng: &fakeEngine{metrics: []string{fixture(t, "sglang.metrics")}, serverInfo: sglInfo},
 			engine: backends.EngineSGLang, known: true, running: 3, waiting: 4, kv: 0.04, hitRate: 0.75, cacheTokens: 1048576, healthy: true},
-		{name: "sglang without metrics", eng: fakeEngine{serverInfo: sglInfo},
+		{name: "sglang without metrics", eng: &fakeEngine{serverInfo: sglInfo},
 			engine: backends.EngineSGLang, hitRate: -1, cacheTokens: 1048576, healthy: true},
-		{name: "llamacpp with --metrics", eng: fakeEngine{metrics: []string{fixture(t, "llamacpp_1.metrics"), fixture(t, "llamacpp_2.metrics")}, props: props},
+		{name: "llamacpp with --metrics", eng: &fakeEngine{metrics: []string{fixture(t, "llamacpp_1.metrics"), fixture(t, "llamacpp_2.metrics")}, props: props},
 			// (1600-700) cached of (400+1600)-(300+700) looked up
 			engine: backends.EngineLlamaCpp, known: true, running: 1, waiting: 0, hitRate: 0.9, cacheTokens: 4096 * 4, healthy: true},
-		{name: "llamacpp without --metrics, loading", eng: fakeEngine{metricsStatus: http.StatusNotImplemented, metricsBody: fixture(t, "llamacpp_no_metrics.json"), props: props, health: http.StatusServiceUnavailable},
+		{name: "llamacpp without --metrics, loading", eng: &fakeEngine{metricsStatus: http.StatusNotImplemented, metricsBody: fixture(t, "llamacpp_no_metrics.json"), props: props, health: http.StatusServiceUnavailable},
 			engine: backends.EngineLlamaCpp, hitRate: -1, cacheTokens: 4096 * 4, healthy: false},
-		{name: "plain openai server", eng: fakeEngine{},
+		{name: "plain openai server", eng: &fakeEngine{},
 			engine: backends.EngineAuto, hitRate: -1, healthy: true},
-		{name: "configured sglang reads only sglang names", prefix: "sglang+", eng: fakeEngine{metrics: []string{fixture(t, "vllm.metrics")}},
+		{name: "configured sglang reads only sglang names", prefix: "sglang+", eng: &fakeEngine{metrics: []string{fixture(t, "vllm.metrics")}},
 			engine: backends.EngineSGLang, hitRate: -1, healthy: true},
-		{name: "configured llamacpp", prefix: "LlamaCpp+", eng: fakeEngine{props: props},
+		{name: "configured llamacpp", prefix: "LlamaCpp+", eng: &fakeEngine{props: props},
 			engine: backends.EngineLlamaCpp, hitRate: -1, cacheTokens: 4096 * 4, healthy: true},
-		{name: "configured vllm asks no info endpoint", prefix: "vllm+", eng: fakeEngine{props: props, serverInfo: sglInfo},
+		{name: "configured vllm asks no info endpoint", prefix: "vllm+", eng: &fakeEngine{props: props, serverInfo: sglInfo},
 			engine: backends.EngineVLLM, hitRate: -1, healthy: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

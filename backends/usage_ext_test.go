@@ -10,7 +10,7 @@ import (
 
 // engineBackend is a pool backend of the given engine whose info endpoint
 // (SGLang's) has been read once.
-func engineBackend(t *testing.T, prefix string, eng fakeEngine) *backends.Backend {
+func engineBackend(t *testing.T, prefix string, eng *fakeEngine) *backends.Backend {
 	t.Helper()
 	srv := eng.start(t)
 	p, err := backends.NewPool([]string{prefix + srv.URL}, backends.Options{})
@@ -29,10 +29,10 @@ func TestUsageShapes(t *testing.T) {
 	if noReport == info {
 		t.Fatal("fixture lost enable_cache_report")
 	}
-	vllm := engineBackend(t, "vllm+", fakeEngine{})
-	llama := engineBackend(t, "", fakeEngine{props: fixture(t, "llamacpp_props.json")})
-	sgl := engineBackend(t, "", fakeEngine{serverInfo: info})
-	sglNoReport := engineBackend(t, "sglang+", fakeEngine{serverInfo: noReport})
+	vllm := engineBackend(t, "vllm+", &fakeEngine{})
+	llama := engineBackend(t, "", &fakeEngine{props: fixture(t, "llamacpp_props.json")})
+	sgl := engineBackend(t, "", &fakeEngine{serverInfo: info})
+	sglNoReport := engineBackend(t, "sglang+", &fakeEngine{serverInfo: noReport})
 	if llama.Engine() != backends.EngineLlamaCpp || sgl.Engine() != backends.EngineSGLang {
 		t.Fatalf("detection: %v %v", llama.Engine(), sgl.Engine())
 	}
