@@ -34,8 +34,10 @@ type Backend struct {
 	configured  Engine
 	detected    atomic.Uint32
 	cacheTokens atomic.Int64
-	// cacheReport is SGLang's --enable-cache-report, from its server info.
-	cacheReport atomic.Bool
+	// cacheReport is SGLang's --enable-cache-report, from its server info;
+	// reportsCached: an answer has stated cached_tokens (usage.go).
+	cacheReport   atomic.Bool
+	reportsCached atomic.Bool
 
 	mu         sync.Mutex
 	up         bool // probes and passive outcomes say it works

@@ -29,12 +29,19 @@ var UnknownUsage = Usage{PromptTokens: -1, CachedTokens: -1}
 // reported": SGLang with --enable-cache-report leaves the details out when
 // nothing was cached (python/sglang/srt/entrypoints/openai/usage_processor.py).
 func ParseUsage(raw []byte, missingIsZero bool) Usage {
-	u := UnknownUsage
+	u, _ := parseUsage(raw, missingIsZero)
+	return u
+}
+
+// parseUsage is ParseUsage that also says whether the answer stated
+// usage.prompt_tokens_details.cached_tokens.
+func parseUsage(raw []byte, missingIsZero bool) (u Usage, stated bool) {
+	u = UnknownUsage
 	obj := gjson.GetBytes(raw, "usage")
 	if !obj.IsObject() {
 		obj = gjson.GetBytes(raw, "meta_info") // SGLang's native /generate answer
 		if !obj.IsObject() {
-			return u
+			return u, false
 		}
 		missingIsZero = false // meta_info states cached_tokens whenever it knows
 	}
@@ -44,7 +51,7 @@ func ParseUsage(raw []byte, missingIsZero bool) Usage {
 	}
 	switch n, ok := count(r[1]); {
 	case ok:
-		u.CachedTokens = n
+		u.CachedTokens, stated = n, true
 	case r[2].Exists():
 		if n, ok := count(r[2]); ok {
 			u.CachedTokens = n
@@ -57,7 +64,7 @@ func ParseUsage(raw []byte, missingIsZero bool) Usage {
 		// figure is wrong, and a wrong hit rate is worse than none.
 		u.CachedTokens = -1
 	}
-	return u
+	return u, stated
 }
 
 // count reads a non-negative integer token count.
@@ -72,9 +79,21 @@ func count(r gjson.Result) (int, bool) {
 	return int(n), true
 }
 
-// ParseUsage reads a response's usage the way b's engine writes it.
+// ParseUsage reads a response's usage the way b's engine writes it. vLLM
+// (--enable-prompt-tokens-details) and SGLang (--enable-cache-report) both
+// leave prompt_tokens_details out when nothing was cached
+// (vllm/entrypoints/openai/serving_chat.py, serving_completion.py;
+// SGLang's usage_processor.py), and out altogether when the switch is off.
+// So a backend that has stated cached_tokens once, or an SGLang whose
+// server info shows the switch on, reports a missing figure as 0; before
+// that it is "not reported". (An engine restarted with the switch off
+// would then count as 0 cached until its backend is replaced.)
 func (b *Backend) ParseUsage(raw []byte) Usage {
-	return ParseUsage(raw, b.Engine() == EngineSGLang && b.cacheReport.Load())
+	u, stated := parseUsage(raw, b.reportsCached.Load() || (b.Engine() == EngineSGLang && b.cacheReport.Load()))
+	if stated && !b.reportsCached.Load() {
+		b.reportsCached.Store(true)
+	}
+	return u
 }
 
 // StreamUsage finds the usage in the tail of a server-sent event stream:

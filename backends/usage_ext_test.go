@@ -30,6 +30,7 @@ func TestUsageShapes(t *testing.T) {
 		t.Fatal("fixture lost enable_cache_report")
 	}
 	vllm := engineBackend(t, "vllm+", &fakeEngine{})
+	vllmFresh := engineBackend(t, "vllm+", &fakeEngine{})
 	llama := engineBackend(t, "", &fakeEngine{props: fixture(t, "llamacpp_props.json")})
 	sgl := engineBackend(t, "", &fakeEngine{serverInfo: info})
 	sglNoReport := engineBackend(t, "sglang+", &fakeEngine{serverInfo: noReport})
@@ -43,8 +44,11 @@ func TestUsageShapes(t *testing.T) {
 		fixture string
 		want    backends.Usage
 	}{
+		{"vllm without --enable-prompt-tokens-details", vllmFresh, "vllm_chat_no_details.json", backends.Usage{PromptTokens: 812, CachedTokens: -1}},
 		{"vllm chat", vllm, "vllm_chat.json", hit},
-		{"vllm without --enable-prompt-tokens-details", vllm, "vllm_chat_no_details.json", backends.Usage{PromptTokens: 812, CachedTokens: -1}},
+		// Once the backend has stated cached_tokens, a missing figure is
+		// vLLM leaving out a zero.
+		{"vllm nothing cached after a stated figure", vllm, "vllm_chat_no_details.json", backends.Usage{PromptTokens: 812, CachedTokens: 0}},
 		{"vllm stream", vllm, "vllm_stream.sse", hit},
 		{"sglang chat", sgl, "sglang_chat.json", hit},
 		{"sglang nothing cached, --enable-cache-report", sgl, "sglang_chat_nothing_cached.json", backends.Usage{PromptTokens: 812, CachedTokens: 0}},
