@@ -9,11 +9,11 @@ import (
 	"github.com/prefixgate/prefixgate/backends"
 )
 
-// benchAnswer is a chat answer of about 64 KiB (a long completion with
-// logprobs-sized content) whose usage object sits at the end, as in vLLM's.
-func benchAnswer() []byte {
+// benchAnswer is a chat answer of about size bytes whose usage object sits
+// at the end, as in vLLM's.
+func benchAnswer(size int) []byte {
 	var content strings.Builder
-	for i := 0; content.Len() < 64<<10; i++ {
+	for i := 0; content.Len() < size; i++ {
 		fmt.Fprintf(&content, "token %d of a long answer, with \\\"quotes\\\" and \\\\ escapes; ", i)
 	}
 	return []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` +
@@ -23,8 +23,17 @@ func benchAnswer() []byte {
 // BenchmarkUsage compares reading the usage as the server does (gjson on
 // the usage object) with decoding the whole answer with encoding/json.
 func BenchmarkUsage(b *testing.B) {
-	raw := benchAnswer()
+	raw := benchAnswer(64 << 10)
 	be := &backends.Backend{}
+	small := benchAnswer(2 << 10)
+	b.Run("gjson-usage-2KiB", func(b *testing.B) {
+		b.SetBytes(int64(len(small)))
+		for b.Loop() {
+			if u := be.ParseUsage(small); u.CachedTokens != 768 {
+				b.Fatal(u)
+			}
+		}
+	})
 	b.Run("gjson-usage", func(b *testing.B) {
 		b.SetBytes(int64(len(raw)))
 		for b.Loop() {
