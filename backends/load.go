@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -228,7 +229,7 @@ func parseMetrics(r io.Reader, e Engine) (LoadSignals, error) {
 				blocks, err1 := strconv.ParseInt(string(labelValue(labels, "num_gpu_blocks")), 10, 64)
 				size, err2 := strconv.ParseInt(string(labelValue(labels, "block_size")), 10, 64)
 				if err1 == nil && err2 == nil && blocks > 0 && size > 0 && blocks <= 1<<32 && size <= 1<<16 {
-					l.CacheTokens += int(blocks * size)
+					l.CacheTokens = min(l.CacheTokens+int(blocks*size), 1<<50) // no overflow from a flood of series
 				}
 				continue // says nothing about load
 			default:
@@ -316,7 +317,9 @@ func parseSample(line []byte) (name, labels []byte, v float64, ok bool) {
 		rest = rest[:j] // drop the timestamp
 	}
 	v, err := strconv.ParseFloat(string(rest), 64)
-	if err != nil || v != v { // NaN carries no signal
+	if err != nil || v != v || v < 0 || math.IsInf(v, 0) {
+		// NaN and infinities carry no signal, and none of the metrics read
+		// here can be negative: a load hint must stay a small count.
 		return nil, nil, 0, false
 	}
 	return name, labels, v, true
