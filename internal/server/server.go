@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +33,10 @@ type Server struct {
 	tracing tracing
 	ready   atomic.Bool
 	handler http.Handler
+
+	// engines is the engine label last published per backend (usage.go).
+	enginesMu sync.Mutex
+	engines   map[string]string
 }
 
 // New builds a server from cfg (after Defaults and Validate).
@@ -280,6 +285,7 @@ func (s *Server) publishInFlight(ctx context.Context) {
 				s.metrics.inFlight.WithLabelValues(st.Name).Set(float64(st.InFlight))
 			}
 			for _, b := range s.pool.Backends() {
+				s.publishEngine(b)
 				l := b.Load()
 				if l.Known && l.Err == nil && time.Since(l.ScrapedAt) <= loadHintMaxAge {
 					r.SetLoadHint(b.Name, int(math.Round(l.Running+l.Waiting)))

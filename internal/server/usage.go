@@ -115,6 +115,23 @@ func (s *Server) countUsage(backend string, u backends.Usage) {
 	s.metrics.cachedPromptTokens.WithLabelValues(backend).Add(float64(u.CachedTokens))
 }
 
+// publishEngine sets prefixgate_backend_cache_tokens for b. A backend
+// whose engine changed (detected, or renamed on reload) loses its old
+// series first.
+func (s *Server) publishEngine(b *backends.Backend) {
+	e := b.Engine().String()
+	s.enginesMu.Lock()
+	if prev, ok := s.engines[b.Name]; ok && prev != e {
+		s.metrics.backendCacheTokens.DeleteLabelValues(b.Name, prev)
+	}
+	if s.engines == nil {
+		s.engines = map[string]string{}
+	}
+	s.engines[b.Name] = e
+	s.enginesMu.Unlock()
+	s.metrics.backendCacheTokens.WithLabelValues(b.Name, e).Set(float64(b.CacheTokens()))
+}
+
 // failedOutcome is the outcome of a request that got no answer.
 func failedOutcome(err error) route.Outcome {
 	if err == nil {

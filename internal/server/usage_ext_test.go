@@ -193,3 +193,42 @@ func TestUsageReachesMetrics(t *testing.T) {
 	}
 	t.Fatal(mismatch)
 }
+
+// TestEngineAndCapacityMetric: a backend that answers like llama-server
+// without --metrics is detected from /props and its capacity
+// (n_ctx per slot × slots) published with its engine.
+func TestEngineAndCapacityMetric(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNotImplemented)
+	})
+	mux.HandleFunc("GET /props", func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, `{"default_generation_settings":{"params":{},"n_ctx":1024},"total_slots":3,"model_path":"/m.gguf"}`)
+	})
+	llama := httptest.NewServer(mux)
+	defer llama.Close()
+	srv, err := server.New(server.Config{Backends: []string{llama.URL}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serveInBackground(t, srv)()
+	h := httptest.NewServer(srv.Handler())
+	defer h.Close()
+	want := fmt.Sprintf(`prefixgate_backend_cache_tokens{backend=%q,engine="llamacpp"} 3072`, strings.TrimPrefix(llama.URL, "http://"))
+	var last string
+	for range 500 { // bounded: the router publishes every second
+		resp, err := http.Get(h.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(raw), want) {
+			return
+		}
+		last = string(raw)
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no %s in\n%s", want, last)
+}
