@@ -186,10 +186,11 @@ func parseLlamaCppProps(raw []byte) (engineInfo, error) {
 }
 
 // parseSGLangServerInfo reads SGLang's /get_server_info: the server args
-// merged with the scheduler's max_total_num_tokens
-// (python/sglang/srt/entrypoints/http_server.py in sglang).
+// (dp_size, enable_cache_report) merged with the first scheduler's
+// max_total_num_tokens (python/sglang/srt/entrypoints/http_server.py in
+// sglang).
 func parseSGLangServerInfo(raw []byte) (engineInfo, error) {
-	r := gjson.GetManyBytes(raw, "max_total_num_tokens", "internal_states.0.max_total_num_tokens", "enable_cache_report", "model_path")
+	r := gjson.GetManyBytes(raw, "max_total_num_tokens", "internal_states.0.max_total_num_tokens", "enable_cache_report", "model_path", "dp_size")
 	if !r[0].Exists() && !r[1].Exists() && !r[3].Exists() {
 		return engineInfo{}, fmt.Errorf("/get_server_info has neither max_total_num_tokens nor model_path: not SGLang")
 	}
@@ -197,6 +198,11 @@ func parseSGLangServerInfo(raw []byte) (engineInfo, error) {
 	n := r[0].Int()
 	if n <= 0 {
 		n = r[1].Int()
+	}
+	// max_total_num_tokens is one scheduler's KV pool; each data-parallel
+	// rank has its own.
+	if dp := r[4].Int(); dp > 1 && dp <= 1024 {
+		n *= dp
 	}
 	if n > 0 && n <= 1<<40 {
 		info.cacheTokens = int(n)

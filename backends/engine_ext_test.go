@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -110,6 +111,8 @@ func TestEngineDetection(t *testing.T) {
 			engine: backends.EngineSGLang, known: true, running: 3, waiting: 4, kv: 0.04, hitRate: 0.75, cacheTokens: 1048576, healthy: true},
 		{name: "sglang without metrics", eng: &fakeEngine{serverInfo: sglInfo},
 			engine: backends.EngineSGLang, hitRate: -1, cacheTokens: 1048576, healthy: true},
+		{name: "sglang with two data-parallel ranks", eng: &fakeEngine{serverInfo: strings.Replace(sglInfo, `"dp_size":1,`, `"dp_size":2,`, 1)},
+			engine: backends.EngineSGLang, hitRate: -1, cacheTokens: 2 * 1048576, healthy: true},
 		{name: "llamacpp with --metrics", eng: &fakeEngine{metrics: []string{fixture(t, "llamacpp_1.metrics"), fixture(t, "llamacpp_2.metrics")}, props: props},
 			// (1600-700) cached of (400+1600)-(300+700) looked up
 			engine: backends.EngineLlamaCpp, known: true, running: 1, waiting: 0, hitRate: 0.9, cacheTokens: 4096 * 4, healthy: true},
