@@ -27,28 +27,42 @@ const maxUsageBody = 4 << 20
 // or llama.cpp's timings before it.
 const sseTailBytes = 16 << 10
 
-// sseTail keeps the last sseTailBytes of a stream.
+// sseTail keeps the last sseTailBytes of a stream in a ring, so that each
+// read costs a copy of itself only; bytes lays it out once at the end.
 type sseTail struct {
-	buf   []byte
-	total int64 // bytes seen
+	ring  []byte // len sseTailBytes
+	out   []byte // the laid-out tail, cap sseTailBytes
+	total int64  // bytes seen
 }
+
+func newSSETail() *sseTail {
+	return &sseTail{ring: make([]byte, sseTailBytes), out: make([]byte, 0, sseTailBytes)}
+}
+
+func (t *sseTail) reset() { t.total = 0 }
 
 func (t *sseTail) add(p []byte) {
+	if len(p) > sseTailBytes {
+		t.total += int64(len(p) - sseTailBytes)
+		p = p[len(p)-sseTailBytes:]
+	}
+	at := int(t.total % sseTailBytes)
+	n := copy(t.ring[at:], p)
+	copy(t.ring, p[n:])
 	t.total += int64(len(p))
-	if len(p) >= sseTailBytes {
-		t.buf = append(t.buf[:0], p[len(p)-sseTailBytes:]...)
-		return
-	}
-	if over := len(t.buf) + len(p) - sseTailBytes; over > 0 {
-		t.buf = t.buf[:copy(t.buf, t.buf[over:])]
-	}
-	t.buf = append(t.buf, p...)
 }
 
-// whole reports whether the tail is the whole stream.
-func (t *sseTail) whole() bool { return t.total == int64(len(t.buf)) }
+// bytes returns the tail in order and whether it is the whole stream.
+func (t *sseTail) bytes() ([]byte, bool) {
+	if t.total <= sseTailBytes {
+		return t.ring[:t.total], true
+	}
+	at := int(t.total % sseTailBytes)
+	t.out = append(append(t.out[:0], t.ring[at:]...), t.ring[:at]...)
+	return t.out, false
+}
 
-var tailBuffers = sync.Pool{New: func() any { return &sseTail{buf: make([]byte, 0, sseTailBytes)} }}
+var tailBuffers = sync.Pool{New: func() any { return newSSETail() }}
 
 // plainBuffers recycles the buffers plain answers are read into.
 var plainBuffers = sync.Pool{New: func() any { return new([]byte) }}
@@ -83,12 +97,12 @@ func (x *exchange) relay(w http.ResponseWriter, stream bool) error {
 	var tail *sseTail
 	if stream {
 		tail = tailBuffers.Get().(*sseTail)
-		tail.buf, tail.total = tail.buf[:0], 0
+		tail.reset()
 		defer tailBuffers.Put(tail)
 	}
 	err := copyStreamTail(w, x.resp.Body, stream, tail)
 	if err == nil && tail != nil {
-		x.usage = x.b.StreamUsage(tail.buf, tail.whole())
+		x.usage = x.b.StreamUsage(tail.bytes())
 	}
 	return err
 }
