@@ -168,7 +168,10 @@ func (p *Pool) identify(ctx context.Context, b *Backend) (engineInfo, error) {
 
 // parseLlamaCppProps reads llama-server's /props: total_slots and the
 // per-slot context default_generation_settings.n_ctx
-// (tools/server/server-context.cpp in llama.cpp).
+// (tools/server/server-context.cpp in llama.cpp). With a unified KV cache
+// (--kv-unified, llama-server's default when -np is left to auto) each
+// slot's n_ctx is the whole cache and the product overstates it; /props
+// does not say which layout runs (docs/backends.md).
 func parseLlamaCppProps(raw []byte) (engineInfo, error) {
 	r := gjson.GetManyBytes(raw, "total_slots", "default_generation_settings.n_ctx")
 	if !r[0].Exists() && !r[1].Exists() {
