@@ -34,6 +34,7 @@ type fakeEngine struct {
 	metricsBody   string //
 	props         string // llama.cpp; "" answers 404
 	serverInfo    string // SGLang; "" answers 404
+	serverInfoNew string // SGLang's newer /server_info; "" answers 404
 	health        int    // 0 is 200
 	model         string
 
@@ -68,6 +69,7 @@ func (f *fakeEngine) start(t *testing.T) *httptest.Server {
 	}
 	mux.HandleFunc("GET /props", jsonOr404(&f.props))
 	mux.HandleFunc("GET /get_server_info", jsonOr404(&f.serverInfo))
+	mux.HandleFunc("GET /server_info", jsonOr404(&f.serverInfoNew))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		if f.health != 0 {
 			w.WriteHeader(f.health)
@@ -111,6 +113,8 @@ func TestEngineDetection(t *testing.T) {
 			engine: backends.EngineSGLang, known: true, running: 3, waiting: 4, kv: 0.04, hitRate: 0.75, cacheTokens: 1048576, healthy: true},
 		{name: "sglang without metrics", eng: &fakeEngine{serverInfo: sglInfo},
 			engine: backends.EngineSGLang, hitRate: -1, cacheTokens: 1048576, healthy: true},
+		{name: "configured sglang with only /server_info", prefix: "sglang+", eng: &fakeEngine{metrics: []string{fixture(t, "sglang.metrics")}, serverInfoNew: sglInfo},
+			engine: backends.EngineSGLang, known: true, running: 3, waiting: 4, kv: 0.04, hitRate: 0.75, cacheTokens: 1048576, healthy: true},
 		{name: "sglang with two data-parallel ranks", eng: &fakeEngine{serverInfo: strings.Replace(sglInfo, `"dp_size":1,`, `"dp_size":2,`, 1)},
 			engine: backends.EngineSGLang, hitRate: -1, cacheTokens: 2 * 1048576, healthy: true},
 		{name: "llamacpp with --metrics", eng: &fakeEngine{metrics: []string{fixture(t, "llamacpp_1.metrics"), fixture(t, "llamacpp_2.metrics")}, props: props},
