@@ -19,6 +19,9 @@ type Member struct {
 	// Threshold is its concurrency threshold (1..1024); 0 means
 	// Config.DefaultThreshold.
 	Threshold int
+	// CacheTokens is the member's prefix-cache capacity in tokens as its
+	// engine states it; 0 when unknown.
+	CacheTokens int
 }
 
 // memberState is what outlives snapshots: a member keeps its counter and

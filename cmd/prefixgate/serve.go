@@ -157,7 +157,7 @@ func newLogger(file config.File, w io.Writer) *slog.Logger {
 // routing policy and limits, logging.
 func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.configPath, "config", "", "YAML configuration file (see docs/configuration.md); reloaded on SIGHUP")
-	fs.Var(&f.backends, "backend", "backend base URL (repeatable, or comma-separated)")
+	fs.Var(&f.backends, "backend", "backend base URL, optionally ENGINE+URL with ENGINE auto, vllm, sglang or llamacpp (repeatable, or comma-separated)")
 	// Flag defaults are the owning packages' defaults, shown by --help; a
 	// flag overrides the file only when given.
 	fs.StringVar(&f.policy, "policy", route.DefaultPolicy, "routing policy: prefix-aware, least-outstanding or random")
@@ -241,7 +241,7 @@ func loadServeConfig(f serveFlags, set map[string]bool) (config.File, server.Con
 		}
 	}
 	override("listen", func() { file.Listen = f.listen })
-	override("backend", func() { file.Backends = f.backends })
+	override("backend", func() { file.Backends = config.Backends(f.backends) })
 	override("policy", func() { file.Routing.Policy = f.policy })
 	override("load-factor", func() { file.Routing.LoadFactor = f.loadFactor })
 	override("threshold", func() { file.Routing.Threshold = f.threshold })

@@ -171,3 +171,37 @@ func TestEPPSection(t *testing.T) {
 		t.Fatalf("unknown epp field: err = %v, want one naming grpc_listen", err)
 	}
 }
+
+// TestBackendEngines: a backend entry is a spec string (optionally
+// ENGINE+URL) or a url/engine mapping; both become the ENGINE+URL spec the
+// server takes, and mistakes name the entry.
+func TestBackendEngines(t *testing.T) {
+	f, err := Load(write(t, `
+backends:
+  - http://10.0.0.4:8000
+  - sglang+http://10.0.0.5:30000
+  - url: http://10.0.0.6:8080
+    engine: llamacpp
+  - url: dns://vllm.svc:8000
+    engine: auto
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"http://10.0.0.4:8000", "sglang+http://10.0.0.5:30000", "llamacpp+http://10.0.0.6:8080", "dns://vllm.svc:8000"}
+	if strings.Join(f.Backends, " ") != strings.Join(want, " ") {
+		t.Fatalf("backends %q, want %q", f.Backends, want)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"backends:\n  - url: http://a:1\n    engine: tgi\n", "backends[0].engine"},
+		{"backends:\n  - x\n  - engine: vllm\n", "backends[1]: url is required"},
+		{"backends:\n  - url: http://a:1\n    engin: vllm\n", "backends[0]"},
+		{"backends:\n  - url: sglang+http://a:1\n    engine: vllm\n", "give one"},
+		{"backends: http://a:1\n", "must be a list"},
+		{"backends:\n  - [a]\n", "neither a URL"},
+	} {
+		if _, err := Load(write(t, tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one naming %q", tc.yaml, err, tc.want)
+		}
+	}
+}

@@ -62,7 +62,10 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 			w.Header().Set("Content-Length", strconv.FormatInt(x.resp.ContentLength, 10))
 		}
 		w.WriteHeader(x.resp.StatusCode)
-		if err := copyStream(w, x.resp.Body, stream); err != nil {
+		if err := x.relay(w, stream); err != nil {
+			if r.Context().Err() == nil { // else the client left: not the backend's failure
+				x.err = err
+			}
 			s.log.Warn("stream ended early", "backend", x.d.Backend, "err", err)
 		}
 	}

@@ -138,14 +138,14 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 		}
 		b, ok := s.pool.Get(d.Backend)
 		if !ok {
-			d.Done()
 			lastErr = fmt.Errorf("backend %s left the pool", d.Backend)
+			d.DoneWith(failedOutcome(lastErr))
 			continue
 		}
 		sent := time.Now()
 		resp, err := s.pool.Forward(ctx, b, http.MethodPost, path, p.body, hdr)
 		if err != nil {
-			d.Done()
+			d.DoneWith(failedOutcome(err))
 			var ue *backends.UnreachableError
 			if errors.As(err, &ue) && ctx.Err() == nil {
 				// Nothing came back: eject it and try the next candidate.
@@ -181,6 +181,12 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 // read, so that server-sent events reach the client as they arrive;
 // without, the writes go out when w's buffer fills or the handler returns.
 func copyStream(w http.ResponseWriter, body io.Reader, flush bool) error {
+	return copyStreamTail(w, body, flush, nil)
+}
+
+// copyStreamTail is copyStream that also keeps the stream's tail in tail
+// (when not nil), for the usage of its final event.
+func copyStreamTail(w http.ResponseWriter, body io.Reader, flush bool, tail *sseTail) error {
 	rc := http.NewResponseController(w)
 	bp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bp)
@@ -188,6 +194,9 @@ func copyStream(w http.ResponseWriter, body io.Reader, flush bool) error {
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
+			if tail != nil {
+				tail.add(buf[:n])
+			}
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return werr
 			}
@@ -212,6 +221,12 @@ type exchange struct {
 	resp *http.Response
 	d    *route.Decision
 	info normalize.RouteInfo
+	s    *Server
+	b    *backends.Backend // nil if it left the pool meanwhile
+	// usage is what the answer reported (usage.go); err is why relaying
+	// it failed, if it did. close hands both to the router.
+	usage backends.Usage
+	err   error
 }
 
 // open normalizes body, routes it and forwards it to path, then writes the
@@ -233,13 +248,16 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 	}
 	span.SetAttributes(attribute.String("prefixgate.backend", d.Backend), attribute.String("prefixgate.decision", d.Reason.String()))
 	setRoutingHeaders(out, d, p.info)
-	return &exchange{resp: resp, d: d, info: p.info}, nil
+	b, _ := s.pool.Get(d.Backend)
+	return &exchange{resp: resp, d: d, info: p.info, s: s, b: b, usage: backends.UnknownUsage}, nil
 }
 
-// close releases the backend's body and the in-flight slot.
+// close releases the backend's body and the in-flight slot, handing the
+// answer's outcome and usage to the router and the usage metrics.
 func (x *exchange) close() {
 	x.resp.Body.Close()
-	x.d.Done()
+	x.s.countUsage(x.d.Backend, x.usage)
+	x.d.DoneWith(route.Outcome{Err: x.err, FirstByte: true, PromptTokens: x.usage.PromptTokens, CachedTokens: x.usage.CachedTokens})
 }
 
 // record counts one answered request. x is nil when the request failed

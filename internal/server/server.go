@@ -47,6 +47,10 @@ type Server struct {
 	// configuration last applied, as given (before route's defaults).
 	reloadMu sync.Mutex
 	routing  route.Config
+
+	// engines is the engine label last published per backend (usage.go).
+	enginesMu sync.Mutex
+	engines   map[string]string
 }
 
 // New builds a server from cfg (after Defaults and Validate).
@@ -95,7 +99,7 @@ func (s *Server) members() []route.Member {
 	bs := s.pool.Backends()
 	out := make([]route.Member, 0, len(bs))
 	for _, b := range bs {
-		out = append(out, route.Member{Name: b.Name, Models: b.Models()})
+		out = append(out, route.Member{Name: b.Name, Models: b.Models(), CacheTokens: b.CacheTokens()})
 	}
 	return out
 }
@@ -132,7 +136,7 @@ func (s *Server) onMembership(bs []*backends.Backend) {
 	}
 	ms := make([]route.Member, 0, len(bs))
 	for _, b := range bs {
-		ms = append(ms, route.Member{Name: b.Name, Models: b.Models()})
+		ms = append(ms, route.Member{Name: b.Name, Models: b.Models(), CacheTokens: b.CacheTokens()})
 	}
 	if err := r.SetMembers(ms); err != nil {
 		s.log.Error("backend membership", "err", err)
@@ -347,6 +351,7 @@ func (s *Server) publishInFlight(ctx context.Context) {
 				s.metrics.inFlight.WithLabelValues(st.Name).Set(float64(st.InFlight))
 			}
 			for _, b := range s.pool.Backends() {
+				s.publishEngine(b)
 				l := b.Load()
 				if l.Known && l.Err == nil && time.Since(l.ScrapedAt) <= loadHintMaxAge {
 					r.SetLoadHint(b.Name, int(math.Round(l.Running+l.Waiting)))
