@@ -483,6 +483,10 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 			if size == 0 {
 				return i, newErr(i, CodeInvalidUTF8, ErrInvalid, "invalid UTF-8 %s in string", describe(c))
 			}
+			if size >= 3 && rawNoncharacter(s[i:i+size]) {
+				r, _ := utf8.DecodeRune(s[i:])
+				return i, noncharacterErr(i, r)
+			}
 			i += size
 		}
 	}
@@ -528,12 +532,39 @@ func (p *parser) escape(i int) (int, error) {
 				return 0, err
 			}
 			if lo >= 0xDC00 && lo <= 0xDFFF {
+				if r := 0x10000 + (u-0xD800)<<10 + (lo - 0xDC00); isNoncharacter(r) {
+					return 0, noncharacterErr(i, r)
+				}
 				return 12, nil
 			}
 		}
 		return 0, newErr(i, CodeLoneSurrogate, ErrInvalid, "high surrogate \\u%04x not followed by a low surrogate", u)
+	case isNoncharacter(u):
+		return 0, noncharacterErr(i, u)
 	}
 	return 6, nil
+}
+
+// isNoncharacter reports whether r is one of the 66 noncharacters that
+// I-JSON (RFC 7493 §2.1) forbids: U+FDD0..U+FDEF and the last two code
+// points of every plane (U+FFFE, U+FFFF, U+1FFFE, ... U+10FFFF).
+func isNoncharacter(r rune) bool {
+	return r >= 0xFDD0 && r <= 0xFDEF || r&0xFFFE == 0xFFFE
+}
+
+// rawNoncharacter reports whether the valid 3- or 4-byte UTF-8 sequence seq
+// encodes a noncharacter, without decoding it: EF B7 90..AF is
+// U+FDD0..U+FDEF, EF BF BE/BF is U+FFFE/U+FFFF, and a 4-byte sequence ends
+// a plane when its low 16 bits are all ones but the last.
+func rawNoncharacter(seq []byte) bool {
+	if len(seq) == 3 {
+		return seq[0] == 0xEF && (seq[1] == 0xB7 && seq[2] >= 0x90 && seq[2] <= 0xAF || seq[1] == 0xBF && seq[2] >= 0xBE)
+	}
+	return seq[1]&0x0F == 0x0F && seq[2] == 0xBF && seq[3] >= 0xBE
+}
+
+func noncharacterErr(off int, r rune) *SyntaxError {
+	return newErr(off, CodeNoncharacter, ErrInvalid, "noncharacter U+%04X is not allowed in I-JSON", r)
 }
 
 func (p *parser) hex4(i int) (rune, error) {

@@ -81,8 +81,8 @@ func cases() []testCase {
 		canon("string_astral", "auto", `{"text":"😀 𝄞 𠜎 👩‍👩‍👧‍👦 🇳🇴","escaped":"\ud83d\ude00\uD834\uDD1E"}`),
 		canon("string_combining_marks", "auto", `{"composed":"é","decomposed":"é","escaped":"e\u0301","zalgo":"ḁ̴̛̗̹̒"}`),
 		canon("string_right_to_left", "auto", `{"model":"m","messages":[{"role":"system","content":"שלום עולם — مرحبا بالعالم \u200f(RLM) \u202bembedded\u202c"},{"role":"user","content":"؟"}]}`),
-		canon("string_escapes", "auto", `["\"\\\/\b\f\n\r\t","\u0000\u0001\u001f\u0020\u007f\u0080","\u00e9\u20ac\uFFFD\uffff","\u2028\u2029","a\/b"]`),
-		canon("string_raw_specials", "auto", "[\"\u007f raw DEL\",\"\u2028\u2029 raw separators\",\"\ufeff BOM\",\"\U0010FFFF max\"]"),
+		canon("string_escapes", "auto", `["\"\\\/\b\f\n\r\t","\u0000\u0001\u001f\u0020\u007f\u0080","\u00e9\u20ac\uFFFD\ufeff","\u2028\u2029","a\/b"]`),
+		canon("string_raw_specials", "auto", "[\"\u007f raw DEL\",\"\u2028\u2029 raw separators\",\"\ufeff BOM\",\"\U0010FFFD max\"]"),
 		canon("string_escaped_upper_hex", "auto", `"\u00C9\u00c9\u0041"`),
 		canon("string_empty_and_spaces", "auto", `{"":"","  ":" ","a":"   "}`),
 
@@ -94,7 +94,7 @@ func cases() []testCase {
 		canon("number_exponent_case", "auto", `{"a":1E+2,"b":1e-2,"c":1E0,"d":25e-1}`),
 
 		// Member order.
-		canon("order_utf16_vs_codepoint", "auto", `{"\ue000":1,"😀":2,"a":3,"é":4,"":5,"ﬀ":6,"𝄞":7,"\uffff":8}`),
+		canon("order_utf16_vs_codepoint", "auto", `{"\ue000":1,"😀":2,"a":3,"é":4,"":5,"ﬀ":6,"𝄞":7,"\ufffd":8}`),
 		canon("order_nested", "auto", `{"z":{"b":[{"y":1,"x":2}],"a":{"d":true,"c":false}},"a":null}`),
 		canon("order_escaped_names", "auto", `{"\u0062":1,"a\u0000":2,"a":3,"\"q":4,"\\":5}`),
 		canon("order_prefix_names", "auto", `{"abc":1,"ab":2,"a":3,"b":4,"aa":5}`),
@@ -148,6 +148,18 @@ func cases() []testCase {
 		canon("invalid_reversed_surrogates", "auto", `["\ude00\ud83d"]`),
 		canon("invalid_high_then_high", "auto", `["\ud83d\ud83d"]`),
 		canon("invalid_control_character", "auto", "[\"tab\there\"]"),
+		// Noncharacters (RFC 7493 §2.1), raw and escaped, and their neighbours.
+		canon("string_noncharacter_neighbours", "auto", "[\"\ufdcf\ufdf0\ufffd\U0001FFFD\U0010FFFD\",\"\\uFDCF\\uFDF0\\uFFFD\\ud83f\\udffd\\udbff\\udffd\"]"),
+		canon("invalid_noncharacter_fdd0_raw", "auto", "{\"a\":\"x\ufdd0\"}"),
+		canon("invalid_noncharacter_fdef_escaped", "auto", `{"a":"x\uFDEF"}`),
+		canon("invalid_noncharacter_fffe_raw", "auto", "[\"\ufffe\"]"),
+		canon("invalid_noncharacter_ffff_escaped", "auto", `["ok","\uffff"]`),
+		canon("invalid_noncharacter_1fffe_raw", "auto", "[\"a\U0001FFFE\"]"),
+		canon("invalid_noncharacter_10ffff_raw", "auto", "[\"\U0010FFFF\"]"),
+		canon("invalid_noncharacter_10ffff_escaped_pair", "auto", `["\udbff\udfff"]`),
+		canon("invalid_noncharacter_1ffff_escaped_pair", "auto", `["\uD83F\uDFFF"]`),
+		canon("invalid_noncharacter_member_name", "auto", `{"model":"m","messages":[],"x\ufdd5":1}`),
+		canon("invalid_noncharacter_before_duplicate", "auto", `{"a":1,"a":"\ufffe"}`),
 		canon("invalid_duplicate_top", "auto", `{"model":"a","messages":[],"model":"b"}`),
 		canon("invalid_duplicate_nested", "auto", `{"a":{"x":1,"y":2,"x":3},"b":1}`),
 		canon("invalid_duplicate_escaped", "auto", `{"a":1,"\u0061":2}`),

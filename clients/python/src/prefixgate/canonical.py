@@ -100,7 +100,26 @@ _PLAIN = re.compile(
     rb"|[\xe1-\xec\xee\xef][\x80-\xbf]{2}|\xed[\x80-\x9f][\x80-\xbf]"
     rb"|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2})*"
 )
+# Noncharacters as UTF-8, which I-JSON (RFC 7493 section 2.1) forbids:
+# U+FDD0..U+FDEF (EF B7 90..AF), U+FFFE and U+FFFF (EF BF BE/BF), and the
+# last two code points of planes 1 to 16 (a 4-byte sequence whose second
+# byte ends in F, then BF, then BE or BF). Searched only inside runs that
+# _PLAIN has already found well-formed, where a lead byte cannot be taken
+# for a continuation byte.
+_NONCHAR = re.compile(
+    rb"\xef\xb7[\x90-\xaf]|\xef\xbf[\xbe\xbf]|[\xf0-\xf4][\x8f\x9f\xaf\xbf]\xbf[\xbe\xbf]"
+)
 _HEX = b"0123456789abcdefABCDEF"
+
+
+def _is_noncharacter(cp: int) -> bool:
+    return 0xFDD0 <= cp <= 0xFDEF or cp & 0xFFFE == 0xFFFE
+
+
+def _noncharacter_error(off: int, cp: int) -> CanonicalError:
+    return CanonicalError(off, "noncharacter", f"noncharacter U+{cp:04X} is not allowed in I-JSON")
+
+
 _SIMPLE_ESCAPES = {
     ord('"'): '"',
     ord("\\"): "\\",
@@ -294,6 +313,10 @@ class _Parser:
             m = _PLAIN.match(s, i)
             assert m is not None
             if m.end() > i:
+                bad = _NONCHAR.search(s, i, m.end())
+                if bad is not None:
+                    at = bad.start()
+                    raise _noncharacter_error(at, ord(s[at : bad.end()].decode("utf-8")))
                 parts.append(s[i : m.end()].decode("utf-8"))
                 i = m.end()
             if i >= n:
@@ -343,12 +366,17 @@ class _Parser:
             if i + 7 < n and s[i + 6] == 0x5C and s[i + 7] == 0x75:
                 lo = self.hex4(i + 6)
                 if 0xDC00 <= lo <= 0xDFFF:
-                    return chr(0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00)), 12
+                    cp = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00)
+                    if _is_noncharacter(cp):
+                        raise _noncharacter_error(i, cp)
+                    return chr(cp), 12
             raise self.err(
                 i,
                 "lone-surrogate",
                 f"high surrogate \\u{u:04x} not followed by a low surrogate",
             )
+        if _is_noncharacter(u):
+            raise _noncharacter_error(i, u)
         return chr(u), 6
 
     def hex4(self, i: int) -> int:
