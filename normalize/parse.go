@@ -704,16 +704,49 @@ func (p *parser) number(i int) (int, error) {
 	if i-start > p.opt.MaxStringBytes {
 		return i, newErr(start, CodeStringLimit, ErrTooLong, "number literal of %d bytes is over the limit of %d bytes", i-start, p.opt.MaxStringBytes)
 	}
-	if frac && (expAt >= 0 || i-start > 300) && !fitsFloat64(s[start:i]) {
-		return i, newErr(start, CodeNumberRange, ErrInvalid, "number %s is outside the range of a double", quoteShort(s[start:i]))
+	// The range rule (docs/normalize.md): a literal must keep its value's
+	// magnitude class as a double, neither overflowing to infinity nor
+	// turning a non-zero value into zero. Only these literals can break it:
+	// one with an exponent, one over 300 characters, an integer of 309 or
+	// more digits (the largest double has 309).
+	digits := i - start
+	if s[start] == '-' {
+		digits--
+	}
+	if (frac && (expAt >= 0 || i-start > 300)) || (!frac && digits >= 309) {
+		if err := checkRange(s[start:i], start); err != nil {
+			return i, err
+		}
 	}
 	p.nodes = append(p.nodes, node{kind: kNumber, num: frac, start: int32(start), end: int32(i), next: int32(len(p.nodes) + 1)})
 	return i, nil
 }
 
-func fitsFloat64(lit []byte) bool {
-	_, err := strconv.ParseFloat(string(lit), 64)
-	return err == nil
+// checkRange rejects a literal that a double cannot hold: one that rounds
+// to infinity, or a non-zero one that rounds to zero.
+func checkRange(lit []byte, off int) error {
+	f, err := strconv.ParseFloat(string(lit), 64)
+	if err != nil {
+		return newErr(off, CodeNumberRange, ErrInvalid, "number %s is outside the range of a double", quoteShort(lit))
+	}
+	if f == 0 && nonZeroMantissa(lit) {
+		return newErr(off, CodeNumberRange, ErrInvalid, "number %s is too small for a double: it would become 0", quoteShort(lit))
+	}
+	return nil
+}
+
+// nonZeroMantissa reports whether a number literal has a non-zero digit
+// before its exponent, that is whether its value is not zero.
+func nonZeroMantissa(lit []byte) bool {
+	for _, c := range lit {
+		switch {
+		case c == 'e' || c == 'E':
+			return false
+		case c >= '1' && c <= '9':
+			return true
+		}
+	}
+	return false
 }
 
 // appendNumber writes the canonical form of a validated number literal.

@@ -87,11 +87,20 @@ func cases() []testCase {
 		canon("string_empty_and_spaces", "auto", `{"":"","  ":" ","a":"   "}`),
 
 		// Numbers.
-		canon("number_forms", "auto", `[1.0,1e-7,9007199254740993,-0,-0.0,1E2,0.1,1e21,1e20,100,0.000001,1e-6,0.0000001,-1.5e-10,2.5E+3,0e0,-0e-0,123.456,1.7976931348623157e308,5e-324,1e-400]`),
+		canon("number_forms", "auto", `[1.0,1e-7,9007199254740993,-0,-0.0,1E2,0.1,1e21,1e20,100,0.000001,1e-6,0.0000001,-1.5e-10,2.5E+3,0e0,-0e-0,123.456,1.7976931348623157e308,5e-324,0e-400]`),
 		canon("number_big_integers", "auto", `[9007199254740992,9007199254740993,-9007199254740993,123456789012345678901234567890,18446744073709551616,100000000000000000000000,0,-1]`),
 		canon("number_shortest_round_trip", "auto", `[0.1,0.2,0.30000000000000004,3.141592653589793238462643383279,2.2250738585072014e-308,4.35,0.5e1,1.5e300,333333333.33333329,1e23,4.9406564584124654e-324,1.0000000000000002]`),
 		canon("number_ecmascript_thresholds", "auto", `[1e20,1e21,123e18,123e19,1.5e-6,1.5e-7,0.00001234,1234.5e-10,-1e21,12345678901234567890.0]`),
 		canon("number_exponent_case", "auto", `{"a":1E+2,"b":1e-2,"c":1E0,"d":25e-1}`),
+		// The range rule: a double must hold the value finitely, and non-zero
+		// as non-zero; integers inside the range stay exact.
+		canon("number_range_edges", "auto", `[4.9406564584124654e-324,2.4703282292062328e-324,1.7976931348623158e308,-1.7976931348623157e308,0e-999999,-0.0e99999,0.`+strings.Repeat("0", 400)+`,1`+strings.Repeat("0", 308)+`,-17976931348623157`+strings.Repeat("0", 292)+`]`),
+		canon("invalid_number_underflow", "auto", `{"small":123.456e-789}`),
+		canon("invalid_number_underflow_edge", "auto", `[5e-324,2.4703282292062327e-324]`),
+		canon("invalid_number_underflow_long_fraction", "auto", `[0.`+strings.Repeat("0", 400)+`1]`),
+		canon("invalid_number_big_integer", "auto", `{"n":`+strings.Repeat("9", 400)+`}`),
+		canon("invalid_number_big_integer_309_digits", "auto", `[1,-2`+strings.Repeat("0", 308)+`]`),
+		canon("invalid_number_overflow_edge", "auto", `[1.7976931348623159e308]`),
 
 		// Member order.
 		canon("order_utf16_vs_codepoint", "auto", `{"\ue000":1,"😀":2,"a":3,"é":4,"":5,"ﬀ":6,"𝄞":7,"\ufffd":8}`),

@@ -413,8 +413,10 @@ class Parser {
       while (i < n && isDigit(s[i]!)) i++;
       if (i === d) throw this.err(start, "invalid-number", "want a digit after the decimal point");
     }
+    let expAt = -1;
     if (i < n && (s[i] === 0x65 || s[i] === 0x45)) {
       frac = true;
+      expAt = i;
       i++;
       if (i < n && (s[i] === 0x2b || s[i] === 0x2d)) i++;
       const d = i;
@@ -428,10 +430,18 @@ class Parser {
       throw this.err(start, "string-limit", `number literal of ${i - start} bytes is over the limit of ${MAX_STRING_BYTES} bytes`);
     }
     const lit = decoder.decode(s.subarray(start, i));
-    // A literal without an exponent and at most 300 characters cannot
-    // overflow a double; Number() reads the rest as the reference does.
-    if (frac && !Number.isFinite(Number(lit))) {
-      throw this.err(start, "number-range", `number ${JSON.stringify(lit.slice(0, 64))}${lit.length > 64 ? "..." : ""} is outside the range of a double`);
+    // The range rule (docs/normalize.md): a literal must neither overflow a
+    // double nor turn a non-zero value into zero. Only a literal with an
+    // exponent, one over 300 characters, or an integer of 309 or more digits
+    // can break it; Number() rounds as the reference does.
+    const digits = i - start - (s[start] === 0x2d ? 1 : 0);
+    if ((frac && (expAt >= 0 || i - start > 300)) || (!frac && digits >= 309)) {
+      const f = Number(lit);
+      const shown = `${JSON.stringify(lit.slice(0, 64))}${lit.length > 64 ? "..." : ""}`;
+      if (!Number.isFinite(f)) throw this.err(start, "number-range", `number ${shown} is outside the range of a double`);
+      if (f === 0 && /^[^eE]*[1-9]/.test(lit)) {
+        throw this.err(start, "number-range", `number ${shown} is too small for a double: it would become 0`);
+      }
     }
     return [new JSONNumber(lit), i];
   }

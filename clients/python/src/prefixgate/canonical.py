@@ -110,6 +110,9 @@ _NONCHAR = re.compile(
     rb"\xef\xb7[\x90-\xaf]|\xef\xbf[\xbe\xbf]|[\xf0-\xf4][\x8f\x9f\xaf\xbf]\xbf[\xbe\xbf]"
 )
 _HEX = b"0123456789abcdefABCDEF"
+# A number literal whose value is not zero: a non-zero digit before any
+# exponent.
+_NONZERO_MANTISSA = re.compile(r"[^eE]*[1-9]")
 
 
 def _is_noncharacter(cp: int) -> bool:
@@ -416,8 +419,10 @@ class _Parser:
                 i += 1
             if i == d:
                 raise self.err(start, "invalid-number", "want a digit after the decimal point")
+        exp_at = -1
         if i < n and s[i] in (0x65, 0x45):
             frac = True
+            exp_at = i
             i += 1
             if i < n and s[i] in (0x2B, 0x2D):
                 i += 1
@@ -437,13 +442,23 @@ class _Parser:
                 f"number literal of {i - start} bytes is over the limit of {MAX_STRING_BYTES} bytes",
             )
         lit = s[start:i].decode("ascii")
-        # Only a literal with a fraction or exponent is read as a double; a
-        # literal of at most 300 characters without an exponent cannot
-        # overflow one.
-        if frac and not math.isfinite(float(lit)):
-            raise self.err(
-                start, "number-range", f"number {_quote(lit)} is outside the range of a double"
-            )
+        # The range rule (docs/normalize.md): a literal must neither overflow
+        # a double nor turn a non-zero value into zero. Only a literal with
+        # an exponent, one over 300 characters, or an integer of 309 or more
+        # digits can break it; float() reads it in linear time.
+        digits = i - start - (1 if s[start] == 0x2D else 0)
+        if (frac and (exp_at >= 0 or i - start > 300)) or (not frac and digits >= 309):
+            f = float(lit)
+            if not math.isfinite(f):
+                raise self.err(
+                    start, "number-range", f"number {_quote(lit)} is outside the range of a double"
+                )
+            if f == 0 and _NONZERO_MANTISSA.match(lit):
+                raise self.err(
+                    start,
+                    "number-range",
+                    f"number {_quote(lit)} is too small for a double: it would become 0",
+                )
         return Number(lit), i
 
 
