@@ -65,3 +65,54 @@ func TestNativeSameKeyGroups(t *testing.T) {
 		seen[vs[0].Key] = g
 	}
 }
+
+// TestGeneratedVectors checks the differential fuzz's generator: the same
+// seed gives the same vectors, and the documents reach accepting and
+// rejecting paths of every kind the SDKs must agree on.
+func TestGeneratedVectors(t *testing.T) {
+	a, err := Generated(7, 400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Generated(7, 400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if !bytes.Equal(ja, jb) {
+		t.Fatal("the same seed gave different vectors")
+	}
+	c, err := Generated(8, 400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jc, _ := json.Marshal(c); bytes.Equal(ja, jc) {
+		t.Fatal("different seeds gave the same vectors")
+	}
+	seen := map[string]int{}
+	for _, v := range a {
+		switch {
+		case v.Error != nil:
+			seen["error"]++
+		case v.KeyError != nil:
+			seen["key_error"]++
+		default:
+			seen[v.KeyMode]++
+			if len(v.SpillKeys) > 0 {
+				seen["spill"]++
+			}
+		}
+		if v.InputBase64 != "" {
+			seen["not utf-8"]++
+		}
+	}
+	for _, k := range []string{"error", "key_error", "chat", "completion", "native", "spill", "not utf-8"} {
+		if seen[k] == 0 {
+			t.Errorf("no generated vector of kind %q: %v", k, seen)
+		}
+	}
+	if seen["error"] > len(a)/2 {
+		t.Errorf("%d of %d generated documents are rejected: too few reach the encoders", seen["error"], len(a))
+	}
+}
