@@ -1,5 +1,7 @@
 package normalize
 
+import "sync"
+
 // Native routing text. Native mode keys on the canonical body's bytes, but
 // a body also carries members that must never move a key: sampling
 // parameters ("temperature") and volatile metadata ("user", "stream"). So
@@ -22,18 +24,35 @@ package normalize
 // nativeRoutingPrompt lists the routing members of a native body.
 var nativeRoutingPrompt = []string{"inputs"}
 
+// memberSpan is one top-level member of a canonical body: b[start] is the
+// opening quote of its name, b[start+1:nameEnd] the name, b[start:end] the
+// whole member.
+type memberSpan struct{ start, nameEnd, end int }
+
+var spanPool = sync.Pool{New: func() any { s := make([]memberSpan, 0, 32); return &s }}
+
 // appendNativeText appends the native routing text of the canonical body b
-// to dst, at most limit bytes of it (the caller cuts windows from it).
+// to dst, at most limit bytes of it (the caller cuts windows from it). It
+// reads the top level once, recording where each member is, then copies
+// the routing members.
 func appendNativeText(dst, b []byte, limit int) ([]byte, error) {
-	start := len(dst)
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return append(dst, b[:min(len(b), limit)]...), nil
 	}
-	// First pass: which schema the members show.
+	sp := spanPool.Get().(*[]memberSpan)
+	defer spanPool.Put(sp)
+	spans := (*sp)[:0]
 	var hasMessages, hasPrompt, hasInputs bool
-	if _, err := eachMemberAt(b, i, func(name []byte, vs int) (int, error) {
-		switch string(name) {
+	for i = skipWS(b, i+1); i < len(b) && b[i] != '}'; {
+		if b[i] != '"' {
+			return dst, structErr(i, "want a member name")
+		}
+		ke, err := stringEnd(b, i)
+		if err != nil {
+			return dst, err
+		}
+		switch string(b[i+1 : ke-1]) {
 		case "messages":
 			hasMessages = true
 		case "prompt":
@@ -41,32 +60,44 @@ func appendNativeText(dst, b []byte, limit int) ([]byte, error) {
 		case "inputs":
 			hasInputs = true
 		}
-		return valueEnd(b, vs)
-	}); err != nil {
-		return dst, err
+		c := skipWS(b, ke)
+		if c >= len(b) || b[c] != ':' {
+			return dst, structErr(c, "want ':'")
+		}
+		ve, err := valueEnd(b, skipWS(b, c+1))
+		if err != nil {
+			return dst, err
+		}
+		spans = append(spans, memberSpan{start: i, nameEnd: ke - 1, end: ve})
+		i = skipWS(b, ve)
+		if i < len(b) && b[i] == ',' {
+			if i = skipWS(b, i+1); i < len(b) && b[i] == '}' {
+				return dst, structErr(i, "trailing comma")
+			}
+		} else if i >= len(b) || b[i] != '}' {
+			return dst, structErr(i, "want ',' or '}'")
+		}
+	}
+	*sp = spans
+	if i >= len(b) {
+		return dst, structErr(i, "unterminated object")
 	}
 	keep := nativeKeep(hasMessages, hasPrompt, hasInputs)
-	// Second pass: the kept members, as they are written in b, until the
-	// text passes limit.
+	start := len(dst)
 	dst = append(dst, '{')
 	first := true
-	_, err := eachMemberAt(b, i, func(name []byte, vs int) (int, error) {
-		ve, err := valueEnd(b, vs)
-		if err != nil || !keep(name) || len(dst)-start > limit {
-			return ve, err
+	for _, m := range spans {
+		if len(dst)-start > limit {
+			break
+		}
+		if !keep(b[m.start+1 : m.nameEnd]) {
+			continue
 		}
 		if !first {
 			dst = append(dst, ',')
 		}
 		first = false
-		// name is b's slice between the quotes, so its capacity tells where
-		// it starts; the member starts at the opening quote before it.
-		ns := cap(b) - cap(name) - 1
-		dst = append(dst, b[ns:ve]...)
-		return ve, nil
-	})
-	if err != nil {
-		return dst, err
+		dst = append(dst, b[m.start:m.end]...)
 	}
 	dst = append(dst, '}')
 	if len(dst)-start > limit {

@@ -117,3 +117,19 @@ func TestNativeTextCutAtLimit(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
+
+// BenchmarkNormalizeNative is BenchmarkNormalize in native mode, where the
+// routing text is the canonical body with its routing members only.
+func BenchmarkNormalizeNative(b *testing.B) {
+	body := chatBodyOfSize(32 << 10)
+	dst := make([]byte, 0, 2*len(body))
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	defer cpuPerOp(b)()
+	for b.Loop() {
+		var err error
+		if dst, _, err = Normalize(dst[:0], body, Options{Mode: ModeNative}, KeyOptions{Mode: ModeNative}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
