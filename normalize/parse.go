@@ -725,7 +725,7 @@ func (p *parser) number(i int) (int, error) {
 // checkRange rejects a literal that a double cannot hold: one that rounds
 // to infinity, or a non-zero one that rounds to zero.
 func checkRange(lit []byte, off int) error {
-	f, err := strconv.ParseFloat(string(lit), 64)
+	f, err := parseLiteral(lit)
 	if err != nil {
 		return newErr(off, CodeNumberRange, ErrInvalid, "number %s is outside the range of a double", quoteShort(lit))
 	}
@@ -733,6 +733,118 @@ func checkRange(lit []byte, off int) error {
 		return newErr(off, CodeNumberRange, ErrInvalid, "number %s is too small for a double: it would become 0", quoteShort(lit))
 	}
 	return nil
+}
+
+// parseLiteral returns the double nearest to a valid JSON number literal,
+// or an error when it overflows. strconv.ParseFloat (Go 1.26) is wrong on
+// two kinds of long literal, where Python's float and JavaScript's Number
+// are right: it reads at most five digits of an exponent, so a long mantissa
+// that offsets a long exponent ("111…1.5e-100000" with 100,000 ones, which
+// is 0.111…) comes out as 0; and it counts at most 800 digits before the
+// decimal point, so "1" followed by 800 zeros and "e-800" comes out as 0.1.
+// A literal with more than five exponent digits or a mantissa over 700
+// characters is rewritten first as "0." and its significant digits (at most
+// 800, then one sticky non-zero digit, which keeps the rounding of the
+// digits cut) with its exact decimal exponent.
+func parseLiteral(lit []byte) (float64, error) {
+	e := 0
+	for e < len(lit) && lit[e] != 'e' && lit[e] != 'E' {
+		e++
+	}
+	exp := lit[min(e+1, len(lit)):]
+	if len(exp) > 0 && (exp[0] == '+' || exp[0] == '-') {
+		exp = exp[1:]
+	}
+	for len(exp) > 0 && exp[0] == '0' {
+		exp = exp[1:]
+	}
+	if len(exp) <= 5 && e <= 700 {
+		return strconv.ParseFloat(string(lit), 64)
+	}
+	return parseReduced(lit)
+}
+
+// parseReduced is parseLiteral's path for long exponents, for any valid
+// literal: significant digits and exact exponent, then ParseFloat.
+func parseReduced(lit []byte) (float64, error) {
+	e := 0
+	for e < len(lit) && lit[e] != 'e' && lit[e] != 'E' {
+		e++
+	}
+	var exp []byte
+	expNeg := false
+	if e < len(lit) {
+		exp = lit[e+1:]
+		if exp[0] == '+' || exp[0] == '-' {
+			expNeg = exp[0] == '-'
+			exp = exp[1:]
+		}
+		for len(exp) > 0 && exp[0] == '0' {
+			exp = exp[1:]
+		}
+	}
+	neg := lit[0] == '-'
+	mant := lit[:e]
+	if neg {
+		mant = mant[1:]
+	}
+	// value = 0.digits × 10^point, digits without leading or trailing zeros.
+	var digits []byte
+	point, seenPoint := 0, false
+	for _, c := range mant {
+		switch {
+		case c == '.':
+			seenPoint = true
+		case c == '0' && len(digits) == 0:
+			if seenPoint {
+				point--
+			}
+		default:
+			digits = append(digits, c)
+			if !seenPoint {
+				point++
+			}
+		}
+	}
+	for len(digits) > 0 && digits[len(digits)-1] == '0' {
+		digits = digits[:len(digits)-1]
+	}
+	if len(digits) == 0 {
+		return 0, nil
+	}
+	// |point| is at most the literal's length (under 2^31); an exponent of
+	// ten or more digits is beyond any point it could offset.
+	x := int64(0)
+	if len(exp) > 10 {
+		x = 1 << 40
+	} else if len(exp) > 0 {
+		x, _ = strconv.ParseInt(string(exp), 10, 64)
+	}
+	if expNeg {
+		x = -x
+	}
+	total := int64(point) + x
+	switch {
+	case total > 400 && neg:
+		return strconv.ParseFloat("-1e400", 64) // -Inf and ErrRange, as ParseFloat reports it
+	case total > 400:
+		return strconv.ParseFloat("1e400", 64)
+	case total < -400:
+		return 0, nil
+	}
+	var b []byte
+	if neg {
+		b = append(b, '-')
+	}
+	b = append(b, "0."...)
+	if len(digits) > 800 {
+		b = append(append(b, digits[:800]...), '1')
+	} else {
+		b = append(b, digits...)
+	}
+	b = append(b, 'e')
+	b = strconv.AppendInt(b, total, 10)
+	return strconv.ParseFloat(string(b), 64)
 }
 
 // nonZeroMantissa reports whether a number literal has a non-zero digit
@@ -762,7 +874,7 @@ func (p *parser) appendNumber(dst []byte, lit []byte, frac bool) []byte {
 		}
 		return append(dst, lit...)
 	}
-	f, _ := strconv.ParseFloat(string(lit), 64)
+	f, _ := parseLiteral(lit)
 	p.digits = strconv.AppendFloat(p.digits[:0], f, 'e', -1, 64)
 	return appendShortest(dst, p.digits)
 }

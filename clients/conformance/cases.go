@@ -95,6 +95,11 @@ func cases() []testCase {
 		// The range rule: a double must hold the value finitely, and non-zero
 		// as non-zero; integers inside the range stay exact.
 		canon("number_range_edges", "auto", `[4.9406564584124654e-324,2.4703282292062328e-324,1.7976931348623158e308,-1.7976931348623157e308,0e-999999,-0.0e99999,0.`+strings.Repeat("0", 400)+`,1`+strings.Repeat("0", 308)+`,-17976931348623157`+strings.Repeat("0", 292)+`]`),
+		// Long mantissas that an exponent brings back into range: every
+		// digit before the point counts (Go's strconv.ParseFloat alone
+		// counts at most 800 of them).
+		canon("number_long_mantissa", "auto", `[1`+strings.Repeat("0", 800)+`e-800,1`+strings.Repeat("0", 900)+`1e-901,-12`+strings.Repeat("3", 1000)+`.5e-1000,0.`+strings.Repeat("0", 900)+`15e901]`),
+		canon("invalid_number_long_mantissa_overflow", "auto", `[1`+strings.Repeat("2", 964)+`.5e-540]`),
 		canon("invalid_number_underflow", "auto", `{"small":123.456e-789}`),
 		canon("invalid_number_underflow_edge", "auto", `[5e-324,2.4703282292062327e-324]`),
 		canon("invalid_number_underflow_long_fraction", "auto", `[0.`+strings.Repeat("0", 400)+`1]`),

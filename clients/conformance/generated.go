@@ -368,7 +368,10 @@ func (g *docGen) number() {
 	}
 	r := g.rng.IntN(6)
 	if g.chance(0.1) {
-		r = 6 + g.rng.IntN(4) // the edges of the double range
+		r = 6 + g.rng.IntN(5) // the edges of the double range
+	}
+	if g.chance(0.0005) {
+		r = 11 // a 100,000-digit mantissa and a six-digit exponent
 	}
 	switch r {
 	case 0:
@@ -384,6 +387,11 @@ func (g *docGen) number() {
 		g.b.WriteString(g.digits(1) + "." + g.digits(g.rng.IntN(17)+1) + e + strconv.Itoa(g.rng.IntN(40)))
 	case 9:
 		g.b.WriteString(g.digits(300 + g.rng.IntN(15)))
+	case 10:
+		n := 750 + g.rng.IntN(300)
+		g.b.WriteString(g.digits(n) + "e-" + strconv.Itoa(n-330+g.rng.IntN(660)))
+	case 11:
+		g.b.WriteString(g.digits(100000) + "." + g.digits(3) + "e-" + strconv.Itoa(99700+g.rng.IntN(600)))
 	case 6:
 		g.b.WriteString(g.pick([]string{"0", "0.0", "0e0", "0.000e-999", "1e-323", "2.4703282292062328e-324",
 			"2.4703282292062327e-324", "1.7976931348623157e308", "1.7976931348623159e308", "5e-324", "1e21", "1e-7", "9007199254740993"}))
