@@ -740,7 +740,7 @@ func checkRange(lit []byte, off int) error {
 // two kinds of long literal, where Python's float and JavaScript's Number
 // are right: it reads at most five digits of an exponent, so a long mantissa
 // that offsets a long exponent ("111…1.5e-100000" with 100,000 ones, which
-// is 0.111…) comes out as 0; and it counts at most 800 digits before the
+// is 0.111…) comes out as 0 (Go issue 42436); and it counts at most 800 digits before the
 // decimal point, so "1" followed by 800 zeros and "e-800" comes out as 0.1.
 // A literal with more than five exponent digits or a mantissa over 700
 // characters is rewritten first as "0." and its significant digits (at most
