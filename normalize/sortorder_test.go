@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 )
 
@@ -124,12 +125,31 @@ func oldQuickSort(ms []int32, cmpFn func(a, b int32) int) {
 	qs(ms)
 }
 
-// memberOrders returns named orders of 0..n-1: a seeded random one and the
-// crafted ones.
-func memberOrders(n int) []struct {
+type namedOrder struct {
 	name  string
 	ranks []int
-} {
+}
+
+var (
+	ordersMu    sync.Mutex
+	ordersCache = map[int][]namedOrder{}
+)
+
+// memberOrders returns named orders of 0..n-1: a seeded random one and the
+// crafted ones. Crafting the old sort's killer runs that quadratic sort, so
+// the orders are made once per n.
+func memberOrders(n int) []namedOrder {
+	ordersMu.Lock()
+	defer ordersMu.Unlock()
+	if o, ok := ordersCache[n]; ok {
+		return o
+	}
+	o := craftOrders(n)
+	ordersCache[n] = o
+	return o
+}
+
+func craftOrders(n int) []namedOrder {
 	seq := func(f func(i int) int) []int {
 		r := make([]int, n)
 		for i := range r {
@@ -139,10 +159,7 @@ func memberOrders(n int) []struct {
 	}
 	random := seq(func(i int) int { return i })
 	rand.New(rand.NewPCG(1, 2)).Shuffle(n, func(i, j int) { random[i], random[j] = random[j], random[i] })
-	return []struct {
-		name  string
-		ranks []int
-	}{
+	return []namedOrder{
 		{"random", random},
 		{"sorted", seq(func(i int) int { return i })},
 		{"reversed", seq(func(i int) int { return n - 1 - i })},
