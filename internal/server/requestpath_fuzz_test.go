@@ -34,6 +34,10 @@ var (
 	pathServer     *Server
 	pathServerErr  error
 
+	tenantServerOnce sync.Once
+	tenantServer     *Server
+	tenantServerErr  error
+
 	zstdOnce sync.Once
 	zstdEnc  *zstd.Encoder
 	zstdErr  error
@@ -49,6 +53,67 @@ func requestPathServer(t testing.TB) *Server {
 		t.Fatal(pathServerErr)
 	}
 	return pathServer
+}
+
+// requestPathTenantServer is requestPathServer with tenants configured:
+// prepare then salts the body (cache_salt) and mixes the tenant into the
+// group.
+func requestPathTenantServer(t testing.TB) *Server {
+	tenantServerOnce.Do(func() {
+		tenantServer, tenantServerErr = New(Config{Backends: []string{"http://127.0.0.1:9"}, PrefixLength: 1024,
+			Tenants: map[string]string{"key-1": "acme"}, TenantSecret: []byte("0123456789abcdef0123")}, nil)
+	})
+	if tenantServerErr != nil {
+		t.Fatal(tenantServerErr)
+	}
+	return tenantServer
+}
+
+// isHex32 reports whether s is 32 lowercase hex digits.
+func isHex32(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !(s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkTenantPath prepares an already decoded body for tenant "acme": it
+// must come out canonical, salted with a 32-hex cache_salt, under a 32-hex
+// group, and keyed as the same body without a tenant under that group.
+func checkTenantPath(t *testing.T, raw []byte, mode normalize.Mode, verr error) {
+	ts := requestPathTenantServer(t)
+	ctx := context.WithValue(context.Background(), tenantKey{}, "acme")
+	p, err := ts.prepare(ctx, raw, mode, "", 0)
+	if err != nil {
+		var re *requestError
+		if !errors.As(err, &re) || re.code == "" || re.status/100 != 4 {
+			t.Fatalf("tenant prepare: %v is not a 4xx request error with a code", err)
+		}
+		if verr == nil && re.code != normalize.CodeSchema && re.code != "not_an_object" {
+			t.Fatalf("tenant prepare rejected valid JSON with %s: %s", re.code, re.msg)
+		}
+		return
+	}
+	if verr != nil {
+		t.Fatalf("tenant prepare accepted what validation rejects (%v): %q", verr, raw)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(p.body, &top); err != nil {
+		t.Fatalf("salted body is not a JSON object: %v: %q", err, p.body)
+	}
+	var salt string
+	if err := json.Unmarshal(top["cache_salt"], &salt); err != nil || !isHex32(salt) || !isHex32(p.info.Group) {
+		t.Fatalf("cache_salt %s, group %q: want 32 hex digits each", top["cache_salt"], p.info.Group)
+	}
+	plain, err := requestPathServer(t).prepare(context.Background(), p.body, mode, p.info.Group, 0)
+	if err != nil || !bytes.Equal(plain.body, p.body) || plain.info.Key != p.info.Key {
+		t.Fatalf("salted body is not canonical or keys differently: %v\n%q\n%q", err, p.body, plain.body)
+	}
 }
 
 var pathEncodings = []string{"", "gzip", "deflate", "deflate-raw", "zstd", "gzip-corrupt", "br"}
@@ -98,12 +163,14 @@ var pathModes = []normalize.Mode{normalize.ModeAuto, normalize.ModeChat, normali
 // checks what must hold whatever the body: no panic; every rejection is a
 // requestError with a 4xx status and a stable code; what is accepted is
 // exactly what normalize accepts, canonical (a second pass changes nothing,
-// key included), valid JSON, and keyed within the window.
+// key included), valid JSON, and keyed within the window. One group choice
+// in four prepares the body for a tenant instead (checkTenantPath).
 func checkRequestPath(t *testing.T, s *Server, body []byte, encSel, modeSel, groupSel byte) {
 	wire, encoding := encodeBody(t, body, encSel)
 	corrupt := pathEncodings[int(encSel)%len(pathEncodings)] == "gzip-corrupt"
 	mode := pathModes[int(modeSel)%len(pathModes)]
-	group := []string{"", "", "tenant-a"}[int(groupSel)%3]
+	group := []string{"", "", "tenant-a", ""}[int(groupSel)%4]
+	withTenant := int(groupSel)%4 == 3
 
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(wire))
 	if encoding != "" {
@@ -132,8 +199,12 @@ func checkRequestPath(t *testing.T, s *Server, body []byte, encSel, modeSel, gro
 		t.Fatalf("decoding %q changed the body", encoding)
 	}
 
-	p, err := s.prepare(context.Background(), raw, mode, group, 0)
 	verr := normalize.Validate(raw, normalize.Options{MaxBodyBytes: int(s.cfg.MaxDecodedBytes), MaxDepth: s.cfg.MaxDepth})
+	if withTenant {
+		checkTenantPath(t, raw, mode, verr)
+		return
+	}
+	p, err := s.prepare(context.Background(), raw, mode, group, 0)
 	if err != nil {
 		var re *requestError
 		if !errors.As(err, &re) || re.code == "" || re.code == "other" {
@@ -181,6 +252,8 @@ func requestPathSeeds() [][]byte {
 		`{"a":"\uffff"}`, `{"a":"` + "\xef\xb7\x90" + `"}`, `["\udbff\udfff"]`, `["\ud800"]`,
 		`[1e400]`, `[123.456e-789]`, `[2.4703282292062328e-324]`, `[` + strings.Repeat("9", 310) + `]`,
 		`{"a":1,"a":2}`, `{"mod\u0065l":"x","model":"y"}`,
+		`{"model":"m","cache_salt":"mine","messages":[{"role":"user","content":"hi"}]}`,
+		`{"cache\u005fsalt":{"x":[1]},"prompt":"p"}`,
 		strings.Repeat("[", 128) + strings.Repeat("]", 128),
 		strings.Repeat("[", 129) + strings.Repeat("]", 129),
 		`{"a":1,}`, `[01]`, `{"a":tru}`, "[\"\xed\xa0\x80\"]", ``, ` `, `"just a string"`, `12`,
@@ -206,7 +279,7 @@ func FuzzRequestPath(f *testing.F) {
 var pathTokens = []string{
 	`"`, `\`, `\u`, `\ud83d`, `\ude00`, `\uffff`, `\ufdd0`, `\u0000`, `{`, `}`, `[`, `]`, `,`, `:`,
 	`1e400`, `-0`, `1e-400`, `0.0`, `9007199254740993`, `null`, `true`, `"messages"`, `"prompt"`,
-	`"inputs"`, `"model":"m"`, `"user":"u"`, `"temperature":1`, "\xef\xbf\xbf", "\xed\xa0\x80",
+	`"inputs"`, `"model":"m"`, `"user":"u"`, `"temperature":1`, `"cache_salt":"s",`, "\xef\xbf\xbf", "\xed\xa0\x80",
 	"\xf4\x8f\xbf\xbf", "\xc0\xaf", "\x00", "\t", `/*`, `'`,
 }
 
