@@ -204,7 +204,30 @@ func buildRoutingText(mode normalize.Mode, canon []byte, ctree, rtree *node) *ro
 				tb.plain(recordSep)
 			}
 		}
-	default:
+	case normalize.ModeNative, normalize.ModeAuto:
+		if ctree.kind == kObject {
+			// The canonical object with its routing members only.
+			names := make([]string, len(ctree.members))
+			for i, m := range ctree.members {
+				names[i] = m.name
+			}
+			keep := normalize.NativeRoutingMember(names)
+			tb.plain("{")
+			first := true
+			for _, m := range ctree.members {
+				if !keep(m.name) {
+					continue
+				}
+				if !first {
+					tb.plain(",")
+				}
+				first = false
+				tb.plain(string(canon[m.nameStart:m.value.start]))
+				tb.canonical(m.value)
+			}
+			tb.plain("}")
+			break
+		}
 		ctree.walk(func(v *node) {
 			if v.kind != kString && v.kind != kNumber {
 				return
