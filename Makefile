@@ -10,6 +10,7 @@ BIN      := .bin/prefixgate
 PYVENV   := clients/python/.venv
 PY       := $(PYVENV)/bin/python
 NODE_DEPS := clients/typescript/node_modules/.installed
+SARIF_DEPS := tools/sarif/node_modules/.installed
 GO_TEST_FLAGS ?= -race
 
 .PHONY: demo build tools generate checkgenerate test test-go test-sdk test-python test-typescript test-go-sdk clean
@@ -26,13 +27,18 @@ FORCE:
 
 # --- tools, each pinned where it is installed ---------------------------
 
-tools: $(BUF) $(NODE_DEPS) $(PYVENV)/.installed
+tools: $(BUF) $(NODE_DEPS) $(SARIF_DEPS) $(PYVENV)/.installed
 
 $(BUF): internal/tools/go.mod internal/tools/go.sum
 	cd internal/tools && go build -o ../../$(BUF) github.com/bufbuild/buf/cmd/buf
 
 $(NODE_DEPS): clients/typescript/package.json clients/typescript/package-lock.json
 	cd clients/typescript && npm ci --no-audit --no-fund
+	touch $@
+
+# Microsoft's SARIF Multitool, which the lint tests validate SARIF with.
+$(SARIF_DEPS): tools/sarif/package.json tools/sarif/package-lock.json
+	cd tools/sarif && npm ci --no-audit --no-fund
 	touch $@
 
 $(PYVENV)/.installed: clients/python/pyproject.toml clients/python/requirements-dev.lock
@@ -61,7 +67,7 @@ test-go:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'))"; \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
-	go test $(GO_TEST_FLAGS) ./...
+	PREFIXGATE_REQUIRE_TOOLS=1 go test $(GO_TEST_FLAGS) ./...
 
 # The SDK suites run against a live router and simulated fleet, started as
 # real processes by internal/testfleet.
@@ -75,4 +81,4 @@ test-typescript: $(NODE_DEPS)
 	cd clients/typescript && npm test
 
 clean:
-	rm -rf .bin $(PYVENV) clients/typescript/node_modules clients/typescript/dist
+	rm -rf .bin $(PYVENV) clients/typescript/node_modules clients/typescript/dist tools/sarif/node_modules

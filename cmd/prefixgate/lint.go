@@ -128,7 +128,7 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "json":
 		err = lint.WriteJSON(stdout, rep)
 	case "sarif":
-		err = lint.WriteSARIF(stdout, rep, locate)
+		err = lint.WriteSARIF(stdout, rep, locate, version())
 	default:
 		err = lint.WriteText(stdout, rep, locate, wantsColor(stdout))
 	}
