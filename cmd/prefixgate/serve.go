@@ -100,6 +100,8 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	load := func() (config.File, server.Config, error) {
 		file, cfg, err := loadServeConfig(f, set)
+		// Name the policy in effect, so that the start-up log shows it.
+		cfg.Policy = effectivePolicy(cfg.Policy)
 		return file, cfg, explainSettingError(err, f, set, os.LookupEnv)
 	}
 	file, cfg, err := load()
@@ -142,7 +144,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if file.Admin.Listen != "" {
 		stopAdmin, err := startAdmin(file.Admin.Listen, log)
 		if err != nil {
-			fmt.Fprintf(stderr, "prefixgate serve: admin listener: %v\n", err)
+			fmt.Fprintf(stderr, "serve: admin listener: %v\n", err)
 			return 1
 		}
 		defer stopAdmin()
@@ -190,9 +192,9 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
-	log.Info("serving", "listen", ln.Addr().String(), "backends", len(cfg.Backends), "policy", effectivePolicy(cfg.Policy), "tls", file.TLS.CertFile != "")
+	log.Info("serving", "listen", ln.Addr().String(), "backends", len(cfg.Backends), "policy", cfg.Policy, "tls", file.TLS.CertFile != "")
 	if err := srv.Serve(ctx, ln, time.Duration(file.DrainTimeout)); err != nil {
-		fmt.Fprintf(stderr, "prefixgate serve: %v\n", err)
+		fmt.Fprintf(stderr, "serve: %v\n", err)
 		return 1
 	}
 	log.Info("stopped")
