@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -494,5 +495,76 @@ func TestPathsStayBounded(t *testing.T) {
 	}
 	if _, err := Check([][]byte{body}, Options{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// allocatedBy returns the bytes allocated while f runs.
+func allocatedBy(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestWorkGrowsLinearly: attacker-shaped bodies (many strings in tools,
+// many short volatile-looking values, many members) cost work in
+// proportion to their size. Allocation is the measure (deterministic,
+// unlike time): ten times the input must not cost a hundred times the
+// bytes, as a quadratic loop would.
+func TestWorkGrowsLinearly(t *testing.T) {
+	shapes := map[string]func(n int) []byte{
+		"tools of many strings": func(n int) []byte {
+			return []byte(`{"model":"m","tools":[` + strings.TrimSuffix(strings.Repeat(`"x",`, n), ",") + `],"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}`)
+		},
+		"many ten-digit runs": func(n int) []byte {
+			// n/4 of them, so that the larger body still fits the window
+			// (a scan stops at the window).
+			return []byte(`{"prompt":"` + strings.Repeat("1764512521 ", n/4) + `"}`)
+		},
+		"many members": func(n int) []byte {
+			var b strings.Builder
+			b.WriteString(`{"prompt":"p","parameters":{`)
+			for i := 0; i < n; i++ {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, `"k%d":%d`, n-i, i)
+			}
+			b.WriteString(`}}`)
+			return []byte(b.String())
+		},
+	}
+	for name, shape := range shapes {
+		small, large := shape(2000), shape(20000)
+		cost := func(body []byte) uint64 {
+			return allocatedBy(func() {
+				if _, err := Check([][]byte{body, body}, Options{PrefixLength: 65536}); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+		cost(small) // warm up
+		a, b := cost(small), cost(large)
+		if ratio := float64(b) / float64(a); ratio > 30 {
+			t.Errorf("%s: 10× the input allocates %.0f× the bytes (%d vs %d): superlinear", name, ratio, b, a)
+		}
+	}
+}
+
+// BenchmarkFindVolatile measures the volatile scan on a window full of
+// Unix times, the most matches per byte: the time per match must not grow
+// with the number of matches (docs/lint.md has the numbers).
+func BenchmarkFindVolatile(b *testing.B) {
+	for _, n := range []int{500, 5000} {
+		s := strings.Repeat("1764512521 ", n)
+		b.Run(fmt.Sprintf("matches=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if got := len(findVolatile(s)); got != n {
+					b.Fatalf("%d matches, want %d", got, n)
+				}
+			}
+		})
 	}
 }
