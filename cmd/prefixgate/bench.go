@@ -45,7 +45,8 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := o.Validate(); err != nil {
-		fmt.Fprintf(stderr, "prefixgate bench: %v\n", err)
+		// The message names the flag; the package name adds nothing.
+		fmt.Fprintf(stderr, "prefixgate bench: %s\n", strings.TrimPrefix(err.Error(), "loadgen: "))
 		return 2
 	}
 	if isTerminal(stderr) {

@@ -207,3 +207,20 @@ func TestServeLogLevelAndPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorsWithoutPackageNames: errors from packages keep their message
+// but not the package's name.
+func TestErrorsWithoutPackageNames(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--rate", "1"}, "prefixgate bench: --url is required\n"},
+		{[]string{"vllmsim", "--preset", "nope"}, `prefixgate vllmsim: unknown preset "nope"`},
+	} {
+		code, _, errs := runMain(t, c.args...)
+		if code != 2 || !strings.HasPrefix(errs, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errs, c.want)
+		}
+	}
+}

@@ -32,7 +32,6 @@ var serveSettings = []setting{
 	{"log.level", "", "log-level", "PREFIXGATE_LOG_LEVEL"},
 	{"tracing.otlp_endpoint", "", "otlp-endpoint", "PREFIXGATE_OTLP_ENDPOINT"},
 	{"cors.allowed_origins", "", "cors-origin", ""},
-	{"tls", "", "tls-cert", ""},
 }
 
 // explainSettingError says where a rejected setting came from: the flag

@@ -114,7 +114,7 @@ func runVLLMSimContext(ctx context.Context, args []string, _ io.Reader, stdout, 
 		}
 	}
 	if err := vllmsim.CheckConfig(cfg); err != nil {
-		return usageErr("%v", err)
+		return usageErr("%s", strings.TrimPrefix(err.Error(), "vllmsim: "))
 	}
 	// The fleet outlives ctx so that it can shut down gracefully.
 	fleet, err := vllmsim.StartFleet(context.WithoutCancel(ctx), *listen, *replicas, cfg)
