@@ -2,7 +2,6 @@ package lint
 
 import (
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -181,21 +180,21 @@ func findVolatile(s string) []match {
 		}
 	}
 	// Keep the first-listed match of each overlap: clocks, then UUIDs,
-	// dates, ids. A byte map of what is taken makes this linear in the
-	// text and the matches' lengths; comparing every match with every kept
-	// one would be quadratic in a text of many short matches.
+	// dates, ids.
 	rank := map[string]int{ruleTimestamp: 0, ruleUUID: 1, ruleDate: 2, ruleID: 3}
 	sort.SliceStable(all, func(i, j int) bool { return rank[all[i].rule] < rank[all[j].rule] })
-	taken := make([]bool, len(s))
 	var kept []match
 	for _, m := range all {
-		if slices.Contains(taken[m.start:m.end], true) {
-			continue
+		overlaps := false
+		for _, k := range kept {
+			if m.start < k.end && k.start < m.end {
+				overlaps = true
+				break
+			}
 		}
-		for i := m.start; i < m.end; i++ {
-			taken[i] = true
+		if !overlaps {
+			kept = append(kept, m)
 		}
-		kept = append(kept, m)
 	}
 	sort.Slice(kept, func(i, j int) bool { return kept[i].start < kept[j].start })
 	return kept
