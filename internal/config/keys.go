@@ -115,8 +115,13 @@ func editDistance(a, b string) int {
 }
 
 var (
-	decodeLine = regexp.MustCompile(`^line (\d+): (.*)$`)
-	typeError  = regexp.MustCompile("^cannot unmarshal !!\\w+ `(.*)` into (.+)$")
+	decodeLine = regexp.MustCompile(`(?s)^line (\d+): (.*)$`)
+	// The decoder names Go types for unknown fields inside values that
+	// unmarshal themselves ("field engin not found in type struct {...}").
+	unknownField       = regexp.MustCompile(`field (\S+) not found in type .*$`)
+	nestedDecodeErrors = regexp.MustCompile(`yaml: unmarshal errors:\s*line \d+: `)
+	typeError          = regexp.MustCompile("^cannot unmarshal !!\\w+ `(.*)` into (.+)$")
+	kindError          = regexp.MustCompile(`^cannot unmarshal !!(\w+) into (.+)$`)
 )
 
 // goTypeNames says what a Go type a value failed to decode into wants.
@@ -125,15 +130,28 @@ var goTypeNames = map[string]string{
 	"string": "a string", "[]string": "a list of strings", "map[string]string": "a mapping of strings",
 }
 
+// wantedValue says what a Go type a value failed to decode into wants.
+func wantedValue(goType string) string {
+	if w, ok := goTypeNames[goType]; ok {
+		return w
+	}
+	if strings.HasPrefix(goType, "[]") {
+		return "a list"
+	}
+	return "a mapping"
+}
+
 // decodeError rewrites the decoder's errors ("line 4: cannot unmarshal
 // !!str `abc` into int") as PATH:LINE: KEY: what is wrong, one per line.
 func decodeError(path string, err error, keys yamlKeys) error {
 	var parts []string
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
+	if te, ok := err.(*yaml.TypeError); ok {
 		parts = te.Errors
 	} else {
-		parts = []string{strings.TrimPrefix(err.Error(), "yaml: ")}
+		// An unmarshaler's own error, which may wrap the decoder's:
+		// one message, its inner "yaml: unmarshal errors: line N:" dropped.
+		msg := nestedDecodeErrors.ReplaceAllString(err.Error(), "")
+		parts = []string{strings.TrimPrefix(msg, "yaml: ")}
 	}
 	for i, p := range parts {
 		m := decodeLine.FindStringSubmatch(p)
@@ -144,16 +162,16 @@ func decodeError(path string, err error, keys yamlKeys) error {
 		line, _ := strconv.Atoi(m[1])
 		msg := m[2]
 		if t := typeError.FindStringSubmatch(msg); t != nil {
-			want, ok := goTypeNames[t[2]]
-			if !ok {
-				want = "a mapping"
-				if strings.HasPrefix(t[2], "[]") {
-					want = "a list"
-				}
+			msg = fmt.Sprintf("%q is not %s", t[1], wantedValue(t[2]))
+		} else if t := kindError.FindStringSubmatch(msg); t != nil {
+			got := map[string]string{"seq": "a list", "map": "a mapping"}[t[1]]
+			if got == "" {
+				got = "a " + t[1]
 			}
-			msg = fmt.Sprintf("%q is not %s", t[1], want)
+			msg = fmt.Sprintf("%s where %s is wanted", got, wantedValue(t[2]))
 		}
-		if key, ok := keys.atLine[line]; ok {
+		msg = unknownField.ReplaceAllString(msg, `unknown key "$1"`)
+		if key, ok := keys.atLine[line]; ok && !strings.HasPrefix(msg, key) {
 			msg = key + ": " + msg
 		}
 		parts[i] = fmt.Sprintf("%s:%d: %s", path, line, msg)
