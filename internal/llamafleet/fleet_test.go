@@ -1,0 +1,260 @@
+package llamafleet
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prefixgate/prefixgate/route"
+)
+
+// routeV2Default is true once the default policy is no longer today's
+// stateless prefix ring: then the targets that need route v2 (issue 15:
+// ≥90% of follow-up turns on the previous turn's replica) are asserted, not
+// only logged.
+var routeV2Default = route.DefaultPolicy != "prefix-aware"
+
+// docQA runs the document-QA traffic on a fresh fleet in one of three modes:
+// "ideal" sends each document straight to one replica, "prefixgate" goes
+// through `prefixgate serve` with default settings, "random" through
+// prefixgate with the cache-blind random policy.
+func docQA(t *testing.T, tl tools, mode string) *stats {
+	var st stats
+	t.Run(mode, func(t *testing.T) {
+		docs := documents(numDocs)
+		rs := startReplicas(t, tl, replicas)
+		var target func(qaRequest) string
+		switch mode {
+		case "ideal":
+			target = func(r qaRequest) string { return rs[r.doc%len(rs)].url }
+		case "prefixgate":
+			url := startRouter(t, tl, rs, "prefixgate")
+			target = func(qaRequest) string { return url }
+		case "random":
+			url := startRouter(t, tl, rs, "prefixgate-random", "--policy", "random")
+			target = func(qaRequest) string { return url }
+		default:
+			t.Fatalf("unknown mode %q", mode)
+		}
+		for _, round := range qaOrder(questionsPer) {
+			as := runRound(round, docs, target, nil)
+			if err := errFirst(as); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range as {
+				st.add(a)
+			}
+		}
+		t.Logf("document QA, %s: %v", mode, &st)
+	})
+	return &st
+}
+
+func TestDocumentQA(t *testing.T) {
+	tl := setup(t)
+	ideal := docQA(t, tl, "ideal")
+	pg := docQA(t, tl, "prefixgate")
+	random := docQA(t, tl, "random")
+	if t.Failed() {
+		return
+	}
+	t.Logf("document QA: hit ideal %.3f, prefixgate %.3f (%.0f%% of ideal), random %.3f; median ideal %v, prefixgate %v, random %v (prefixgate/random %.2f)",
+		ideal.hit(), pg.hit(), 100*pg.hit()/ideal.hit(), random.hit(),
+		ideal.median(), pg.median(), random.median(), float64(pg.median())/float64(random.median()))
+	if pg.hit() < 0.9*ideal.hit() {
+		t.Errorf("prefixgate hit %.3f is below 90%% of per-document affinity's %.3f", pg.hit(), ideal.hit())
+	}
+	if pg.hit() < 1.5*random.hit() {
+		t.Errorf("prefixgate hit %.3f is not clearly above the cache-blind balancer's %.3f (want ≥ 1.5×)", pg.hit(), random.hit())
+	}
+	if float64(pg.median()) > 0.8*float64(random.median()) {
+		t.Errorf("prefixgate median latency %v is not clearly below the cache-blind balancer's %v (want ≤ 0.8×)", pg.median(), random.median())
+	}
+}
+
+// Multi-turn sizes.
+const (
+	numConvs = 8
+	numTurns = 4
+)
+
+type chatFigures struct {
+	all          stats
+	follow       stats
+	samePrevious int
+	followTurns  int
+}
+
+func (f *chatFigures) sameFraction() float64 {
+	if f.followTurns == 0 {
+		return 0
+	}
+	return float64(f.samePrevious) / float64(f.followTurns)
+}
+
+// multiTurn runs the chats on a fresh fleet: "sticky" sends each
+// conversation straight to one replica, "prefixgate" and "random" as in
+// docQA.
+func multiTurn(t *testing.T, tl tools, mode string) *chatFigures {
+	var f chatFigures
+	t.Run(mode, func(t *testing.T) {
+		docs := documents(numDocs)
+		rs := startReplicas(t, tl, replicas)
+		var target func(int) string
+		switch mode {
+		case "sticky":
+			target = func(c int) string { return rs[c%len(rs)].url }
+		case "prefixgate":
+			url := startRouter(t, tl, rs, "prefixgate")
+			target = func(int) string { return url }
+		case "random":
+			url := startRouter(t, tl, rs, "prefixgate-random", "--policy", "random")
+			target = func(int) string { return url }
+		default:
+			t.Fatalf("unknown mode %q", mode)
+		}
+		all, follow := runChats(docs, numConvs, numTurns, target)
+		if err := errFirst(all); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range all {
+			f.all.add(a)
+		}
+		for _, tr := range follow {
+			f.follow.add(tr.answer)
+			f.followTurns++
+			if tr.samePrevious {
+				f.samePrevious++
+			}
+		}
+		t.Logf("multi-turn, %s: follow-ups on the previous turn's replica %d of %d (%.2f); follow-ups %v; all turns %v",
+			mode, f.samePrevious, f.followTurns, f.sameFraction(), &f.follow, &f.all)
+	})
+	return &f
+}
+
+func TestMultiTurn(t *testing.T) {
+	tl := setup(t)
+	sticky := multiTurn(t, tl, "sticky")
+	pg := multiTurn(t, tl, "prefixgate")
+	random := multiTurn(t, tl, "random")
+	if t.Failed() {
+		return
+	}
+	t.Logf("multi-turn follow-ups: on previous replica sticky %.2f, prefixgate %.2f, random %.2f; cached sticky %.3f, prefixgate %.3f, random %.3f; median sticky %v, prefixgate %v, random %v",
+		sticky.sameFraction(), pg.sameFraction(), random.sameFraction(),
+		sticky.follow.hit(), pg.follow.hit(), random.follow.hit(),
+		sticky.follow.median(), pg.follow.median(), random.follow.median())
+	if sticky.follow.hit() < 0.8 {
+		t.Errorf("sticky follow-ups found only %.3f of their prompt cached: the fleet's prefix cache is not working", sticky.follow.hit())
+	}
+	if routeV2Default {
+		if pg.sameFraction() < 0.9 {
+			t.Errorf("default policy %q: %.2f of follow-up turns on the previous turn's replica, want ≥ 0.90", route.DefaultPolicy, pg.sameFraction())
+		}
+		if pg.follow.hit() < 0.9*sticky.follow.hit() {
+			t.Errorf("default policy %q: follow-ups cached %.3f, below 90%% of sticky's %.3f", route.DefaultPolicy, pg.follow.hit(), sticky.follow.hit())
+		}
+	} else {
+		t.Logf("default policy %q is the stateless ring: the route v2 multi-turn targets are logged, not asserted", route.DefaultPolicy)
+	}
+}
+
+// TestReplicaKilled kills one replica in the middle of document-QA traffic
+// through prefixgate: every request must still be answered, and the
+// documents that lived on the dead replica must settle on another and be
+// cached there again.
+func TestReplicaKilled(t *testing.T) {
+	tl := setup(t)
+	docs := documents(numDocs)
+	rs := startReplicas(t, tl, replicas)
+	url := startRouter(t, tl, rs, "prefixgate")
+	const rounds, killRound = 6, 2
+	// The measured rounds: the one after the kill re-homes, the later ones
+	// should find the moved documents cached again.
+	const settledFrom = killRound + 2
+
+	order := qaOrder(rounds)
+	home := map[int]string{} // document → backend in the round before the kill
+	var victim *replica
+	var victimName string
+	moved := map[int]bool{}
+	var movedStats, stayedStats stats
+	for r, round := range order {
+		var onStart func(int)
+		if r == killRound {
+			var once sync.Once
+			onStart = func(i int) {
+				// Kill once a third of the round is under way, so
+				// requests are in flight on the victim too.
+				if i == len(round)/3 {
+					once.Do(victim.kill)
+				}
+			}
+		}
+		as := runRound(round, docs, func(qaRequest) string { return url }, onStart)
+		if err := errFirst(as); err != nil {
+			t.Fatalf("round %d: %v", r, err)
+		}
+		for i, a := range as {
+			d := round[i].doc
+			if r == killRound-1 {
+				home[d] = a.backend
+			}
+			if r > killRound && victimName != "" && a.backend == victimName {
+				t.Errorf("round %d: document %d answered by the killed replica %s", r, d, victimName)
+			}
+			if r >= settledFrom {
+				if moved[d] {
+					movedStats.add(a)
+				} else {
+					stayedStats.add(a)
+				}
+			}
+		}
+		if r == killRound-1 {
+			// The victim is the home of document 0.
+			victimName = home[0]
+			for _, rep := range rs {
+				if strings.TrimPrefix(rep.url, "http://") == victimName {
+					victim = rep
+				}
+			}
+			if victim == nil {
+				t.Fatalf("backend header %q names no replica", victimName)
+			}
+			for d, b := range home {
+				moved[d] = b == victimName
+			}
+		}
+	}
+	t.Logf("replica %s killed in round %d of %d; from round %d: documents that moved %v; documents that stayed %v",
+		victimName, killRound, rounds, settledFrom, &movedStats, &stayedStats)
+	if movedStats.n == 0 {
+		t.Fatal("no document lived on the killed replica")
+	}
+	if movedStats.hit() < 0.9*stayedStats.hit() {
+		t.Errorf("moved documents found %.3f of their prompt cached after re-homing, below 90%% of the others' %.3f",
+			movedStats.hit(), stayedStats.hit())
+	}
+}
+
+// TestOpenAISDK calls prefixgate in front of llama.cpp with the OpenAI
+// Python SDK, plain and streaming (openai_check.py holds the checks).
+func TestOpenAISDK(t *testing.T) {
+	tl := setup(t)
+	rs := startReplicas(t, tl, 2)
+	url := startRouter(t, tl, rs, "prefixgate")
+	// go test runs in the package directory, beside the script.
+	out, err := exec.Command(tl.python, "openai_check.py", url+"/v1", modelName).CombinedOutput()
+	if err != nil {
+		t.Fatalf("openai_check.py: %v\n%s", err, out)
+	}
+	var figures map[string]int
+	if err := json.Unmarshal(out, &figures); err != nil {
+		t.Fatalf("openai_check.py printed %q: %v", out, err)
+	}
+	t.Logf("OpenAI SDK through prefixgate: %v", figures)
+}
