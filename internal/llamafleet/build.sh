@@ -5,9 +5,10 @@
 # tiny model, the OpenAI SDK). Everything lands in a cache directory outside
 # the work tree, keyed by version and lock contents, so later runs reuse it.
 #
-# Prints two lines for the Makefile to export:
+# Prints three lines for the Makefile to export:
 #   LLAMAFLEET_SERVER=<path of llama-server>
 #   LLAMAFLEET_PYTHON=<path of the venv's python>
+#   LLAMAFLEET_CACHE=<the cache directory, where the tests keep the model>
 set -euo pipefail
 
 LLAMA_CPP_PYTHON_VERSION=0.3.36
@@ -73,3 +74,4 @@ fi
 
 echo "LLAMAFLEET_SERVER=$server"
 echo "LLAMAFLEET_PYTHON=$pyenv/bin/python"
+echo "LLAMAFLEET_CACHE=$cache"
