@@ -2,7 +2,9 @@ package llamafleet
 
 import (
 	"encoding/json"
+	"io"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -171,7 +173,7 @@ func TestReplicaKilled(t *testing.T) {
 	docs := documents(numDocs)
 	rs := startReplicas(t, tl, replicas)
 	url := startRouter(t, tl, rs, "prefixgate")
-	const rounds, killRound = 6, 2
+	const rounds, killRound = 7, 2
 	// The measured rounds: the one after the kill re-homes, the later ones
 	// should find the moved documents cached again.
 	const settledFrom = killRound + 2
@@ -230,8 +232,8 @@ func TestReplicaKilled(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("replica %s killed in round %d of %d; from round %d: documents that moved %v; documents that stayed %v",
-		victimName, killRound, rounds, settledFrom, &movedStats, &stayedStats)
+	t.Logf("replica %s killed in round %d of %d, every request answered (%s retried on another replica); from round %d: documents that moved %v; documents that stayed %v",
+		victimName, killRound, rounds, metricSum(url, "prefixgate_retries_total"), settledFrom, &movedStats, &stayedStats)
 	if movedStats.n == 0 {
 		t.Fatal("no document lived on the killed replica")
 	}
@@ -239,6 +241,26 @@ func TestReplicaKilled(t *testing.T) {
 		t.Errorf("moved documents found %.3f of their prompt cached after re-homing, below 90%% of the others' %.3f",
 			movedStats.hit(), stayedStats.hit())
 	}
+}
+
+// metricSum adds up every sample of a counter on the router's /metrics, for
+// the log.
+func metricSum(url, name string) string {
+	resp, err := client.Get(url + "/metrics")
+	if err != nil {
+		return "? (" + err.Error() + ")"
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	sum := 0.0
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, name); ok && (strings.HasPrefix(rest, "{") || strings.HasPrefix(rest, " ")) {
+			if v, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64); err == nil {
+				sum += v
+			}
+		}
+	}
+	return strconv.FormatFloat(sum, 'f', -1, 64)
 }
 
 // TestOpenAISDK calls prefixgate in front of llama.cpp with the OpenAI
