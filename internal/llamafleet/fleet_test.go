@@ -12,6 +12,13 @@ import (
 	"github.com/prefixgate/prefixgate/route"
 )
 
+// qaRun is one document-QA run: its figures and which question each
+// answer was, in the order sent.
+type qaRun struct {
+	stats
+	reqs []qaRequest
+}
+
 // routeV2Default is true once the default policy is no longer today's
 // stateless prefix ring: then the targets that need route v2 (issue 15:
 // ≥90% of follow-up turns on the previous turn's replica) are asserted, not
@@ -22,8 +29,8 @@ var routeV2Default = route.DefaultPolicy != "prefix-aware"
 // "ideal" sends each document straight to one replica, "prefixgate" goes
 // through `prefixgate serve` with default settings, "random" through
 // prefixgate with the cache-blind random policy.
-func docQA(t *testing.T, tl tools, mode string) *stats {
-	var st stats
+func docQA(t *testing.T, tl tools, mode string) *qaRun {
+	var st qaRun
 	t.Run(mode, func(t *testing.T) {
 		docs := documents(numDocs)
 		rs := startReplicas(t, tl, replicas)
@@ -45,11 +52,12 @@ func docQA(t *testing.T, tl tools, mode string) *stats {
 			if err := errFirst(as); err != nil {
 				t.Fatal(err)
 			}
-			for _, a := range as {
+			for i, a := range as {
 				st.add(a)
+				st.reqs = append(st.reqs, round[i])
 			}
 		}
-		t.Logf("document QA, %s: %v", mode, &st)
+		t.Logf("document QA, %s: %v", mode, &st.stats)
 	})
 	return &st
 }
@@ -74,6 +82,7 @@ func TestDocumentQA(t *testing.T) {
 	if float64(pg.median()) > 0.8*float64(random.median()) {
 		t.Errorf("prefixgate median latency %v is not clearly below the cache-blind balancer's %v (want ≤ 0.8×)", pg.median(), random.median())
 	}
+	t.Run("simulator", func(t *testing.T) { compareSimulator(t, pg, random) })
 }
 
 // Multi-turn sizes.

@@ -237,9 +237,10 @@ func waitOK(t *testing.T, p *proc, url string) {
 
 // replicaCacheMiB is each replica's prompt cache in RAM (--cache-ram). The
 // tiny model's KV cache takes 4 KiB a token (4 layers x 256 wide x K and V x
-// f16), so a 1,300-token document takes about 5 MiB: a replica keeps a few
-// documents besides the one in its slot, fewer than the whole set.
-const replicaCacheMiB = 24
+// f16), so a 1,300-token document takes about 5 MiB: a replica keeps about
+// eight documents besides the one in its slot, fewer than the whole set, and
+// enough for the uneven shares a hash ring gives 12 documents on 4 replicas.
+const replicaCacheMiB = 40
 
 type replica struct {
 	*proc
@@ -292,9 +293,15 @@ type answer struct {
 	backend string // X-Prefixgate-Backend, or the replica URL when sent directly
 	prompt  int    // usage.prompt_tokens
 	cached  int    // usage.prompt_tokens_details.cached_tokens
+	sent    time.Time
 	latency time.Duration
-	content string
-	err     error
+	decode  time.Duration // llama-server's timings.predicted_ms
+	// llama-server's timings: prompt tokens computed and the time taken,
+	// tokens decoded.
+	promptN, decodeN int
+	promptMS         float64
+	content          string
+	err              error
 }
 
 var client = &http.Client{Timeout: 3 * time.Minute}
@@ -313,7 +320,7 @@ func chat(base string, msgs []message) answer {
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	a := answer{status: resp.StatusCode, latency: time.Since(start), backend: resp.Header.Get("X-Prefixgate-Backend")}
+	a := answer{status: resp.StatusCode, sent: start, latency: time.Since(start), backend: resp.Header.Get("X-Prefixgate-Backend")}
 	if err != nil {
 		a.err = err
 		return a
@@ -332,6 +339,12 @@ func chat(base string, msgs []message) answer {
 				CachedTokens *int `json:"cached_tokens"`
 			} `json:"prompt_tokens_details"`
 		} `json:"usage"`
+		Timings struct {
+			PromptN     int     `json:"prompt_n"`
+			PromptMS    float64 `json:"prompt_ms"`
+			PredictedN  int     `json:"predicted_n"`
+			PredictedMS float64 `json:"predicted_ms"`
+		} `json:"timings"`
 	}
 	if err := json.Unmarshal(raw, &out); err != nil {
 		a.err = fmt.Errorf("decode response: %w: %.300s", err, raw)
@@ -344,6 +357,8 @@ func chat(base string, msgs []message) answer {
 	a.content = out.Choices[0].Message.Content
 	a.prompt = out.Usage.PromptTokens
 	a.cached = *out.Usage.Details.CachedTokens
+	a.decode = time.Duration(out.Timings.PredictedMS * float64(time.Millisecond))
+	a.promptN, a.promptMS, a.decodeN = out.Timings.PromptN, out.Timings.PromptMS, out.Timings.PredictedN
 	return a
 }
 
@@ -352,6 +367,8 @@ type stats struct {
 	n              int
 	prompt, cached int
 	latencies      []time.Duration
+	ttfts          []time.Duration // latency less decoding: queue, prefill, transport
+	answers        []answer
 }
 
 func (s *stats) add(a answer) {
@@ -359,6 +376,8 @@ func (s *stats) add(a answer) {
 	s.prompt += a.prompt
 	s.cached += a.cached
 	s.latencies = append(s.latencies, a.latency)
+	s.ttfts = append(s.ttfts, a.latency-a.decode)
+	s.answers = append(s.answers, a)
 }
 
 // hit is the fraction of prompt tokens the replicas found cached.
@@ -369,11 +388,17 @@ func (s *stats) hit() float64 {
 	return float64(s.cached) / float64(s.prompt)
 }
 
-func (s *stats) median() time.Duration {
-	if len(s.latencies) == 0 {
+func (s *stats) median() time.Duration { return medianOf(s.latencies) }
+
+// medianTTFT is the median time to the first token, estimated as the
+// latency less llama-server's reported decoding time.
+func (s *stats) medianTTFT() time.Duration { return medianOf(s.ttfts) }
+
+func medianOf(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
 		return 0
 	}
-	l := append([]time.Duration(nil), s.latencies...)
+	l := append([]time.Duration(nil), ds...)
 	sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
 	return l[len(l)/2]
 }
