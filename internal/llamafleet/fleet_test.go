@@ -3,11 +3,13 @@ package llamafleet
 import (
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -43,6 +45,9 @@ func docQA(t *testing.T, tl tools, mode string) *qaRun {
 			target = func(qaRequest) string { return url }
 		case "random":
 			url := startRouter(t, tl, rs, "prefixgate-random", "--policy", "random")
+			target = func(qaRequest) string { return url }
+		case "smg-cache_aware", "smg-prefix_hash":
+			url := startSMG(t, os.Getenv(envSMG), rs, strings.TrimPrefix(mode, "smg-"))
 			target = func(qaRequest) string { return url }
 		default:
 			t.Fatalf("unknown mode %q", mode)
@@ -122,6 +127,9 @@ func multiTurn(t *testing.T, tl tools, mode string) *chatFigures {
 			target = func(int) string { return url }
 		case "random":
 			url := startRouter(t, tl, rs, "prefixgate-random", "--policy", "random")
+			target = func(int) string { return url }
+		case "smg-cache_aware", "smg-prefix_hash":
+			url := startSMG(t, os.Getenv(envSMG), rs, strings.TrimPrefix(mode, "smg-"))
 			target = func(int) string { return url }
 		default:
 			t.Fatalf("unknown mode %q", mode)
@@ -249,6 +257,31 @@ func TestReplicaKilled(t *testing.T) {
 	if movedStats.hit() < 0.9*stayedStats.hit() {
 		t.Errorf("moved documents found %.3f of their prompt cached after re-homing, below 90%% of the others' %.3f",
 			movedStats.hit(), stayedStats.hit())
+	}
+}
+
+// envSMG names an `smg` binary (SGLang Model Gateway, PyPI smg) for
+// TestPeerSMG; `make test` does not set it.
+const envSMG = "LLAMAFLEET_SMG"
+
+// TestPeerSMG runs the document-QA and multi-turn traffic through SGLang
+// Model Gateway's cache_aware and prefix_hash policies beside prefixgate, on
+// the same fleet build, for the side-by-side table in docs/benchmarks.md.
+// It is a comparison run by hand, not part of `make test`; it asserts only
+// that every request through the peer was answered.
+func TestPeerSMG(t *testing.T) {
+	if os.Getenv(envSMG) == "" {
+		t.Skipf("%s is unset: the peer comparison runs by hand (see docs/benchmarks.md)", envSMG)
+	}
+	tl := setup(t)
+	for _, mode := range []string{"prefixgate", "smg-cache_aware", "smg-prefix_hash"} {
+		qa := docQA(t, tl, mode)
+		mt := multiTurn(t, tl, mode)
+		if t.Failed() {
+			return
+		}
+		t.Logf("side by side, %s: document QA hit %.3f median %v; multi-turn follow-ups on previous replica %.2f, cached %.3f, median %v",
+			mode, qa.hit(), qa.median().Round(time.Millisecond), mt.sameFraction(), mt.follow.hit(), mt.follow.median().Round(time.Millisecond))
 	}
 }
 

@@ -282,6 +282,38 @@ func startRouter(t *testing.T, tl tools, rs []*replica, name string, flags ...st
 	return url
 }
 
+// startSMG starts SGLang Model Gateway (`smg launch`) in front of the
+// replicas with the given policy, for TestPeerSMG.
+func startSMG(t *testing.T, bin string, rs []*replica, policy string) string {
+	t.Helper()
+	addr := freeAddr(t)
+	host, port, _ := net.SplitHostPort(addr)
+	args := []string{"launch", "--host", host, "--port", port, "--policy", policy, "--worker-urls"}
+	for _, r := range rs {
+		args = append(args, r.url)
+	}
+	p := startProc(t, "smg-"+policy, bin, args...)
+	url := "http://" + addr
+	waitOK(t, p, url+"/health")
+	// smg answers /health before its workers are registered: wait until it
+	// lists the model (workers register a few seconds after start).
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(url + "/v1/models")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && strings.Contains(string(body), `"`+modelName+`"`) {
+				return url
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("smg did not list model %q within 60s", modelName)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 type message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
@@ -321,6 +353,10 @@ func chat(base string, msgs []message) answer {
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	a := answer{status: resp.StatusCode, sent: start, latency: time.Since(start), backend: resp.Header.Get("X-Prefixgate-Backend")}
+	if a.backend == "" {
+		// SGLang Model Gateway's header, for the peer comparison.
+		a.backend = resp.Header.Get("X-Smg-Routed-Worker-Id")
+	}
 	if err != nil {
 		a.err = err
 		return a
