@@ -101,6 +101,7 @@ type chatFigures struct {
 	follow       stats
 	samePrevious int
 	followTurns  int
+	turns        []chatTurn
 }
 
 func (f *chatFigures) sameFraction() float64 {
@@ -134,7 +135,8 @@ func multiTurn(t *testing.T, tl tools, mode string) *chatFigures {
 		default:
 			t.Fatalf("unknown mode %q", mode)
 		}
-		all, follow := runChats(docs, numConvs, numTurns, target)
+		all, follow, sent := runChats(docs, numConvs, numTurns, target)
+		f.turns = sent
 		if err := errFirst(all); err != nil {
 			t.Fatal(err)
 		}
@@ -179,6 +181,7 @@ func TestMultiTurn(t *testing.T) {
 	} else {
 		t.Logf("default policy %q is the stateless ring: the route v2 multi-turn targets are logged, not asserted", route.DefaultPolicy)
 	}
+	t.Run("simulator", func(t *testing.T) { compareSimulatorChats(t, pg, random) })
 }
 
 // TestReplicaKilled kills one replica in the middle of document-QA traffic

@@ -125,13 +125,22 @@ type turnResult struct {
 	samePrevious bool
 }
 
+// chatTurn is one sent turn with what it carried, for the simulator replay.
+type chatTurn struct {
+	conv, doc int
+	msgs      []message
+	answer
+}
+
 // runChats runs the conversations, `workers` at a time, each turn after the
 // previous one's answer; target says where each turn goes (given the
-// conversation index). It returns every answer and the follow-up turns.
-func runChats(docs []string, convs, turns int, target func(c int) string) ([]answer, []turnResult) {
+// conversation index). It returns every answer, the follow-up turns and
+// every turn with its messages.
+func runChats(docs []string, convs, turns int, target func(c int) string) ([]answer, []turnResult, []chatTurn) {
 	var mu sync.Mutex
 	var all []answer
 	var follow []turnResult
+	var sent []chatTurn
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
@@ -155,6 +164,7 @@ func runChats(docs []string, convs, turns int, target func(c int) string) ([]ans
 					}
 					mu.Lock()
 					all = append(all, a)
+					sent = append(sent, chatTurn{conv: c, doc: cv.doc, msgs: append([]message(nil), cv.msgs...), answer: a})
 					if turn > 0 {
 						follow = append(follow, turnResult{answer: a, turn: turn, samePrevious: a.backend == cv.backends[turn-1]})
 					}
@@ -173,5 +183,5 @@ func runChats(docs []string, convs, turns int, target func(c int) string) ([]ans
 	}
 	close(next)
 	wg.Wait()
-	return all, follow
+	return all, follow, sent
 }
