@@ -81,8 +81,11 @@ func TestDocumentQA(t *testing.T) {
 	if pg.hit() < 0.9*ideal.hit() {
 		t.Errorf("prefixgate hit %.3f is below 90%% of per-document affinity's %.3f", pg.hit(), ideal.hit())
 	}
-	if pg.hit() < 1.5*random.hit() {
-		t.Errorf("prefixgate hit %.3f is not clearly above the cache-blind balancer's %.3f (want ≥ 1.5×)", pg.hit(), random.hit())
+	// Random placement finds a document cached on about 2 of its 5
+	// questions (hit about 0.40, standard deviation about 0.045 over 12
+	// documents); 1.3× prefixgate's 0.75 is four deviations away.
+	if pg.hit() < 1.3*random.hit() {
+		t.Errorf("prefixgate hit %.3f is not clearly above the cache-blind balancer's %.3f (want ≥ 1.3×)", pg.hit(), random.hit())
 	}
 	if float64(pg.median()) > 0.8*float64(random.median()) {
 		t.Errorf("prefixgate median latency %v is not clearly below the cache-blind balancer's %v (want ≤ 0.8×)", pg.median(), random.median())
