@@ -17,7 +17,7 @@ ENVOY_VENV := .cache/envoy-$(ENVOY_VERSION)
 ENVOY    := $(ENVOY_VENV)/bin/envoy
 GO_TEST_FLAGS ?= -race
 
-.PHONY: demo build tools generate checkgenerate test test-go test-sdk test-python test-typescript test-go-sdk clean
+.PHONY: llamafleet demo build tools generate checkgenerate test test-go test-sdk test-python test-typescript test-go-sdk clean
 
 demo:
 	go run ./cmd/prefixgate demo
@@ -85,10 +85,18 @@ test-go: export PREFIXGATE_ENVOY := $(abspath $(ENVOY))
 test-go: export PREFIXGATE_E2E_PYTHON := $(abspath $(PY))
 test-go: export PREFIXGATE_E2E_REQUIRE_ENVOY := 1
 test-go: $(ENVOY) $(PYVENV)/.installed
+
+# llama-server and the llama.cpp fleet tests' Python packages, built once
+# into a cache directory outside the tree (internal/llamafleet/build.sh).
+LLAMAFLEET_ENV := .bin/llamafleet.env
+llamafleet:
+	mkdir -p .bin && bash internal/llamafleet/build.sh > $(LLAMAFLEET_ENV)
+
+test-go: llamafleet
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'))"; \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
-	go test $(GO_TEST_FLAGS) ./...
+	env $$(cat $(LLAMAFLEET_ENV)) go test $(GO_TEST_FLAGS) ./...
 
 # The SDK suites run against a live router and simulated fleet, started as
 # real processes by internal/testfleet.

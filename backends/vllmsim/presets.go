@@ -61,6 +61,25 @@ var Presets = []Preset{
 			DecodeStepPerSeq:    100 * time.Microsecond,
 		},
 	},
+	{
+		// The llama.cpp fleet of the end-to-end tests (internal/llamafleet):
+		// llama-server with one slot (-np 1) and one thread on a CPU core,
+		// serving the tiny random-weight llama model (4 layers, 256 wide,
+		// f32 weights, f16 KV: 4 KiB per token). Its prefix cache is the
+		// slot's own prompt plus --cache-ram 64 MiB of saved prompts:
+		// 16,384 + about 1,300 tokens = 1,105 blocks. Prefill and decode rates
+		// were measured on that server; docs/backends.md has the commands.
+		Name:  "llamacpp-tiny-cpu",
+		Model: "tiny",
+		Engine: EngineConfig{
+			MaxNumSeqs:          1,
+			CacheBlocks:         1105,
+			MaxModelLen:         8192,
+			PrefillTokensPerSec: 1700,
+			DecodeStepBase:      7 * time.Millisecond,
+			DecodeStepPerSeq:    0, // one sequence at a time: no batching cost
+		},
+	},
 }
 
 // DefaultPreset is the preset used when none is named.
