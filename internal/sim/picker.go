@@ -28,6 +28,12 @@ type picker interface {
 	hint(active, inflight []int)
 }
 
+// firstTokener is a picker that learns when a request's prefill is done
+// (the router sees the first token come back).
+type firstTokener interface {
+	firstToken(f *flight)
+}
+
 // routePicker is a real route.Router.
 type routePicker struct {
 	r     *route.Router
