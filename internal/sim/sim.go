@@ -277,16 +277,17 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 
 // flight is one request's journey through a run.
 type flight struct {
-	req       *Request
-	at        time.Duration // arrival in this run
-	replica   int
-	router    int
-	dec       route.Decision
-	treeOwner *treePicker
-	spilled   bool
-	tokens    []vllmsim.Token
-	hashes    []uint64
-	queued    bool
+	req     *Request
+	at      time.Duration // arrival in this run
+	replica int
+	router  int
+	dec     route.Decision
+	spilled bool
+	tokens  []vllmsim.Token
+	hashes  []uint64
+	queued  bool
+	now     time.Time // virtual time of the pick
+	peer    any       // a peer router's per-request state
 }
 
 func (f *flight) prompt() []vllmsim.Token {
@@ -296,8 +297,8 @@ func (f *flight) prompt() []vllmsim.Token {
 	return f.tokens
 }
 
-// blockHashes are chained hashes of the prompt's 16-token blocks (for the
-// cache-aware tree).
+// blockHashes are chained hashes of the prompt's 16-token blocks (the
+// token-level peers).
 func (f *flight) blockHashes() []uint64 {
 	if f.hashes == nil {
 		t := f.prompt()
@@ -360,6 +361,9 @@ type fleet struct {
 
 	turns   turnHeap // session turns released by answers, by arrival
 	turnSeq int
+
+	scraped   []scraped // replica metrics as scraping peers see them
+	scrapedAt time.Time
 }
 
 func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progress func()) (*fleet, error) {
@@ -372,8 +376,8 @@ func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progres
 	}
 	for i := range opts.Routers {
 		var p picker
-		if policy == treePolicy {
-			p = newTreePicker(f.active, opts.Threshold, opts.Seed+uint64(i)*7919)
+		if build, ok := peerBuilders[policy]; ok {
+			p = build(f, opts.Seed+uint64(i)*7919)
 		} else {
 			rp, err := newRoutePicker(route.Config{
 				Policy: policy, DisableSpillChain: opts.NoSpillChain,
@@ -522,6 +526,7 @@ func (f *fleet) enqueue(fl *flight) {
 // dispatch picks a replica for fl and submits it at now; false means the
 // router is saturated.
 func (f *fleet) dispatch(fl *flight, now time.Time) bool {
+	fl.now = now
 	idx, ok := f.pickers[fl.router].pick(fl)
 	if !ok {
 		return false
@@ -633,7 +638,7 @@ func (f *fleet) bucket(at time.Duration) int {
 }
 
 func (f *fleet) result(elapsed time.Duration) PolicyResult {
-	res := PolicyResult{Name: f.policy, Failed: f.failed, Queued: f.queued, Elapsed: elapsed, KeysMovedFraction: f.keysMoved}
+	res := PolicyResult{Name: f.policy, Role: PolicyRole(f.policy), Failed: f.failed, Queued: f.queued, Elapsed: elapsed, KeysMovedFraction: f.keysMoved}
 	if f.prompt > 0 {
 		res.HitRate = float64(f.cached) / float64(f.prompt)
 	}
