@@ -17,13 +17,14 @@ import (
 // hold a request back: like the routers they model, they always send.
 
 // peerOrder is the report order of the peers.
-var peerOrder = []string{"sglang-cache-aware"}
+var peerOrder = []string{"sglang-cache-aware", "vllm-prefixaware"}
 
 const oraclePolicy = "oracle"
 
 // peerBuilders makes a peer's picker for one router over fleet f.
 var peerBuilders = map[string]func(f *fleet, seed uint64) picker{
 	"sglang-cache-aware": newSGLangPicker,
+	"vllm-prefixaware":   newVLLMPrefixPicker,
 	oraclePolicy:         newOraclePicker,
 }
 
