@@ -17,7 +17,7 @@ import (
 // hold a request back: like the routers they model, they always send.
 
 // peerOrder is the report order of the peers.
-var peerOrder = []string{"sglang-cache-aware", "vllm-prefixaware"}
+var peerOrder = []string{"sglang-cache-aware", "vllm-prefixaware", "dynamo-kv"}
 
 const oraclePolicy = "oracle"
 
@@ -25,6 +25,7 @@ const oraclePolicy = "oracle"
 var peerBuilders = map[string]func(f *fleet, seed uint64) picker{
 	"sglang-cache-aware": newSGLangPicker,
 	"vllm-prefixaware":   newVLLMPrefixPicker,
+	"dynamo-kv":          newDynamoPicker,
 	oraclePolicy:         newOraclePicker,
 }
 
