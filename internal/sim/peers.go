@@ -17,7 +17,7 @@ import (
 // hold a request back: like the routers they model, they always send.
 
 // peerOrder is the report order of the peers.
-var peerOrder = []string{"sglang-cache-aware", "vllm-prefixaware", "dynamo-kv"}
+var peerOrder = []string{"sglang-cache-aware", "vllm-prefixaware", "dynamo-kv", "gie-prefix"}
 
 const oraclePolicy = "oracle"
 
@@ -26,6 +26,7 @@ var peerBuilders = map[string]func(f *fleet, seed uint64) picker{
 	"sglang-cache-aware": newSGLangPicker,
 	"vllm-prefixaware":   newVLLMPrefixPicker,
 	"dynamo-kv":          newDynamoPicker,
+	"gie-prefix":         newGIEPicker,
 	oraclePolicy:         newOraclePicker,
 }
 
