@@ -4,7 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -29,6 +31,9 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	spillChain := fs.Bool("spill-chain", true, "let prefix-aware use the spill chain (false: plain clockwise walk)")
 	prefixLength := fs.Int("prefix-length", 0, "routing window N in characters (0: normalize's default)")
 	threshold := fs.Int("threshold", 0, "per-replica concurrency threshold (0: route's default, 64)")
+	rate := fs.Float64("rate", 1, "multiply the workload's arrival rate by this (think times within a session stay)")
+	rates := fs.String("rates", "", "sweep: comma-separated rate multipliers (e.g. 0.5,1,2,4); each runs the whole comparison with --requests requests (0: 5000)")
+	slo := fs.Duration("slo", sim.DefaultSLO, "TTFT objective for goodput and the sustainable rate")
 	asJSON := fs.Bool("json", false, "print exactly one JSON object instead of the table")
 	plot := fs.String("plot", "", "write SVG charts into this directory")
 	fs.Usage = func() {
@@ -49,6 +54,25 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		Workload: *workload, Requests: *requests, Seed: *seed, Replicas: *replicas,
 		Routers: *routers, NoSpillChain: !*spillChain, PrefixLength: *prefixLength, Threshold: *threshold,
 		LoadHintInterval: *loadHint, LoadFactor: *loadFactor, Slack: *slack,
+		Rate: *rate, SLO: *slo,
+	}
+	if !(*rate > 0) || math.IsInf(*rate, 0) {
+		fmt.Fprintf(stderr, "prefixgate sim: --rate %v must be a positive number\n", *rate)
+		return 2
+	}
+	if *slo <= 0 {
+		fmt.Fprintf(stderr, "prefixgate sim: --slo %v must be positive\n", *slo)
+		return 2
+	}
+	if *rates != "" {
+		for _, f := range strings.Split(*rates, ",") {
+			x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || !(x > 0) || math.IsInf(x, 0) {
+				fmt.Fprintf(stderr, "prefixgate sim: --rates: %q is not a positive rate multiplier\n", f)
+				return 2
+			}
+			opts.Rates = append(opts.Rates, x)
+		}
 	}
 	if *requests < 0 {
 		fmt.Fprintf(stderr, "prefixgate sim: --requests %d must not be negative\n", *requests)

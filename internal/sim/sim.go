@@ -71,19 +71,30 @@ const DefaultSLO = 2 * time.Second
 
 // Report is the outcome of a run; its JSON form is the --json output.
 type Report struct {
-	Workload          string         `json:"workload"`
-	Replicas          int            `json:"replicas"`
-	Requests          int            `json:"requests"`
-	PooledBoundHit    float64        `json:"pooled_bound_hit_rate"`
-	Policies          []PolicyResult `json:"policies"`
-	Routers           int            `json:"-"`
-	LoadHintInterval  time.Duration  `json:"-"`
-	SpillChain        bool           `json:"-"`
-	Note              string         `json:"-"`
-	ScaleTimes        []float64      `json:"-"` // virtual seconds of scale events
-	ScaleLabels       []string       `json:"-"`
-	VirtualSeconds    float64        `json:"-"`
-	SimulatedRequests int            `json:"-"`
+	Workload       string         `json:"workload"`
+	Replicas       int            `json:"replicas"`
+	Requests       int            `json:"requests"`
+	PooledBoundHit float64        `json:"pooled_bound_hit_rate"`
+	Policies       []PolicyResult `json:"policies"`
+	// DefaultPolicy is the policy serve uses when none is configured
+	// (route.DefaultPolicy).
+	DefaultPolicy string `json:"default_policy"`
+	// Rate is the arrival-rate multiplier of Policies' run.
+	Rate float64 `json:"rate"`
+	// SLO is the TTFT objective of goodput and the sustainable rate, ms.
+	SLO float64 `json:"slo_ms"`
+	// Sweep and SustainableRate are set by a sweep (Options.Rates).
+	Sweep           []SweepPoint        `json:"sweep,omitempty"`
+	SustainableRate map[string]*float64 `json:"sustainable_rate,omitempty"`
+
+	Routers           int           `json:"-"`
+	LoadHintInterval  time.Duration `json:"-"`
+	SpillChain        bool          `json:"-"`
+	Note              string        `json:"-"`
+	ScaleTimes        []float64     `json:"-"` // virtual seconds of scale events
+	ScaleLabels       []string      `json:"-"`
+	VirtualSeconds    float64       `json:"-"`
+	SimulatedRequests int           `json:"-"`
 }
 
 // Percentiles of a distribution, in milliseconds.
@@ -143,6 +154,9 @@ var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Run builds the workload and simulates every policy on it.
 func Run(opts Options) (*Report, error) {
+	if len(opts.Rates) > 0 {
+		return RunSweep(opts)
+	}
 	if opts.Seed == 0 {
 		opts.Seed = 1
 	}
@@ -222,8 +236,13 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	rate := opts.Rate
+	if rate == 0 {
+		rate = 1
+	}
 	rep := &Report{
 		Workload: w.Name, Replicas: opts.Replicas, Requests: len(w.Requests),
+		DefaultPolicy: route.DefaultPolicy, Rate: rate, SLO: float64(opts.SLO) / 1e6,
 		Routers: opts.Routers, SpillChain: !opts.NoSpillChain, Note: w.Note, LoadHintInterval: opts.LoadHintInterval,
 	}
 	for _, s := range scale {
