@@ -263,7 +263,7 @@ func TestInvalidOptions(t *testing.T) {
 func TestRoutersAndPlots(t *testing.T) {
 	rep := small(t, Options{Workload: "agent", Requests: 300, Routers: 3, Policies: []string{"prefix-aware", "sglang-cache-aware"}})
 	dir := t.TempDir()
-	if err := rep.WritePlots(dir); err != nil {
+	if _, err := rep.WritePlots(dir); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"ttft-cdf.svg", "share.svg", "hit-rate.svg"} {
