@@ -11,7 +11,7 @@ import (
 // whole comparison once per rate and, past saturation, every request waits
 // longer than the last (open-loop arrivals), so the count bounds both the
 // time and the memory of the overloaded points.
-const DefaultSweepRequests = 5000
+const DefaultSweepRequests = 10000
 
 // SweepPoint is the comparison at one rate multiplier.
 type SweepPoint struct {

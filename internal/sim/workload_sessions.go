@@ -30,14 +30,14 @@ const (
 // A session starts as a Poisson process; it has 2-12 turns; its first user
 // turn is short (20-120 tokens), later ones 20-300 tokens; answers are 50-600
 // tokens and are carried into the next turn as the assistant message; the
-// user thinks for an exponential 8 s (mean) after the answer arrives. 8
+// user thinks for an exponential 6 s (mean) after the answer arrives. 8
 // system prompts of 100 tokens are shared across sessions.
 const (
-	mtSessionRate = 1.5 // sessions per second over 7 replicas
+	mtSessionRate = 3.0 // sessions per second over 7 replicas
 	mtMinTurns    = 2
 	mtMaxTurns    = 12
-	mtThink       = 8.0
-	mtCacheBlocks = 4000
+	mtThink       = 6.0
+	mtCacheBlocks = 12000
 	// mtAnswerGuess is the per-output-token time used only for a turn's
 	// nominal arrival (the pooled bound and live load); the fleet simulation
 	// sends the next turn after the answer really came back.
