@@ -140,8 +140,6 @@ func fmtTick(v float64) string {
 	switch {
 	case a >= 1e6:
 		return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.1f", v/1e6), "0"), ".") + "M"
-	case a >= 1e4:
-		return fmt.Sprintf("%.0fk", v/1e3)
 	case a >= 1e3:
 		return strings.TrimSuffix(strings.TrimSuffix(fmt.Sprintf("%.1f", v/1e3), "0"), ".") + "k"
 	case v == math.Trunc(v):

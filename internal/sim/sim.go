@@ -383,6 +383,9 @@ type fleet struct {
 
 	scraped   []scraped // replica metrics as scraping peers see them
 	scrapedAt time.Time
+
+	// onFinish, if set, sees every request that finished and when (tests).
+	onFinish func(fl *flight, at time.Time)
 }
 
 func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progress func()) (*fleet, error) {
@@ -621,6 +624,9 @@ func (f *fleet) engineEvents(i int, now time.Time) {
 			f.release(fl)
 			f.finished++
 			f.outTokens += int64(ev.OutputTokens)
+			if f.onFinish != nil {
+				f.onFinish(fl, ev.Time)
+			}
 			if ev.Time.After(f.lastFinish) {
 				f.lastFinish = ev.Time
 			}
