@@ -163,7 +163,7 @@ func TestJSONShape(t *testing.T) {
 		slices.Sort(ks)
 		return ks
 	}
-	if got, want := strings.Join(keys(m), ","), "policies,pooled_bound_hit_rate,replicas,requests,workload"; got != want {
+	if got, want := strings.Join(keys(m), ","), "default_policy,policies,pooled_bound_hit_rate,rate,replicas,requests,slo_ms,workload"; got != want {
 		t.Fatalf("top-level keys %s, want %s", got, want)
 	}
 	pols := m["policies"].([]any)
