@@ -23,8 +23,8 @@ import (
 //   - Every eviction_interval_secs (120) each tenant's tree is trimmed, least
 //     recently used leaves first, to max_tree_size (2^26) characters.
 //
-// Approximation: the character tree is a trie of 16-character chunks (chained
-// hashes), so a match is counted in whole chunks and can be short by up to 15
+// Approximation: the character tree is a trie of 32-character chunks (chained
+// hashes), so a match is counted in whole chunks and can be short by up to 31
 // characters of a real character match; the last, partial chunk of a text is
 // a chunk of its own. A tenant of the deepest node is drawn at random (the
 // source takes whichever its concurrent map yields first). Eviction removes a
@@ -33,8 +33,8 @@ import (
 type sglangPicker struct {
 	active []int
 	load   ownLoad
-	nodes  map[uint64]*sgNode
-	chars  map[int]int // tenant -> characters in its tree
+	nodes  map[uint64]*sgNode // chunk chain hash -> node
+	chars  map[int]int        // tenant -> characters in its tree
 	seq    int64
 	last   time.Time // last eviction pass
 	rnd    rng
@@ -49,13 +49,30 @@ const (
 	sgBalanceRel       = 1.5
 	sgEvictionInterval = 120 * time.Second
 	sgMaxTreeSize      = 1 << 26 // characters per tenant
-	sgChunk            = 16      // characters per trie edge (the approximation)
+	sgChunk            = 32      // characters per trie edge (the approximation)
 )
 
+// sgNode is one chunk of the tree. Most nodes have one or two tenants, so
+// they sit in a small slice rather than a map (memory: agent runs insert
+// millions of chunks).
 type sgNode struct {
-	chars   int           // characters of this chunk
-	depth   int           // chunks from the root
-	tenants map[int]int64 // tenant -> last access
+	chars   int32 // characters of this chunk
+	depth   int32 // chunks from the root
+	tenants []sgTenant
+}
+
+type sgTenant struct {
+	t    int32 // replica
+	seen int64 // last access (insertion sequence)
+}
+
+func (n *sgNode) find(t int) int {
+	for i, x := range n.tenants {
+		if int(x.t) == t {
+			return i
+		}
+	}
+	return -1
 }
 
 func newSGLangPicker(f *fleet, seed uint64) picker {
@@ -103,13 +120,13 @@ func (p *sglangPicker) pick(fl *flight) (int, bool) {
 			if n == nil || !p.anyActive(n) {
 				break
 			}
-			matched += n.chars
+			matched += int(n.chars)
 			deepest = n
 		}
 		if len(p.text) > 0 && float64(matched)/float64(len(p.text)) > sgCacheThreshold {
 			var ts []int
 			for _, a := range p.active {
-				if _, ok := deepest.tenants[a]; ok {
+				if deepest.find(a) >= 0 {
 					ts = append(ts, a)
 				}
 			}
@@ -135,8 +152,8 @@ func (p *sglangPicker) pick(fl *flight) (int, bool) {
 }
 
 func (p *sglangPicker) anyActive(n *sgNode) bool {
-	for _, a := range p.active {
-		if _, ok := n.tenants[a]; ok {
+	for _, x := range n.tenants {
+		if slices.Contains(p.active, int(x.t)) {
 			return true
 		}
 	}
@@ -152,13 +169,15 @@ func (p *sglangPicker) insert(tenant int) {
 			if i == len(p.chunks)-1 && len(p.text)%sgChunk != 0 {
 				c = len(p.text) % sgChunk
 			}
-			n = &sgNode{chars: c, depth: i, tenants: map[int]int64{}}
+			n = &sgNode{chars: int32(c), depth: int32(i)}
 			p.nodes[h] = n
 		}
-		if _, ok := n.tenants[tenant]; !ok {
-			p.chars[tenant] += n.chars
+		if k := n.find(tenant); k >= 0 {
+			n.tenants[k].seen = p.seq
+		} else {
+			n.tenants = append(n.tenants, sgTenant{t: int32(tenant), seen: p.seq})
+			p.chars[tenant] += int(n.chars)
 		}
-		n.tenants[tenant] = p.seq
 	}
 }
 
@@ -176,8 +195,8 @@ func (p *sglangPicker) evict() {
 		}
 		var es []entry
 		for h, n := range p.nodes {
-			if s, ok := n.tenants[t]; ok {
-				es = append(es, entry{h, s, n.depth})
+			if k := n.find(t); k >= 0 {
+				es = append(es, entry{h, n.tenants[k].seen, int(n.depth)})
 			}
 		}
 		// Oldest first; within one insertion, deepest first (leaves
@@ -196,8 +215,8 @@ func (p *sglangPicker) evict() {
 				break
 			}
 			n := p.nodes[e.h]
-			delete(n.tenants, t)
-			p.chars[t] -= n.chars
+			n.tenants = slices.Delete(n.tenants, n.find(t), n.find(t)+1)
+			p.chars[t] -= int(n.chars)
 			if len(n.tenants) == 0 {
 				delete(p.nodes, e.h)
 			}
