@@ -208,3 +208,17 @@ func TestOracleReadsTheEngines(t *testing.T) {
 		t.Errorf("hit rate %.3f, want about %.3f", res.HitRate, want)
 	}
 }
+
+// TestPeersFollowScaleEvents: every peer keeps routing, onto the added
+// replica too, when replicas come and go (the GIE peer's scraped metrics
+// must cover a replica added since the last scrape).
+func TestPeersFollowScaleEvents(t *testing.T) {
+	pols := append(append([]string{}, peerOrder...), oraclePolicy)
+	rep := small(t, Options{Workload: "zipf", Requests: 400, Routers: 2, Policies: pols,
+		Scale: []ScaleEvent{{Delta: 1, Fraction: 0.3, IsFraction: true}, {Delta: -2, Fraction: 0.7, IsFraction: true}}})
+	for _, p := range rep.Policies {
+		if p.Failed != 0 || len(p.Share) != 8 || p.Share[7] == 0 {
+			t.Errorf("%s: failed %d, shares %v", p.Name, p.Failed, p.Share)
+		}
+	}
+}
