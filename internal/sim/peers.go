@@ -155,7 +155,7 @@ type scraped struct {
 // again if interval has passed since (or the fleet changed): a router that
 // polls /metrics every interval sees them that stale.
 func (f *fleet) metrics(now time.Time, interval time.Duration) []scraped {
-	if f.scraped == nil || len(f.scraped) != len(f.reps) || now.Sub(f.scrapedAt) >= interval {
+	if f.scraped == nil || len(f.scraped) < len(f.reps) || now.Sub(f.scrapedAt) >= interval {
 		f.scraped = f.scraped[:0]
 		for _, r := range f.reps {
 			st := r.eng.Stats()
