@@ -50,7 +50,7 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if isTerminal(stderr) {
-		bar := newProgressBar(stderr, "bench")
+		bar := newProgressBar(stderr, "bench", true)
 		o.Progress = func(done, total int) {
 			if total > 0 {
 				bar.update(done, total)

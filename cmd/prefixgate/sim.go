@@ -4,7 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -29,8 +32,12 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	spillChain := fs.Bool("spill-chain", true, "let prefix-aware use the spill chain (false: plain clockwise walk)")
 	prefixLength := fs.Int("prefix-length", 0, "routing window N in characters (0: normalize's default)")
 	threshold := fs.Int("threshold", 0, "per-replica concurrency threshold (0: route's default, 64)")
+	rate := fs.Float64("rate", 1, "multiply the workload's arrival rate by this (think times within a session stay)")
+	rates := fs.String("rates", "", "sweep: comma-separated rate multipliers (e.g. 0.5,1,2,4); each runs the whole comparison with --requests requests (0: 10000)")
+	slo := fs.Duration("slo", sim.DefaultSLO, "TTFT objective for goodput and the sustainable rate")
 	asJSON := fs.Bool("json", false, "print exactly one JSON object instead of the table")
 	plot := fs.String("plot", "", "write SVG charts into this directory")
+	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: prefixgate sim [flags]\n\nSimulate a vLLM fleet in virtual time behind the real router and compare routing policies.\n\nFlags:")
 		fs.PrintDefaults()
@@ -49,14 +56,42 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		Workload: *workload, Requests: *requests, Seed: *seed, Replicas: *replicas,
 		Routers: *routers, NoSpillChain: !*spillChain, PrefixLength: *prefixLength, Threshold: *threshold,
 		LoadHintInterval: *loadHint, LoadFactor: *loadFactor, Slack: *slack,
+		Rate: *rate, SLO: *slo,
+	}
+	if !(*rate > 0) || math.IsInf(*rate, 0) {
+		fmt.Fprintf(stderr, "prefixgate sim: --rate %v must be a positive number\n", *rate)
+		return 2
+	}
+	if *slo <= 0 {
+		fmt.Fprintf(stderr, "prefixgate sim: --slo %v must be positive\n", *slo)
+		return 2
+	}
+	if *rates != "" {
+		for _, f := range strings.Split(*rates, ",") {
+			x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || !(x > 0) || math.IsInf(x, 0) {
+				fmt.Fprintf(stderr, "prefixgate sim: --rates: %q is not a positive rate multiplier\n", f)
+				return 2
+			}
+			opts.Rates = append(opts.Rates, x)
+		}
 	}
 	if *requests < 0 {
 		fmt.Fprintf(stderr, "prefixgate sim: --requests %d must not be negative\n", *requests)
 		return 2
 	}
+	if !strings.HasPrefix(*workload, "trace:") && !slices.Contains(sim.Workloads, *workload) {
+		fmt.Fprintf(stderr, "prefixgate sim: --workload: unknown workload %q (have %s, or trace:FILE)\n", *workload, strings.Join(sim.Workloads, ", "))
+		return 2
+	}
 	if *policies != "all" && *policies != "" {
 		for _, p := range strings.Split(*policies, ",") {
-			opts.Policies = append(opts.Policies, strings.TrimSpace(p))
+			p = strings.TrimSpace(p)
+			if !slices.Contains(sim.PolicyNames, p) {
+				fmt.Fprintf(stderr, "prefixgate sim: --policies: unknown policy %q (have %s, or all)\n", p, strings.Join(sim.PolicyNames, ", "))
+				return 2
+			}
+			opts.Policies = append(opts.Policies, p)
 		}
 	}
 	if *scale != "" {
@@ -67,8 +102,10 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		opts.Scale = evs
 	}
-	if isTerminal(stderr) {
-		bar := newProgressBar(stderr, "simulating")
+	if !*quiet {
+		// Progress goes to stderr so that stdout stays the table or the one
+		// JSON object: a bar on a terminal, a line per tenth otherwise.
+		bar := newProgressBar(stderr, "simulating", isTerminal(stderr))
 		opts.Progress = bar.update
 		defer bar.finish()
 	}
@@ -78,10 +115,12 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *plot != "" {
-		if err := rep.WritePlots(*plot); err != nil {
+		wrote, err := rep.WritePlots(*plot)
+		if err != nil {
 			fmt.Fprintf(stderr, "prefixgate sim: --plot: %v\n", err)
 			return 1
 		}
+		fmt.Fprintf(stderr, "prefixgate sim: wrote %s\n", strings.Join(wrote, ", "))
 	}
 	if *asJSON {
 		err = rep.WriteJSON(stdout)
@@ -105,17 +144,20 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// progressBar draws a one-line bar on a terminal; safe for concurrent use.
+// progressBar reports progress on a writer, safe for concurrent use: on a
+// terminal a one-line bar redrawn at every percent, otherwise one line at
+// every tenth.
 type progressBar struct {
 	mu    sync.Mutex
 	w     io.Writer
 	label string
+	tty   bool
 	last  int
 	drawn bool
 }
 
-func newProgressBar(w io.Writer, label string) *progressBar {
-	return &progressBar{w: w, label: label, last: -1}
+func newProgressBar(w io.Writer, label string, tty bool) *progressBar {
+	return &progressBar{w: w, label: label, tty: tty, last: -1}
 }
 
 func (b *progressBar) update(done, total int) {
@@ -125,6 +167,13 @@ func (b *progressBar) update(done, total int) {
 	pct := done * 100 / total
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !b.tty {
+		if tenth := pct / 10 * 10; tenth > b.last {
+			b.last = tenth
+			fmt.Fprintf(b.w, "%s: %d%% (%d of %d simulated requests)\n", b.label, tenth, done, total)
+		}
+		return
+	}
 	if pct == b.last {
 		return
 	}

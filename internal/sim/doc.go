@@ -8,11 +8,13 @@
 // when one of that router's requests completes.
 //
 // It owns the synthetic workloads (long-context, sharegpt, multitenant, zipf,
-// agent), the replay of Mooncake-format traces, the cache-aware-tree
-// reference policy (an approximate per-replica prefix tree with balance
-// thresholds, after the SGLang router's description), the pooled-cache upper
-// bound, scale events, several independent routers over one fleet, and the
-// reports (table, JSON, SVG charts).
+// agent, shared-prefix, multi-turn), the replay of Mooncake-format traces,
+// the peer references of other routers (peer_*.go: SGLang Model Gateway's
+// cache_aware, vLLM production-stack's prefixaware, Dynamo's approximate KV
+// router, the Gateway API Inference Extension's default scorers) and an
+// oracle that reads the replicas' true caches, the pooled-cache upper bound,
+// scale events, several independent routers over one fleet, rate sweeps,
+// and the reports (table, JSON, SVG charts).
 //
 // It does not speak HTTP; package loadgen drives live endpoints.
 package sim

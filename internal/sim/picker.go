@@ -8,11 +8,50 @@ import (
 	"github.com/prefixgate/prefixgate/route"
 )
 
-// Policy names the simulator compares. The first four are package route's
-// policies; cache-aware-tree is implemented here.
-var PolicyNames = []string{"random", "least-outstanding", "prefix-aware", "consistent-hash", "cache-aware-tree"}
+// PolicyNames are the policies the simulator compares, in report order:
+// package route's policies (route.Policies(), the ones serve accepts), then
+// the peer references of other routers (peer_*.go), then the oracle.
+var PolicyNames = policyNames()
 
-const treePolicy = "cache-aware-tree"
+// routeOrder is the report order of route's policies that exist; any other
+// route policy follows them in name order.
+var routeOrder = []string{"random", "least-outstanding", "consistent-hash", "prefix-aware"}
+
+func policyNames() []string {
+	var out []string
+	have := route.Policies()
+	for _, p := range routeOrder {
+		if slices.Contains(have, p) {
+			out = append(out, p)
+		}
+	}
+	for _, p := range have {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	out = append(out, peerOrder...)
+	return append(out, oraclePolicy)
+}
+
+// Roles of PolicyResult.Role.
+const (
+	RoleRoute  = "route"
+	RolePeer   = "peer"
+	RoleOracle = "oracle"
+)
+
+// PolicyRole tells what a policy name is: a route policy serve accepts, a
+// peer reference, or the oracle.
+func PolicyRole(name string) string {
+	switch {
+	case name == oraclePolicy:
+		return RoleOracle
+	case peerBuilders[name] != nil:
+		return RolePeer
+	}
+	return RoleRoute
+}
 
 // picker is one router's view of the fleet.
 type picker interface {
@@ -26,6 +65,12 @@ type picker interface {
 	// hint reports the fleet's in-flight count of each active replica
 	// (inflight is indexed by replica).
 	hint(active, inflight []int)
+}
+
+// firstTokener is a picker that learns when a request's prefill is done
+// (the router sees the first token come back).
+type firstTokener interface {
+	firstToken(f *flight)
 }
 
 // routePicker is a real route.Router.
@@ -86,143 +131,5 @@ func (p *routePicker) home(key uint64) string { return p.r.Home(key) }
 func (p *routePicker) hint(active, inflight []int) {
 	for _, a := range active {
 		p.r.SetLoadHint(replicaName(a), inflight[a])
-	}
-}
-
-// treePicker is the cache-aware-tree reference, built from the SGLang
-// router's description: each router keeps, per replica, an approximate
-// prefix tree of the prompts it sent there (here: the chained hashes of
-// 16-token blocks, a trie flattened into a set, with LRU trimming past a size
-// limit). A request goes to the replica with the longest matched prefix when
-// the match ratio is above MatchThreshold, else to the least loaded; and
-// whenever the loads are imbalanced (max-min > AbsThreshold and max >
-// RelThreshold×min) to the least loaded. Loads are this router's own
-// in-flight counts. Replicas at their concurrency threshold are skipped.
-type treePicker struct {
-	active    []int
-	load      map[int]int
-	trees     map[int]*blockTree
-	threshold int
-	seq       int64
-	rnd       uint64
-}
-
-// Tree policy parameters (documented in docs/simulation.md).
-const (
-	treeMatchThreshold = 0.5
-	treeAbsThreshold   = 32
-	treeRelThreshold   = 1.5
-	treeMaxBlocks      = 1 << 20 // 2^26 characters of text at 64 characters per block
-)
-
-type blockTree struct {
-	seen map[uint64]int64 // block chain hash -> last use
-}
-
-func newTreePicker(active []int, threshold int, seed uint64) *treePicker {
-	p := &treePicker{load: map[int]int{}, trees: map[int]*blockTree{}, threshold: threshold, rnd: seed}
-	_ = p.setMembers(active)
-	return p
-}
-
-func (p *treePicker) setMembers(active []int) error {
-	p.active = slices.Clone(active)
-	for _, a := range active {
-		if p.trees[a] == nil {
-			p.trees[a] = &blockTree{seen: map[uint64]int64{}}
-		}
-	}
-	return nil
-}
-
-func (p *treePicker) pick(f *flight) (int, bool) {
-	hashes := f.blockHashes()
-	minI, maxL, minL := -1, -1, 0
-	for _, a := range p.active {
-		l := p.load[a]
-		if l >= p.threshold {
-			continue
-		}
-		if minI < 0 || l < minL || l == minL && p.coin() {
-			minI, minL = a, l
-		}
-		maxL = max(maxL, l)
-	}
-	if minI < 0 {
-		return 0, false
-	}
-	maxL = 0
-	minAll := -1
-	for _, a := range p.active {
-		maxL = max(maxL, p.load[a])
-		if minAll < 0 || p.load[a] < minAll {
-			minAll = p.load[a]
-		}
-	}
-	choice := minI
-	if maxL-minAll > treeAbsThreshold && float64(maxL) > treeRelThreshold*float64(minAll) {
-		f.spilled = true // balance overrode the cache
-	} else {
-		best, bestN := -1, 0
-		for _, a := range p.active {
-			if p.load[a] >= p.threshold {
-				continue
-			}
-			n := p.trees[a].match(hashes)
-			if n > bestN || n == bestN && best >= 0 && p.load[a] < p.load[best] {
-				best, bestN = a, n
-			}
-		}
-		if best >= 0 && len(hashes) > 0 && float64(bestN)/float64(len(hashes)) > treeMatchThreshold {
-			choice = best
-		}
-	}
-	p.seq++
-	p.trees[choice].insert(hashes, p.seq)
-	p.load[choice]++
-	f.treeOwner = p
-	return choice, true
-}
-
-func (p *treePicker) coin() bool {
-	p.rnd = mix(p.rnd)
-	return p.rnd&1 == 0
-}
-
-func (p *treePicker) done(f *flight) { p.load[f.replica]-- }
-
-// hint is ignored: the tree reference keeps its own load view, as the
-// SGLang router does.
-func (p *treePicker) hint(active, inflight []int) {}
-
-func (t *blockTree) match(hashes []uint64) int {
-	n := 0
-	for _, h := range hashes {
-		if _, ok := t.seen[h]; !ok {
-			break
-		}
-		n++
-	}
-	return n
-}
-
-func (t *blockTree) insert(hashes []uint64, seq int64) {
-	for _, h := range hashes {
-		t.seen[h] = seq
-	}
-	if len(t.seen) > treeMaxBlocks {
-		// Trim the least recently used tenth, as the tree's periodic
-		// eviction would.
-		ages := make([]int64, 0, len(t.seen))
-		for _, s := range t.seen {
-			ages = append(ages, s)
-		}
-		slices.Sort(ages)
-		cut := ages[len(ages)/10]
-		for h, s := range t.seen {
-			if s <= cut {
-				delete(t.seen, h)
-			}
-		}
 	}
 }

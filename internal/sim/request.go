@@ -20,6 +20,16 @@ type Request struct {
 	Messages []Message // chat requests
 	Prompt   []Segment // completion requests (trace replay)
 	Output   int       // output tokens
+	// Think is, for a turn that follows another (a session), the time
+	// between the previous turn's answer and this request. Such a turn
+	// arrives Think after the previous turn finished in the run that
+	// simulates it; At is then only its nominal arrival (pooled bound, live
+	// load).
+	Think time.Duration
+
+	follows bool     // arrives after the previous turn's answer
+	next    *Request // the session's next turn
+	dropped bool     // cut by the request count
 
 	key route.Request // filled by keyer
 }

@@ -52,26 +52,49 @@ type Options struct {
 	Progress func(done, total int)
 	// Parallel is how many policies run at once; 0 means GOMAXPROCS.
 	Parallel int
+	// Rate multiplies the workload's arrival rate (see BuildWorkloadRate);
+	// 0 means 1.
+	Rate float64
+	// Rates, if set, runs the whole comparison once per rate multiplier
+	// (RunSweep); Rate is then ignored.
+	Rates []float64
+	// SLO is the TTFT objective of goodput and the sustainable rate; 0
+	// means DefaultSLO.
+	SLO time.Duration
 }
 
 // DefaultRequests is the request count when Options.Requests is 0.
 const DefaultRequests = 20000
 
+// DefaultSLO is the TTFT objective when Options.SLO is 0.
+const DefaultSLO = 2 * time.Second
+
 // Report is the outcome of a run; its JSON form is the --json output.
 type Report struct {
-	Workload          string         `json:"workload"`
-	Replicas          int            `json:"replicas"`
-	Requests          int            `json:"requests"`
-	PooledBoundHit    float64        `json:"pooled_bound_hit_rate"`
-	Policies          []PolicyResult `json:"policies"`
-	Routers           int            `json:"-"`
-	LoadHintInterval  time.Duration  `json:"-"`
-	SpillChain        bool           `json:"-"`
-	Note              string         `json:"-"`
-	ScaleTimes        []float64      `json:"-"` // virtual seconds of scale events
-	ScaleLabels       []string       `json:"-"`
-	VirtualSeconds    float64        `json:"-"`
-	SimulatedRequests int            `json:"-"`
+	Workload       string         `json:"workload"`
+	Replicas       int            `json:"replicas"`
+	Requests       int            `json:"requests"`
+	PooledBoundHit float64        `json:"pooled_bound_hit_rate"`
+	Policies       []PolicyResult `json:"policies"`
+	// DefaultPolicy is the policy serve uses when none is configured
+	// (route.DefaultPolicy).
+	DefaultPolicy string `json:"default_policy"`
+	// Rate is the arrival-rate multiplier of Policies' run.
+	Rate float64 `json:"rate"`
+	// SLO is the TTFT objective of goodput and the sustainable rate, ms.
+	SLO float64 `json:"slo_ms"`
+	// Sweep and SustainableRate are set by a sweep (Options.Rates).
+	Sweep           []SweepPoint        `json:"sweep,omitempty"`
+	SustainableRate map[string]*float64 `json:"sustainable_rate,omitempty"`
+
+	Routers           int           `json:"-"`
+	LoadHintInterval  time.Duration `json:"-"`
+	SpillChain        bool          `json:"-"`
+	Note              string        `json:"-"`
+	ScaleTimes        []float64     `json:"-"` // virtual seconds of scale events
+	ScaleLabels       []string      `json:"-"`
+	VirtualSeconds    float64       `json:"-"`
+	SimulatedRequests int           `json:"-"`
 }
 
 // Percentiles of a distribution, in milliseconds.
@@ -105,6 +128,18 @@ type PolicyResult struct {
 	// changed at a scale event (ring policies; null for the others).
 	KeysMovedFraction *float64 `json:"keys_moved_fraction"`
 
+	// Role is "route" (a policy serve accepts), "peer" (a reference
+	// implementation of another router) or "oracle".
+	Role string `json:"role"`
+	// OutputTokensPerSec is generated tokens per virtual second over the
+	// same span as Throughput.
+	OutputTokensPerSec float64 `json:"output_tokens_per_s"`
+	// Goodput is the fraction of requests whose TTFT is within the SLO
+	// (failed requests count against it); GoodputRate is that fraction of
+	// Throughput.
+	Goodput     float64 `json:"goodput"`
+	GoodputRate float64 `json:"goodput_rps"`
+
 	Failed    int           `json:"-"`
 	Queued    int           `json:"-"` // requests that waited in a router queue
 	TTFTs     []float64     `json:"-"` // sorted, ms
@@ -119,6 +154,9 @@ var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Run builds the workload and simulates every policy on it.
 func Run(opts Options) (*Report, error) {
+	if len(opts.Rates) > 0 {
+		return RunSweep(opts)
+	}
 	if opts.Seed == 0 {
 		opts.Seed = 1
 	}
@@ -126,7 +164,11 @@ func Run(opts Options) (*Report, error) {
 	if n == 0 && !isTrace(opts.Workload) {
 		n = DefaultRequests
 	}
-	w, err := BuildWorkload(opts.Workload, n, opts.Seed)
+	rate := opts.Rate
+	if rate == 0 {
+		rate = 1
+	}
+	w, err := BuildWorkloadRate(opts.Workload, n, opts.Seed, rate)
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +206,12 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 	if opts.Slack == 0 {
 		opts.Slack = route.DefaultSlack
 	}
+	if opts.SLO == 0 {
+		opts.SLO = DefaultSLO
+	}
+	if opts.SLO < 0 {
+		return nil, fmt.Errorf("sim: --slo %v must be positive", opts.SLO)
+	}
 	pols := opts.Policies
 	if len(pols) == 0 {
 		pols = PolicyNames
@@ -188,8 +236,13 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	rate := opts.Rate
+	if rate == 0 {
+		rate = 1
+	}
 	rep := &Report{
 		Workload: w.Name, Replicas: opts.Replicas, Requests: len(w.Requests),
+		DefaultPolicy: route.DefaultPolicy, Rate: rate, SLO: float64(opts.SLO) / 1e6,
 		Routers: opts.Routers, SpillChain: !opts.NoSpillChain, Note: w.Note, LoadHintInterval: opts.LoadHintInterval,
 	}
 	for _, s := range scale {
@@ -243,15 +296,17 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 
 // flight is one request's journey through a run.
 type flight struct {
-	req       *Request
-	replica   int
-	router    int
-	dec       route.Decision
-	treeOwner *treePicker
-	spilled   bool
-	tokens    []vllmsim.Token
-	hashes    []uint64
-	queued    bool
+	req     *Request
+	at      time.Duration // arrival in this run
+	replica int
+	router  int
+	dec     route.Decision
+	spilled bool
+	tokens  []vllmsim.Token
+	hashes  []uint64
+	queued  bool
+	now     time.Time // virtual time of the pick
+	peer    any       // a peer router's per-request state
 }
 
 func (f *flight) prompt() []vllmsim.Token {
@@ -261,8 +316,8 @@ func (f *flight) prompt() []vllmsim.Token {
 	return f.tokens
 }
 
-// blockHashes are chained hashes of the prompt's 16-token blocks (for the
-// cache-aware tree).
+// blockHashes are chained hashes of the prompt's 16-token blocks (the
+// token-level peers).
 func (f *flight) blockHashes() []uint64 {
 	if f.hashes == nil {
 		t := f.prompt()
@@ -319,11 +374,23 @@ type fleet struct {
 	lastFinish     time.Time
 	maxOver        int
 	keysMoved      *float64
+	outTokens      int64
+	good           int // requests with TTFT within the SLO
+	first          time.Duration
+
+	turns   turnHeap // session turns released by answers, by arrival
+	turnSeq int
+
+	scraped   []scraped // replica metrics as scraping peers see them
+	scrapedAt time.Time
+
+	// onFinish, if set, sees every request that finished and when (tests).
+	onFinish func(fl *flight, at time.Time)
 }
 
 func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progress func()) (*fleet, error) {
 	f := &fleet{w: w, opts: opts, policy: policy, scale: scale, progress: progress,
-		bucketC: make([]int64, hitBuckets), bucketP: make([]int64, hitBuckets)}
+		bucketC: make([]int64, hitBuckets), bucketP: make([]int64, hitBuckets), first: -1}
 	for range opts.Replicas {
 		if err := f.addReplica(); err != nil {
 			return nil, err
@@ -331,8 +398,8 @@ func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progres
 	}
 	for i := range opts.Routers {
 		var p picker
-		if policy == treePolicy {
-			p = newTreePicker(f.active, opts.Threshold, opts.Seed+uint64(i)*7919)
+		if build, ok := peerBuilders[policy]; ok {
+			p = build(f, opts.Seed+uint64(i)*7919)
 		} else {
 			rp, err := newRoutePicker(route.Config{
 				Policy: policy, DisableSpillChain: opts.NoSpillChain,
@@ -364,8 +431,15 @@ func (f *fleet) addReplica() error {
 func (f *fleet) run() (PolicyResult, error) {
 	start := time.Now()
 	reqs := f.w.Requests
+	var starts []*Request // requests that arrive on their own, in At order
+	for _, r := range reqs {
+		if !r.follows {
+			starts = append(starts, r)
+		}
+	}
 	ai, si := 0, 0
 	n := len(reqs)
+	arrived := 0
 	for f.finished+f.failed < n {
 		// Next engine event.
 		ei := -1
@@ -378,10 +452,20 @@ func (f *fleet) run() (PolicyResult, error) {
 				ei, te = i, r.next
 			}
 		}
+		// Next arrival: the next independent request or the earliest turn
+		// released by an answer.
 		var ta, ts time.Time
-		haveA, haveS := ai < n, si < len(f.scale)
+		var areq *Request
+		var aat time.Duration
+		if ai < len(starts) {
+			areq, aat = starts[ai], starts[ai].At
+		}
+		if len(f.turns) > 0 && (areq == nil || f.turns[0].at < aat) {
+			areq, aat = f.turns[0].req, f.turns[0].at
+		}
+		haveA, haveS := areq != nil, si < len(f.scale)
 		if haveA {
-			ta = epoch.Add(reqs[ai].At)
+			ta = epoch.Add(aat)
 		}
 		if haveS {
 			ts = epoch.Add(f.scale[si].at)
@@ -402,8 +486,16 @@ func (f *fleet) run() (PolicyResult, error) {
 			}
 			si++
 		case haveA:
-			fl := &flight{req: reqs[ai], router: ai % len(f.pickers)}
-			ai++
+			if ai < len(starts) && areq == starts[ai] {
+				ai++
+			} else {
+				f.turns.pop()
+			}
+			fl := &flight{req: areq, at: aat, router: arrived % len(f.pickers)}
+			arrived++
+			if f.first < 0 {
+				f.first = aat
+			}
 			if len(f.queues[fl.router]) > 0 {
 				f.enqueue(fl)
 			} else if !f.dispatch(fl, ta) {
@@ -417,6 +509,15 @@ func (f *fleet) run() (PolicyResult, error) {
 		}
 	}
 	return f.result(time.Since(start)), nil
+}
+
+// release schedules the turn that follows fl's request, think time after
+// now (when fl's answer came back, or it failed).
+func (f *fleet) releaseNext(fl *flight, now time.Time) {
+	if nx := fl.req.next; nx != nil {
+		f.turns.push(pendingTurn{at: now.Sub(epoch) + nx.Think, seq: f.turnSeq, req: nx})
+		f.turnSeq++
+	}
 }
 
 // refreshHints gives every router the fleet's in-flight count per active
@@ -447,6 +548,7 @@ func (f *fleet) enqueue(fl *flight) {
 // dispatch picks a replica for fl and submits it at now; false means the
 // router is saturated.
 func (f *fleet) dispatch(fl *flight, now time.Time) bool {
+	fl.now = now
 	idx, ok := f.pickers[fl.router].pick(fl)
 	if !ok {
 		return false
@@ -476,6 +578,7 @@ func (f *fleet) dispatch(fl *flight, now time.Time) bool {
 		f.release(fl)
 		f.failed++
 		f.progress()
+		f.releaseNext(fl, now)
 		return true
 	}
 	fl.tokens, fl.hashes = nil, nil // the engine holds the prompt now
@@ -501,11 +604,18 @@ func (f *fleet) engineEvents(i int, now time.Time) {
 			continue
 		}
 		if ev.Kind == vllmsim.EventFirstToken {
-			arrival := epoch.Add(fl.req.At)
-			f.ttfts = append(f.ttfts, float64(ev.FirstToken.Sub(arrival))/1e6)
+			arrival := epoch.Add(fl.at)
+			ttft := ev.FirstToken.Sub(arrival)
+			f.ttfts = append(f.ttfts, float64(ttft)/1e6)
+			if ttft <= f.opts.SLO {
+				f.good++
+			}
 			f.cached += int64(ev.CachedTokens)
 			f.prompt += int64(ev.PromptTokens)
-			b := f.bucket(fl.req.At)
+			if ft, ok := f.pickers[fl.router].(firstTokener); ok {
+				ft.firstToken(fl)
+			}
+			b := f.bucket(fl.at)
 			f.bucketC[b] += int64(ev.CachedTokens)
 			f.bucketP[b] += int64(ev.PromptTokens)
 		}
@@ -513,9 +623,14 @@ func (f *fleet) engineEvents(i int, now time.Time) {
 			delete(rep.flights, ev.ID)
 			f.release(fl)
 			f.finished++
+			f.outTokens += int64(ev.OutputTokens)
+			if f.onFinish != nil {
+				f.onFinish(fl, ev.Time)
+			}
 			if ev.Time.After(f.lastFinish) {
 				f.lastFinish = ev.Time
 			}
+			f.releaseNext(fl, ev.Time)
 			f.progress()
 			retry[fl.router] = true
 		}
@@ -548,15 +663,20 @@ func (f *fleet) bucket(at time.Duration) int {
 }
 
 func (f *fleet) result(elapsed time.Duration) PolicyResult {
-	res := PolicyResult{Name: f.policy, Failed: f.failed, Queued: f.queued, Elapsed: elapsed, KeysMovedFraction: f.keysMoved}
+	res := PolicyResult{Name: f.policy, Role: PolicyRole(f.policy), Failed: f.failed, Queued: f.queued, Elapsed: elapsed, KeysMovedFraction: f.keysMoved}
 	if f.prompt > 0 {
 		res.HitRate = float64(f.cached) / float64(f.prompt)
 	}
 	sort.Float64s(f.ttfts)
 	res.TTFTs = f.ttfts
 	res.TTFT = Percentiles{P50: quantile(f.ttfts, 0.5), P90: quantile(f.ttfts, 0.9), P99: quantile(f.ttfts, 0.99)}
-	if d := f.lastFinish.Sub(epoch.Add(f.w.Requests[0].At)).Seconds(); d > 0 {
+	if d := f.lastFinish.Sub(epoch.Add(f.first)).Seconds(); d > 0 {
 		res.Throughput = float64(f.finished) / d
+		res.OutputTokensPerSec = float64(f.outTokens) / d
+	}
+	if n := len(f.w.Requests); n > 0 {
+		res.Goodput = float64(f.good) / float64(n)
+		res.GoodputRate = res.Goodput * res.Throughput
 	}
 	placed := 0
 	for _, r := range f.reps {

@@ -73,7 +73,7 @@ func small(t *testing.T, opts Options) *Report {
 }
 
 func TestDeterministic(t *testing.T) {
-	opts := Options{Workload: "zipf", Requests: 400, Seed: 7, Policies: []string{"random", "prefix-aware", "cache-aware-tree"}}
+	opts := Options{Workload: "zipf", Requests: 400, Seed: 7, Policies: []string{"random", "prefix-aware", "sglang-cache-aware"}}
 	a, b := small(t, opts), small(t, opts)
 	var ja, jb bytes.Buffer
 	if err := a.WriteJSON(&ja); err != nil {
@@ -163,7 +163,7 @@ func TestJSONShape(t *testing.T) {
 		slices.Sort(ks)
 		return ks
 	}
-	if got, want := strings.Join(keys(m), ","), "policies,pooled_bound_hit_rate,replicas,requests,workload"; got != want {
+	if got, want := strings.Join(keys(m), ","), "default_policy,policies,pooled_bound_hit_rate,rate,replicas,requests,slo_ms,workload"; got != want {
 		t.Fatalf("top-level keys %s, want %s", got, want)
 	}
 	pols := m["policies"].([]any)
@@ -171,7 +171,7 @@ func TestJSONShape(t *testing.T) {
 		t.Fatalf("%d policies", len(pols))
 	}
 	p := pols[1].(map[string]any)
-	if got, want := strings.Join(keys(p), ","), "hit_rate,keys_moved_fraction,max_inflight_over_bound,max_share_ratio,name,share,spill_rate,throughput_rps,ttft_ms"; got != want {
+	if got, want := strings.Join(keys(p), ","), "goodput,goodput_rps,hit_rate,keys_moved_fraction,max_inflight_over_bound,max_share_ratio,name,output_tokens_per_s,role,share,spill_rate,throughput_rps,ttft_ms"; got != want {
 		t.Fatalf("policy keys %s, want %s", got, want)
 	}
 	if got := strings.Join(keys(p["ttft_ms"].(map[string]any)), ","); got != "p50,p90,p99" {
@@ -261,9 +261,9 @@ func TestInvalidOptions(t *testing.T) {
 }
 
 func TestRoutersAndPlots(t *testing.T) {
-	rep := small(t, Options{Workload: "agent", Requests: 300, Routers: 3, Policies: []string{"prefix-aware", "cache-aware-tree"}})
+	rep := small(t, Options{Workload: "agent", Requests: 300, Routers: 3, Policies: []string{"prefix-aware", "sglang-cache-aware"}})
 	dir := t.TempDir()
-	if err := rep.WritePlots(dir); err != nil {
+	if _, err := rep.WritePlots(dir); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"ttft-cdf.svg", "share.svg", "hit-rate.svg"} {

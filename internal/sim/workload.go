@@ -27,7 +27,7 @@ type Workload struct {
 }
 
 // Workloads lists the synthetic workload names; "trace:FILE" replays a file.
-var Workloads = []string{"long-context", "sharegpt", "multitenant", "zipf", "agent"}
+var Workloads = []string{"long-context", "sharegpt", "multitenant", "zipf", "agent", "shared-prefix", "multi-turn"}
 
 // Long-context calibration (see docs/simulation.md): 84 distinct 8,000-token
 // documents; each replica's KV cache (11,000 blocks) holds about 22 of them,
@@ -46,10 +46,31 @@ const (
 )
 
 // BuildWorkload generates n requests of a named synthetic workload, or
-// replays "trace:FILE" (n <= 0 means the whole trace).
+// replays "trace:FILE" (n <= 0 means the whole trace), at its base rate.
 func BuildWorkload(name string, n int, seed uint64) (*Workload, error) {
+	return BuildWorkloadRate(name, n, seed, 1)
+}
+
+// BuildWorkloadRate is BuildWorkload with every arrival process x times
+// faster: independent requests and the starts of conversations, tasks and
+// sessions arrive x times as often, while think times between the turns of
+// one session stay as they are (a user does not read faster because there
+// are more users). A trace's timestamps are divided by x.
+func BuildWorkloadRate(name string, n int, seed uint64, x float64) (*Workload, error) {
+	if !(x > 0) || math.IsInf(x, 0) {
+		return nil, fmt.Errorf("sim: --rate %v must be a positive number", x)
+	}
 	if file, ok := strings.CutPrefix(name, "trace:"); ok {
-		return LoadTrace(file, n)
+		w, err := LoadTrace(file, n)
+		if err != nil {
+			return nil, err
+		}
+		if x != 1 {
+			for _, r := range w.Requests {
+				r.At = time.Duration(float64(r.At) / x)
+			}
+		}
+		return w, nil
 	}
 	if n <= 0 {
 		return nil, fmt.Errorf("sim: --requests must be positive, got %d", n)
@@ -67,7 +88,7 @@ func BuildWorkload(name string, n int, seed uint64) (*Workload, error) {
 			lcDocs, lcPrefix, lcRate, lcCacheBlocks, lcCacheBlocks*vllmsim.BlockSize/lcPrefix)
 		t := 0.0
 		for i := range n {
-			t += g.exp(1 / lcRate)
+			t += g.exp(1 / (lcRate * x))
 			doc := g.intn(lcDocs)
 			w.Requests = append(w.Requests, &Request{
 				At: secs(t),
@@ -83,7 +104,7 @@ func BuildWorkload(name string, n int, seed uint64) (*Workload, error) {
 		// 20-200 tokens, answers of 50-400 tokens, think time ~10 s.
 		w.Engine.CacheBlocks = 4000
 		w.Note = "4 system prompts of 150 tokens; conversations of 1-6 turns, user turns 20-200 tokens, answers 50-400 tokens, think time 10 s; 4,000 KV blocks per replica"
-		w.Requests = g.conversations(n, 12, func(conv int) []Message {
+		w.Requests = g.conversations(n, 12*x, func(conv int) []Message {
 			return []Message{{Role: "system", Content: []Segment{{ID: mix(uint64(conv%4) + 3<<40), Tokens: 150}}}}
 		}, 6, 20, 200, 50, 400, 10, seed)
 	case "multitenant":
@@ -92,7 +113,7 @@ func BuildWorkload(name string, n int, seed uint64) (*Workload, error) {
 		w.Salted = true
 		w.Engine.CacheBlocks = 6000
 		w.Note = "16 tenants (groups, cache-salted) with the same 2,000-token system prompt; 1-4 turns; 6,000 KV blocks per replica"
-		reqs := g.conversations(n, 10, func(int) []Message {
+		reqs := g.conversations(n, 10*x, func(int) []Message {
 			return []Message{{Role: "system", Content: []Segment{{ID: mix(4 << 40), Tokens: 2000}}}}
 		}, 4, 20, 200, 50, 300, 8, seed)
 		for i, r := range reqs {
@@ -117,7 +138,7 @@ func BuildWorkload(name string, n int, seed uint64) (*Workload, error) {
 		z := newZipf(200, 1.1)
 		t := 0.0
 		for i := range n {
-			t += g.exp(1 / 14.0)
+			t += g.exp(1 / (14.0 * x))
 			doc := z.draw(g.float())
 			w.Requests = append(w.Requests, &Request{
 				At: secs(t),
@@ -136,7 +157,7 @@ func BuildWorkload(name string, n int, seed uint64) (*Workload, error) {
 		w.Note = "8 agent system prompts of 1,500 tokens; tasks of 4-20 steps, each adding a 30-80 token call and a 100-1,000 token tool result; 12,000 KV blocks per replica"
 		t := 0.0
 		for task := 0; len(w.Requests) < n; task++ {
-			t += g.exp(1 / 1.2)
+			t += g.exp(1 / (1.2 * x))
 			msgs := []Message{
 				{Role: "system", Content: []Segment{{ID: mix(uint64(task%8) + 7<<40), Tokens: 1500}}},
 				{Role: "user", Content: []Segment{{ID: mix(uint64(task) + 8<<40 + seed<<20), Tokens: 30 + g.intn(200)}}},
@@ -151,12 +172,24 @@ func BuildWorkload(name string, n int, seed uint64) (*Workload, error) {
 				at += 2 + 2*g.float()
 			}
 		}
+	case "shared-prefix":
+		g.sharedPrefix(w, n, x, seed)
+	case "multi-turn":
+		g.multiTurn(w, n, x, seed)
 	default:
 		return nil, fmt.Errorf("sim: unknown workload %q (have %s, trace:FILE)", name, strings.Join(Workloads, ", "))
 	}
 	slices.SortStableFunc(w.Requests, func(a, b *Request) int { return int(a.At - b.At) })
 	if len(w.Requests) > n {
+		for _, r := range w.Requests[n:] {
+			r.dropped = true
+		}
 		w.Requests = w.Requests[:n]
+		for _, r := range w.Requests {
+			if r.next != nil && r.next.dropped {
+				r.next = nil
+			}
+		}
 	}
 	return w, nil
 }
