@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/prefixgate/prefixgate/internal/config"
 )
 
 // parseArgs parses a subcommand's flags, which may come before, between or
@@ -80,7 +82,7 @@ func flagError(fs *flag.FlagSet, err error) string {
 func closestFlag(fs *flag.FlagSet, name string) string {
 	best, bestDist := "", max(1, len(name)/3)+1
 	fs.VisitAll(func(f *flag.Flag) {
-		d := editDistance(strings.ToLower(name), f.Name)
+		d := config.EditDistance(strings.ToLower(name), f.Name)
 		if len(name) >= 3 && (strings.HasPrefix(f.Name, name) || strings.HasPrefix(name, f.Name)) {
 			d = min(d, 1)
 		}
@@ -89,29 +91,4 @@ func closestFlag(fs *flag.FlagSet, name string) string {
 		}
 	})
 	return best
-}
-
-// editDistance is the Levenshtein distance of a and b, in bytes. Flag names
-// are short, but the name typed is not bounded, so it is cut first.
-func editDistance(a, b string) int {
-	if len(a) > 64 {
-		a = a[:64]
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/prefixgate/prefixgate/internal/config"
 )
 
 // command is one subcommand: its name, a one-line summary, and its entry
@@ -82,7 +84,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "prefixgate: unknown command %q", args[0])
 	best, bestDist := "", 3
 	for _, c := range commands() {
-		if d := editDistance(args[0], c.name); d < bestDist {
+		if d := config.EditDistance(args[0], c.name); d < bestDist {
 			best, bestDist = c.name, d
 		}
 	}

@@ -85,16 +85,17 @@ func walkKeys(n *yaml.Node, t reflect.Type, prefix string, keys yamlKeys) error 
 func closestKey(name string, known []string) string {
 	best, bestDist := "", max(1, len(name)/3)+1
 	for _, k := range known {
-		if d := editDistance(name, k); d < bestDist {
+		if d := EditDistance(name, k); d < bestDist {
 			best, bestDist = k, d
 		}
 	}
 	return best
 }
 
-// editDistance is the Levenshtein distance of a and b in bytes; a is cut
-// to 64 bytes, since a key in a file is not bounded.
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance of a and b in bytes; a is cut
+// to 64 bytes, since a name typed by a user (a key in a file, a flag, a
+// command) is not bounded.
+func EditDistance(a, b string) int {
 	a = a[:min(len(a), 64)]
 	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
 	for j := range prev {
