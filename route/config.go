@@ -28,6 +28,17 @@ const (
 	// DefaultQueueWait is how long a request waits for capacity.
 	DefaultQueueWait = 250 * time.Millisecond
 
+	// DefaultCacheTokens is Config.DefaultCacheTokens when it is 0: a
+	// replica's KV cache in tokens when its Member.CacheTokens is not set
+	// (about what one 80 GB GPU left for a 70B model's cache holds).
+	DefaultCacheTokens = 1 << 20
+	// DefaultDecodeWeight is Config.DecodeWeight when it is 0 (see
+	// docs/routing.md for the sweep).
+	DefaultDecodeWeight = 64
+	// MaxCacheTokens bounds Member.CacheTokens and Config.DefaultCacheTokens
+	// (the index allocates up to CacheTokens/IndexBlockTokens ring slots).
+	MaxCacheTokens = 1 << 28
+
 	// MaxThreshold is the largest allowed concurrency threshold.
 	MaxThreshold = 1024
 	// MaxVirtualNodes is the largest allowed Config.VirtualNodes.
@@ -66,6 +77,13 @@ type Config struct {
 	// DisableSpillChain makes prefix-aware skip Request.SpillKeys and walk
 	// clockwise from the key's home at once (for measuring the chain's gain).
 	DisableSpillChain bool
+	// DefaultCacheTokens is the KV cache size, in tokens, of members whose
+	// CacheTokens is 0 (prefix-index); 0 means DefaultCacheTokens.
+	DefaultCacheTokens int
+	// DecodeWeight is what prefix-index charges, in prompt tokens of
+	// prefill work, for each request a candidate holds (its decode slows
+	// every step); 0 means DefaultDecodeWeight, negative means 0.
+	DecodeWeight int
 	// Seed seeds the random tie-breaks of the random and least-outstanding
 	// policies; 0 seeds from the clock.
 	Seed uint64
@@ -102,6 +120,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DefaultThreshold < 1 || c.DefaultThreshold > MaxThreshold {
 		return c, fmt.Errorf("route: config DefaultThreshold %d out of range 1..%d", c.DefaultThreshold, MaxThreshold)
+	}
+	if c.DefaultCacheTokens == 0 {
+		c.DefaultCacheTokens = DefaultCacheTokens
+	}
+	if c.DefaultCacheTokens < 0 || c.DefaultCacheTokens > MaxCacheTokens {
+		return c, fmt.Errorf("route: config DefaultCacheTokens %d out of range 1..%d", c.DefaultCacheTokens, MaxCacheTokens)
+	}
+	if c.DecodeWeight == 0 {
+		c.DecodeWeight = DefaultDecodeWeight
 	}
 	if c.QueueDepth == 0 {
 		c.QueueDepth = DefaultQueueDepth

@@ -19,6 +19,10 @@ type Member struct {
 	// Threshold is its concurrency threshold (1..1024); 0 means
 	// Config.DefaultThreshold.
 	Threshold int
+	// CacheTokens is how many prompt tokens its KV cache holds (for vLLM:
+	// num_gpu_blocks × block_size); the prefix-index policy remembers about
+	// that much of what it sent there. 0 means Config.DefaultCacheTokens.
+	CacheTokens int
 }
 
 // memberState is what outlives snapshots: a member keeps its counter and
@@ -30,9 +34,15 @@ type memberState struct {
 	// SetLoadHint: the reported load minus this router's in-flight count at
 	// that moment, never negative. The bound and threshold are checked
 	// against inflight + hint.
-	hint   atomic.Int64
-	health atomic.Int32
-	_      [44]byte // keep hot counters of different members off one cache line
+	hint atomic.Int64
+	// prefill is the prompt tokens charged to the member by prefix-index
+	// picks whose first byte has not come back yet: queued prefill work.
+	prefill atomic.Int64
+	health  atomic.Int32
+	// id is the member's stable small number (index bitsets, Decision
+	// slots); it lasts as long as the state, across SetMembers.
+	id int32
+	_  [32]byte // keep hot counters of different members off one cache line
 }
 
 // load is what the member holds as far as this router knows: its own
@@ -117,8 +127,28 @@ type Router struct {
 	waiters atomic.Int64
 	wake    atomic.Pointer[chan struct{}]
 
-	mu     sync.Mutex // serializes writers (SetMembers, SetHealth)
-	states map[string]*memberState
+	mu      sync.Mutex // serializes writers (SetMembers, SetHealth)
+	states  map[string]*memberState
+	freeIDs []int32 // ids of forgotten states, reused lowest first
+	nextID  int32
+}
+
+// indexed is implemented by policies that keep per-member state keyed by
+// memberState.id; SetMembers tells them sizes and forgotten ids (under r.mu).
+type indexed interface {
+	setMember(id int32, cacheTokens int)
+	dropMember(id int32)
+}
+
+func (r *Router) newID() int32 {
+	if k := len(r.freeIDs); k > 0 {
+		slices.Sort(r.freeIDs)
+		id := r.freeIDs[0]
+		r.freeIDs = r.freeIDs[1:]
+		return id
+	}
+	r.nextID++
+	return r.nextID - 1
 }
 
 // New returns a Router for members under cfg, or an error naming the invalid
@@ -159,6 +189,7 @@ func (r *Router) SetMembers(members []Member) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	views := make([]memberView, len(members))
+	caches := make(map[string]int, len(members))
 	for i, m := range members {
 		if m.Name == "" {
 			return fmt.Errorf("route: member %d: Name is empty", i)
@@ -166,6 +197,10 @@ func (r *Router) SetMembers(members []Member) error {
 		if m.Threshold < 0 || m.Threshold > MaxThreshold {
 			return fmt.Errorf("route: member %q: Threshold %d out of range 1..%d (0 = default)", m.Name, m.Threshold, MaxThreshold)
 		}
+		if m.CacheTokens < 0 || m.CacheTokens > MaxCacheTokens {
+			return fmt.Errorf("route: member %q: CacheTokens %d out of range 1..%d (0 = default)", m.Name, m.CacheTokens, MaxCacheTokens)
+		}
+		caches[m.Name] = m.CacheTokens
 		th := m.Threshold
 		if th == 0 {
 			th = r.cfg.DefaultThreshold
@@ -185,11 +220,18 @@ func (r *Router) SetMembers(members []Member) error {
 	for i := range views {
 		st := r.states[views[i].name]
 		if st == nil {
-			st = new(memberState)
+			st = &memberState{id: r.newID()}
 			r.states[views[i].name] = st
 		}
 		views[i].st = st
 		byName[views[i].name] = int32(i)
+		if ix, ok := r.policy.(indexed); ok {
+			c := caches[views[i].name]
+			if c == 0 {
+				c = r.cfg.DefaultCacheTokens
+			}
+			ix.setMember(st.id, c)
+		}
 	}
 	// Forget removed members once idle; one removed with requests in flight
 	// keeps its state so that, if it comes back, its load is still counted.
@@ -201,6 +243,10 @@ func (r *Router) SetMembers(members []Member) error {
 		r.hints.Add(-st.hint.Swap(0))
 		if st.inflight.Load() == 0 {
 			delete(r.states, name)
+			if ix, ok := r.policy.(indexed); ok {
+				ix.dropMember(st.id)
+			}
+			r.freeIDs = append(r.freeIDs, st.id)
 		}
 	}
 	s := &snapshot{ring: rg, members: views, byName: byName}

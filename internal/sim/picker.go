@@ -10,7 +10,7 @@ import (
 
 // Policy names the simulator compares. The first four are package route's
 // policies; cache-aware-tree is implemented here.
-var PolicyNames = []string{"random", "least-outstanding", "prefix-aware", "consistent-hash", "cache-aware-tree"}
+var PolicyNames = []string{"random", "least-outstanding", "prefix-aware", "consistent-hash", "cache-aware-tree", "prefix-index"}
 
 const treePolicy = "cache-aware-tree"
 
@@ -19,6 +19,9 @@ type picker interface {
 	// pick chooses an active replica for f and charges it, or reports false
 	// when every candidate is saturated.
 	pick(f *flight) (int, bool)
+	// firstToken reports f's first token and the engine's cached and
+	// prompt token counts.
+	firstToken(f *flight, cached, prompt int)
 	// done releases f's charge.
 	done(f *flight)
 	// setMembers replaces the active replicas.
@@ -30,9 +33,13 @@ type picker interface {
 
 // routePicker is a real route.Router.
 type routePicker struct {
-	r     *route.Router
-	names []string // replica index -> member name
-	idx   map[string]int
+	r       *route.Router
+	names   []string // replica index -> member name
+	idx     map[string]int
+	blocks []uint64 // scratch: a request's blocks
+	// withBlocks passes prompt blocks (only prefix-index reads them);
+	// learn also hands it the answers' blocks.
+	withBlocks, learn bool
 }
 
 func replicaName(i int) string { return fmt.Sprintf("r%d", i) }
@@ -45,12 +52,12 @@ func members(active []int, threshold int) []route.Member {
 	return ms
 }
 
-func newRoutePicker(cfg route.Config, active []int, threshold int) (*routePicker, error) {
+func newRoutePicker(cfg route.Config, active []int, threshold int, learn bool) (*routePicker, error) {
 	r, err := route.New(cfg, members(active, threshold))
 	if err != nil {
 		return nil, err
 	}
-	p := &routePicker{r: r, idx: map[string]int{}}
+	p := &routePicker{r: r, idx: map[string]int{}, withBlocks: cfg.Policy == "prefix-index", learn: learn}
 	p.index(active)
 	return p, nil
 }
@@ -62,7 +69,12 @@ func (p *routePicker) index(active []int) {
 }
 
 func (p *routePicker) pick(f *flight) (int, bool) {
-	d, err := p.r.TryPick(f.req.key)
+	req := f.req.key
+	if p.withBlocks {
+		p.blocks = f.req.appendBlocks(p.blocks[:0])
+		req.Blocks, req.PromptTokens = p.blocks, f.req.est
+	}
+	d, err := p.r.TryPick(req)
 	if err != nil {
 		if errors.Is(err, route.ErrSaturated) || errors.Is(err, route.ErrNoCandidates) {
 			return 0, false
@@ -74,7 +86,22 @@ func (p *routePicker) pick(f *flight) (int, bool) {
 	return p.idx[d.Backend], true
 }
 
-func (p *routePicker) done(f *flight) { f.dec.Done() }
+// firstToken feeds the engine's cached-token count back to the router:
+// the prefill charge ends and the index checks its prediction.
+func (p *routePicker) firstToken(f *flight, cached, prompt int) {
+	f.dec.Report(route.Outcome{FirstByte: true, CachedTokens: cached, PromptTokens: prompt})
+}
+
+// done ends the request; the replica now holds the answer too, which is
+// the next turn's prefix, so the index learns it.
+func (p *routePicker) done(f *flight) {
+	o := route.Outcome{PromptTokens: -1, CachedTokens: -1}
+	if p.withBlocks && p.learn && f.req.answer != nil {
+		p.blocks = append(f.req.appendBlocks(p.blocks[:0]), f.req.answer...)
+		o.Blocks = p.blocks
+	}
+	f.dec.DoneWith(o)
+}
 
 func (p *routePicker) setMembers(active []int) error {
 	p.index(active)
@@ -190,6 +217,8 @@ func (p *treePicker) coin() bool {
 }
 
 func (p *treePicker) done(f *flight) { p.load[f.replica]-- }
+
+func (p *treePicker) firstToken(*flight, int, int) {}
 
 // hint is ignored: the tree reference keeps its own load view, as the
 // SGLang router does.

@@ -47,6 +47,12 @@ type Options struct {
 	// Slack is route.Config.Slack: the bound is at least the mean plus
 	// Slack. 0 means route's default (3), negative none.
 	Slack int
+	// DecodeWeight is route.Config.DecodeWeight (prefix-index); 0 means
+	// route's default.
+	DecodeWeight int
+	// NoAnswers keeps prefix-index from learning answers (for measuring
+	// what learning them gains).
+	NoAnswers bool
 	// Progress, if set, is called with finished and total request counts
 	// over all policies; it may be called from several goroutines.
 	Progress func(done, total int)
@@ -182,7 +188,11 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 		if r.key, err = k.key(r); err != nil {
 			return nil, err
 		}
+		if r.blk == nil {
+			k.blocks(r)
+		}
 	}
+	linkAnswers(w.Requests)
 	span := w.Requests[len(w.Requests)-1].At
 	scale, err := resolveScale(opts.Scale, span, opts.Replicas)
 	if err != nil {
@@ -338,7 +348,9 @@ func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progres
 				Policy: policy, DisableSpillChain: opts.NoSpillChain,
 				Seed: opts.Seed + uint64(i)*7919, DefaultThreshold: opts.Threshold,
 				LoadFactor: opts.LoadFactor, Slack: opts.Slack,
-			}, f.active, opts.Threshold)
+				DefaultCacheTokens: w.Engine.CacheBlocks * vllmsim.BlockSize,
+				DecodeWeight:       opts.DecodeWeight,
+			}, f.active, opts.Threshold, !opts.NoAnswers)
 			if err != nil {
 				return nil, err
 			}
@@ -501,6 +513,7 @@ func (f *fleet) engineEvents(i int, now time.Time) {
 			continue
 		}
 		if ev.Kind == vllmsim.EventFirstToken {
+			f.pickers[fl.router].firstToken(fl, ev.CachedTokens, ev.PromptTokens)
 			arrival := epoch.Add(fl.req.At)
 			f.ttfts = append(f.ttfts, float64(ev.FirstToken.Sub(arrival))/1e6)
 			f.cached += int64(ev.CachedTokens)
