@@ -15,6 +15,11 @@ const (
 	// DefaultSlack is Config.Slack when it is 0: the bound stays at least 3
 	// above the mean in-flight count (see docs/routing.md for the sweep).
 	DefaultSlack = 3
+	// DefaultIndexSlack is Config.Slack when it is 0 and the policy is
+	// prefix-index: its cost model balances work, so the bound only has to
+	// stop a hot prefix from piling up, and a tighter one sends requests to
+	// cold replicas that pay a full prefill (see docs/routing.md).
+	DefaultIndexSlack = 12
 	// DefaultVirtualNodes is the number of ring positions per backend. It is
 	// the smallest power of two that keeps every backend's share of keys
 	// within ±5% of 1/n at 7 backends (see TestBalanceSevenBackends and
@@ -59,7 +64,8 @@ type Config struct {
 	// (ceil(1.25·2) = 3 over a mean of 2), so a home spills on ordinary
 	// fluctuation; with Slack it does not until it holds Slack more than the
 	// mean. At high load (mean ≥ Slack/(c−1)) the load factor governs and
-	// Slack changes nothing. 0 means DefaultSlack (3); negative means none
+	// Slack changes nothing. 0 means DefaultSlack (3), for prefix-index
+	// DefaultIndexSlack (12); negative means none
 	// (the plain ceil(c·(total+1)/n)).
 	Slack int
 	// VirtualNodes is the number of ring positions per backend; 0 means
@@ -105,6 +111,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Slack == 0 {
 		c.Slack = DefaultSlack
+		if c.Policy == "prefix-index" {
+			c.Slack = DefaultIndexSlack
+		}
 	}
 	if c.Slack > MaxThreshold {
 		return c, fmt.Errorf("route: config Slack %d above %d", c.Slack, MaxThreshold)

@@ -25,10 +25,12 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	routers := fs.Int("routers", 1, "independent routers over one fleet, each with its own load view")
 	loadHint := fs.Duration("load-hint", 0, "give every router the fleet's per-replica in-flight counts this often in virtual time (e.g. 100ms; 0: each router counts only its own)")
 	loadFactor := fs.Float64("load-factor", 0, "c of the bounded-load ring (0: route's default, 1.25)")
-	slack := fs.Int("slack", 0, "keep the bound at least this far above the mean in-flight count (route.Config.Slack; 0: route's default, 3; -1: none)")
+	slack := fs.Int("slack", 0, "keep the bound at least this far above the mean in-flight count (route.Config.Slack; 0: route's default for the policy, 3, prefix-index 12; -1: none)")
 	spillChain := fs.Bool("spill-chain", true, "let prefix-aware use the spill chain (false: plain clockwise walk)")
 	prefixLength := fs.Int("prefix-length", 0, "routing window N in characters (0: normalize's default)")
 	threshold := fs.Int("threshold", 0, "per-replica concurrency threshold (0: route's default, 64)")
+	decodeWeight := fs.Int("decode-weight", 0, "prefix-index: prompt tokens of work charged per request a replica holds (0: route's default)")
+	noAnswers := fs.Bool("no-answers", false, "prefix-index: do not learn the answers' blocks")
 	asJSON := fs.Bool("json", false, "print exactly one JSON object instead of the table")
 	plot := fs.String("plot", "", "write SVG charts into this directory")
 	fs.Usage = func() {
@@ -49,6 +51,7 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		Workload: *workload, Requests: *requests, Seed: *seed, Replicas: *replicas,
 		Routers: *routers, NoSpillChain: !*spillChain, PrefixLength: *prefixLength, Threshold: *threshold,
 		LoadHintInterval: *loadHint, LoadFactor: *loadFactor, Slack: *slack,
+		DecodeWeight: *decodeWeight, NoAnswers: *noAnswers,
 	}
 	if *requests < 0 {
 		fmt.Fprintf(stderr, "prefixgate sim: --requests %d must not be negative\n", *requests)

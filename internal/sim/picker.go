@@ -33,9 +33,9 @@ type picker interface {
 
 // routePicker is a real route.Router.
 type routePicker struct {
-	r       *route.Router
-	names   []string // replica index -> member name
-	idx     map[string]int
+	r      *route.Router
+	names  []string // replica index -> member name
+	idx    map[string]int
 	blocks []uint64 // scratch: a request's blocks
 	// withBlocks passes prompt blocks (only prefix-index reads them);
 	// learn also hands it the answers' blocks.

@@ -45,7 +45,8 @@ type Options struct {
 	// LoadFactor is c of the bounded-load ring; 0 means route's 1.25.
 	LoadFactor float64
 	// Slack is route.Config.Slack: the bound is at least the mean plus
-	// Slack. 0 means route's default (3), negative none.
+	// Slack. 0 means route's default for the policy (3; prefix-index 12),
+	// negative none.
 	Slack int
 	// DecodeWeight is route.Config.DecodeWeight (prefix-index); 0 means
 	// route's default.
@@ -166,9 +167,6 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 	}
 	if opts.LoadFactor == 0 {
 		opts.LoadFactor = route.DefaultLoadFactor
-	}
-	if opts.Slack == 0 {
-		opts.Slack = route.DefaultSlack
 	}
 	pols := opts.Policies
 	if len(pols) == 0 {
@@ -316,6 +314,7 @@ type fleet struct {
 	total    int
 	active   []int
 	nextHint time.Duration // virtual time of the next load-hint refresh
+	slack    int           // the routers' Slack in force (for the bound check)
 
 	// results
 	ttfts          []float64
@@ -341,6 +340,10 @@ func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progres
 	}
 	for i := range opts.Routers {
 		var p picker
+		f.slack = opts.Slack
+		if f.slack == 0 {
+			f.slack = route.DefaultSlack
+		}
 		if policy == treePolicy {
 			p = newTreePicker(f.active, opts.Threshold, opts.Seed+uint64(i)*7919)
 		} else {
@@ -354,6 +357,7 @@ func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progres
 			if err != nil {
 				return nil, err
 			}
+			f.slack = rp.r.Config().Slack
 			p = rp
 		}
 		f.pickers = append(f.pickers, p)
@@ -468,8 +472,8 @@ func (f *fleet) dispatch(fl *flight, now time.Time) bool {
 	f.total++
 	nAct := len(f.active)
 	bound := int(math.Ceil(f.opts.LoadFactor * float64(f.total) / float64(nAct)))
-	if f.opts.Slack > 0 {
-		bound = max(bound, (f.total+nAct-1)/nAct+f.opts.Slack)
+	if f.slack > 0 {
+		bound = max(bound, (f.total+nAct-1)/nAct+f.slack)
 	}
 	if over := f.inflight[idx] - bound; over > f.maxOver {
 		f.maxOver = over
