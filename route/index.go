@@ -28,7 +28,7 @@ const IndexBlockTokens = 16
 // most once per use, so eviction is amortized O(1).
 //
 // All of it is guarded by mu: picks with the prefix-index policy serialize
-// on it (the walk is short; see BenchmarkPrefixIndex).
+// on it (see BenchmarkPrefixIndex).
 type prefixIndex struct {
 	mu     sync.Mutex
 	words  int               // bitset words per set: ceil(ids/64)
@@ -204,17 +204,35 @@ func (ix *prefixIndex) hold(e uint32, id int32) {
 	h[w] |= b
 }
 
-// match walks blocks from the start with the candidate set cand (a bitset
-// over ids, len words) and leaves in ix.matched[id] how many leading blocks
-// each candidate holds, and in ix.walk the entries walked. It returns the
-// number of blocks walked. Caller holds mu.
+// indexStride is how many request blocks one index entry stands for: the
+// index keeps every fourth block of a prompt (positions 3, 7, 11, ...) and
+// its last one. A chained hash stands for the whole prefix before it, so a
+// sampled block held means every block before it is too; matching loses at
+// most three blocks (about 48 tokens) at the end of a match, and picks and
+// memory are four times cheaper.
+const indexStride = 4
+
+// samples is how many index entries a prompt of n blocks has.
+func samples(n int) int { return (n + indexStride - 1) / indexStride }
+
+// samplePos is the block position of sample i of a prompt of n blocks.
+func samplePos(i, n int) int { return min((i+1)*indexStride-1, n-1) }
+
+// match walks the sampled blocks from the start with the candidate set cand
+// (a bitset over ids, ix.words long) and leaves in ix.matched[id] how many
+// leading blocks each candidate holds (to its last sampled block held), and
+// in ix.walk the entries walked. It stops at the first block no candidate
+// still in the walk holds, and returns the number of blocks matched by
+// anyone. Caller holds mu.
 func (ix *prefixIndex) match(blocks []uint64, cand []uint64) int {
 	cur := ix.cur[:ix.words]
 	copy(cur, cand)
 	ix.walk = ix.walk[:0]
-	k := 0
-	for ; k < len(blocks); k++ {
-		e, ok := ix.table[blocks[k]]
+	n := len(blocks)
+	reached := 0
+	for i := range samples(n) {
+		pos := samplePos(i, n)
+		e, ok := ix.table[blocks[pos]]
 		if !ok {
 			break
 		}
@@ -222,7 +240,7 @@ func (ix *prefixIndex) match(blocks []uint64, cand []uint64) int {
 		left := uint64(0)
 		for w := range cur {
 			nw := cur[w] & h[w]
-			ix.setMatched(w, cur[w]&^nw, k)
+			ix.setMatched(w, cur[w]&^nw, reached)
 			cur[w] = nw
 			left |= nw
 		}
@@ -230,11 +248,12 @@ func (ix *prefixIndex) match(blocks []uint64, cand []uint64) int {
 			break
 		}
 		ix.walk = append(ix.walk, e)
+		reached = pos + 1
 	}
 	for w := range cur {
-		ix.setMatched(w, cur[w], len(ix.walk))
+		ix.setMatched(w, cur[w], reached)
 	}
-	return len(ix.walk)
+	return reached
 }
 
 func (ix *prefixIndex) setMatched(w int, set uint64, k int) {
@@ -246,21 +265,39 @@ func (ix *prefixIndex) setMatched(w int, set uint64, k int) {
 }
 
 // insert records that member id now holds blocks (a prompt it was sent, or
-// a prompt and its answer); the first walked blocks are entries of ix.walk
-// (from match on the same blocks), the rest are looked up. A member holds at
-// most its capacity: of a longer prompt, the first capacity blocks.
-func (ix *prefixIndex) insert(id int32, blocks []uint64, walked int) {
+// a prompt and its answer). The sampled blocks it already held (held, in
+// samples, from match on the same blocks) are marked used first, so that
+// making room cannot evict them; the rest are added from the end backwards,
+// so that the clock, like vLLM's free queue, evicts a prompt's tail before
+// its head. The first len(ix.walk) samples' entries come from match. A
+// member holds at most its capacity: of a longer prompt, the first
+// capacity samples.
+func (ix *prefixIndex) insert(id int32, blocks []uint64, held int) {
 	if int(id) >= len(ix.mem) {
 		return
 	}
-	n := min(len(blocks), ix.mem[id].capacity)
-	walked = min(walked, n, len(ix.walk))
-	for k := range walked {
-		ix.hold(ix.walk[k], id)
+	n := len(blocks)
+	count := min(samples(n), ix.mem[id].capacity)
+	held = min(held, count, len(ix.walk))
+	for i := range held {
+		ix.hold(ix.walk[i], id)
 	}
-	for k := walked; k < n; k++ {
-		ix.hold(ix.entry(blocks[k]), id)
+	for i := count - 1; i >= held; i-- {
+		if i < len(ix.walk) {
+			ix.hold(ix.walk[i], id)
+		} else {
+			ix.hold(ix.entry(blocks[samplePos(i, n)]), id)
+		}
 	}
+}
+
+// heldSamples is how many leading samples of an n-block prompt a member
+// matching matched blocks holds.
+func heldSamples(matched, n int) int {
+	if matched >= n {
+		return samples(n)
+	}
+	return (matched + 1) / indexStride
 }
 
 // forget evicts k of member id's least recently used blocks: the member
@@ -272,7 +309,7 @@ func (ix *prefixIndex) forget(id int32, k int) {
 	}
 	for ; k > 0 && ix.mem[id].n > 0; k-- {
 		ix.evictOne(id)
-		ix.corrections.Add(1)
+		ix.corrections.Add(indexStride)
 	}
 }
 
@@ -292,7 +329,7 @@ func (ix *prefixIndex) memory(id int32) (member, total int64) {
 	return member, total
 }
 
-// held is the number of blocks member id holds.
+// held is the number of index entries (sampled blocks) member id holds.
 func (ix *prefixIndex) held(id int32) int {
 	if int(id) >= len(ix.mem) {
 		return 0

@@ -119,8 +119,8 @@ func TestPrefixIndexMatch(t *testing.T) {
 }
 
 func TestPrefixIndexLRUBound(t *testing.T) {
-	// Capacity 10 blocks (160 tokens) per member, one member.
-	r := indexRouter(t, Config{VirtualNodes: 16}, []Member{{Name: "a", CacheTokens: 160}})
+	// Capacity 10 entries (40 blocks, 640 tokens), one member.
+	r := indexRouter(t, Config{VirtualNodes: 16}, []Member{{Name: "a", CacheTokens: 640}})
 	ix := idxOf(r)
 	id := idOf(r, "a")
 	hot := chain(1, 4)
@@ -138,7 +138,7 @@ func TestPrefixIndexLRUBound(t *testing.T) {
 		d.Done()
 		checkIndex(t, ix)
 		if n := ix.held(id); n > 10 {
-			t.Fatalf("after %d rounds member holds %d blocks, capacity 10", i, n)
+			t.Fatalf("after %d rounds member holds %d entries, capacity 10", i, n)
 		}
 	}
 	// The hot prompt was used every round, so the clock kept it.
@@ -153,7 +153,7 @@ func TestPrefixIndexLRUBound(t *testing.T) {
 	}
 	ix.mu.Unlock()
 	stats, ok := r.IndexStats()
-	if !ok || stats.MemberBlocks["a"] != ix.held(id) || stats.Bytes <= 0 || stats.MemberBytes["a"] <= 0 {
+	if !ok || stats.MemberEntries["a"] != ix.held(id) || stats.Bytes <= 0 || stats.MemberBytes["a"] <= 0 {
 		t.Errorf("IndexStats = %+v, %v", stats, ok)
 	}
 }
@@ -227,15 +227,17 @@ func TestPrefixIndexFeedback(t *testing.T) {
 		t.Fatalf("pick matched %d, %v; want 320", d.MatchedTokens, err)
 	}
 	// The engine held only 64 of the 320 predicted tokens: 16 blocks short,
-	// less the tolerance of 2 + 20/32 → 14 blocks forgotten.
+	// less the tolerance of 2 + 20/32 → 14 blocks, 4 index entries of 4
+	// blocks forgotten.
 	d.Report(Outcome{FirstByte: true, PromptTokens: 384, CachedTokens: 64})
 	d.Report(Outcome{FirstByte: true, PromptTokens: 384, CachedTokens: 64}) // counted once
 	d.DoneWith(Outcome{PromptTokens: 384, CachedTokens: 64})
 	stats, _ := r.IndexStats()
-	if stats.Mispredictions != 1 || stats.CorrectedBlocks != 14 {
-		t.Errorf("mispredictions %d, corrected %d; want 1 and 14", stats.Mispredictions, stats.CorrectedBlocks)
+	if stats.Mispredictions != 1 || stats.CorrectedBlocks != 16 {
+		t.Errorf("mispredictions %d, corrected %d; want 1 and 16", stats.Mispredictions, stats.CorrectedBlocks)
 	}
-	if got, want := ix.held(idOf(r, home)), held+4-14; got != want {
+	// The pick added one entry (blocks 20-23), feedback removed four.
+	if got, want := ix.held(idOf(r, home)), held+1-4; got != want {
 		t.Errorf("member holds %d blocks, want %d", got, want)
 	}
 	// A correct prediction changes nothing.
@@ -271,8 +273,10 @@ func TestPrefixIndexLearnsAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d2.Backend != d.Backend || d2.MatchedTokens != 23*400/25 {
-		t.Errorf("turn 2: %s matching %d; want %s matching %d (the answer learned)", d2.Backend, d2.MatchedTokens, d.Backend, 23*400/25)
+	// The index samples every fourth block: turn 2 (25 blocks) matches
+	// through its sample at block 19, 20 of the 23 blocks learned.
+	if d2.Backend != d.Backend || d2.MatchedTokens != 20*400/25 {
+		t.Errorf("turn 2: %s matching %d; want %s matching %d (the answer learned)", d2.Backend, d2.MatchedTokens, d.Backend, 20*400/25)
 	}
 	d2.Done()
 }

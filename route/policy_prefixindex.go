@@ -46,7 +46,7 @@ func (*prefixIndexPolicy) name() string { return "prefix-index" }
 
 func (p *prefixIndexPolicy) setMember(id int32, cacheTokens int) {
 	p.ix.mu.Lock()
-	p.ix.setMember(id, cacheTokens/IndexBlockTokens)
+	p.ix.setMember(id, cacheTokens/(IndexBlockTokens*indexStride))
 	p.ix.mu.Unlock()
 }
 
@@ -86,8 +86,7 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 		id := e.s.members[i].st.id
 		sc.cand[id>>6] |= 1 << (id & 63)
 	}
-	walked := ix.match(req.Blocks, sc.cand)
-	common, best := walked, 0
+	common, best := ix.match(req.Blocks, sc.cand), 0
 	for _, i := range order {
 		m := int(ix.matched[e.s.members[i].st.id])
 		common, best = min(common, m), max(best, m)
@@ -107,7 +106,7 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 		if res.status != picked {
 			return res
 		}
-		return p.charge(e, req, res, walked, tokens)
+		return p.charge(e, req, res, tokens)
 	}
 
 	// Warm: the cheapest candidate below its bound. A failed take means a
@@ -143,7 +142,7 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 		if e.ex != nil {
 			p.explainCosts(e, req, order, res, "")
 		}
-		return p.charge(e, req, res, walked, tokens)
+		return p.charge(e, req, res, tokens)
 	}
 	return result{status: saturated, home: home}
 }
@@ -157,7 +156,7 @@ func (p *prefixIndexPolicy) cost(st *memberState, promptTokens int, matched int6
 // charge fills the pick's prediction into res and, unless this is a dry
 // run, charges the prefill and records the prompt in the chosen member's
 // index.
-func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, walked int, tokens func(int) int64) result {
+func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens func(int) int64) result {
 	st := e.s.members[res.idx].st
 	ix := p.ix
 	matched := int(ix.matched[st.id])
@@ -172,7 +171,7 @@ func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, walked 
 	}
 	res.prefill = max(0, int64(req.PromptTokens-res.tokens))
 	st.prefill.Add(res.prefill)
-	ix.insert(st.id, req.Blocks, walked)
+	ix.insert(st.id, req.Blocks, heldSamples(matched, len(req.Blocks)))
 	return res
 }
 
@@ -255,7 +254,8 @@ func (p *prefixIndexPolicy) explainCosts(e *pickEnv, req *Request, order []int32
 
 // feedback compares a reported cached-token count with the prediction of
 // matched blocks out of nblocks; when the member held noticeably less, it
-// forgets that many of the member's least recently used blocks.
+// forgets that many of the member's least recently used blocks (in index
+// entries of indexStride blocks, rounded up).
 func (ix *prefixIndex) feedback(id int32, matched, nblocks, cached, promptTokens int) {
 	if nblocks == 0 || promptTokens <= 0 {
 		return
@@ -269,7 +269,7 @@ func (ix *prefixIndex) feedback(id int32, matched, nblocks, cached, promptTokens
 	}
 	ix.mispredictions.Add(1)
 	ix.mu.Lock()
-	ix.forget(id, short)
+	ix.forget(id, (short+indexStride-1)/indexStride)
 	ix.mu.Unlock()
 }
 
@@ -288,10 +288,12 @@ type IndexStats struct {
 	// MemberBytes is each current member's share: its clock ring and the
 	// entries it holds.
 	MemberBytes map[string]int64
-	// MemberBlocks is how many blocks each current member holds.
-	MemberBlocks map[string]int
+	// MemberEntries is how many index entries (every fourth block of a
+	// prompt and its last) each current member holds.
+	MemberEntries map[string]int
 	// Mispredictions counts outcomes whose cached tokens fell short of the
-	// prediction; CorrectedBlocks counts the blocks they made it forget.
+	// prediction; CorrectedBlocks counts the blocks they made it forget
+	// (whole index entries of four blocks).
 	Mispredictions, CorrectedBlocks uint64
 }
 
@@ -304,12 +306,12 @@ func (r *Router) IndexStats() (stats IndexStats, ok bool) {
 	}
 	s := r.snap.Load()
 	stats.MemberBytes = make(map[string]int64, len(s.members))
-	stats.MemberBlocks = make(map[string]int, len(s.members))
+	stats.MemberEntries = make(map[string]int, len(s.members))
 	p.ix.mu.Lock()
 	for i := range s.members {
 		m := &s.members[i]
 		stats.MemberBytes[m.name], stats.Bytes = p.ix.memory(m.st.id)
-		stats.MemberBlocks[m.name] = p.ix.held(m.st.id)
+		stats.MemberEntries[m.name] = p.ix.held(m.st.id)
 	}
 	if len(s.members) == 0 {
 		_, stats.Bytes = p.ix.memory(-1)
