@@ -39,7 +39,7 @@ const (
 	DefaultCacheTokens = 1 << 20
 	// DefaultDecodeWeight is Config.DecodeWeight when it is 0 (see
 	// docs/routing.md for the sweep).
-	DefaultDecodeWeight = 64
+	DefaultDecodeWeight = 8
 	// MaxCacheTokens bounds Member.CacheTokens and Config.DefaultCacheTokens
 	// (the index allocates up to CacheTokens/IndexBlockTokens ring slots).
 	MaxCacheTokens = 1 << 28

@@ -295,7 +295,7 @@ func TestCostModel(t *testing.T) {
 	d.Report(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
 	held := []Decision{d}
 	// Two requests decoding on the warm member: 2·64 tokens of queue
-	// against 2,000 of prefill saved.
+	// against 2·2,000 of prefill saved.
 	d, _ = r.TryPick(Request{Key: 5, Blocks: extend(doc, 1, 1), PromptTokens: 2016})
 	d.Report(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
 	held = append(held, d)
@@ -305,9 +305,10 @@ func TestCostModel(t *testing.T) {
 	}
 	d.Report(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
 	held = append(held, d)
-	// Load the warm member with 40 decoding requests: 40·64 = 2,560 tokens
-	// of queue outweigh the 2,000 the cold member must prefill.
-	for i := range 37 {
+	// Load the warm member with 70 decoding requests: 70·64 = 4,480 tokens
+	// of queue outweigh the 2,016 the cold member must prefill, counted
+	// twice (missWeight).
+	for i := range 67 {
 		d, _ = r.TryPick(Request{Key: 5, Blocks: extend(doc, uint64(10+i), 1), PromptTokens: 2016})
 		d.Report(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
 		held = append(held, d)

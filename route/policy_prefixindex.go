@@ -15,6 +15,14 @@ func init() {
 	})
 }
 
+// missWeight multiplies a candidate's uncached prompt tokens in its cost:
+// a miss costs its prefill now and, once cached, the room it takes, which
+// evicts prefixes someone will prefill again. With 1 the policy copies hot
+// prefixes onto more replicas whenever a queue forms and the hit rate on
+// zipf drops 0.9 points below consistent hashing; with 2 it matches it (see
+// docs/routing.md).
+const missWeight = 2
+
 // warmBlocks is how many blocks a candidate must match beyond what every
 // candidate matches for the request to count as warm: below it the prefix
 // is cold and the ring places it.
@@ -24,7 +32,8 @@ const warmBlocks = 1
 // prompt blocks it sent there (prefixIndex, bounded by each member's KV
 // cache size) and for each candidate predicts the work of sending the
 // request there, in prompt tokens: the prefill the member does not hold
-// (PromptTokens minus its matched prefix) plus the work already queued
+// (PromptTokens minus its matched prefix, counted missWeight times) plus the
+// work already queued
 // there (prefill charged to earlier picks and not yet started, and
 // DecodeWeight per request it holds). The cheapest candidate below its
 // bound wins; ties go to the first in ring order from the key's home.
@@ -96,8 +105,11 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 
 	if best-common < warmBlocks {
 		key := req.Key
-		if common > 0 && common < nb {
-			key = req.Blocks[common]
+		if k := heldSamples(common, nb); common > 0 && k < samples(nb) {
+			// Every candidate holds the start (a shared system prompt):
+			// place by the first sampled block past it, where prompts
+			// behind that shared start differ.
+			key = req.Blocks[samplePos(k, nb)]
 		}
 		res := p.ring.pickKey(e, req, key)
 		if e.ex != nil {
@@ -150,7 +162,7 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 // cost is the predicted work of placing a prompt of promptTokens on st with
 // matched tokens already there.
 func (p *prefixIndexPolicy) cost(st *memberState, promptTokens int, matched int64) int64 {
-	return max(0, int64(promptTokens)-matched) + max(0, st.prefill.Load()) + p.decode*st.load()
+	return missWeight*max(0, int64(promptTokens)-matched) + max(0, st.prefill.Load()) + p.decode*st.load()
 }
 
 // charge fills the pick's prediction into res and, unless this is a dry
