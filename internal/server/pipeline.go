@@ -57,7 +57,9 @@ func (s *Server) prepare(ctx context.Context, raw []byte, mode normalize.Mode, g
 		prefixLength = s.cfg.PrefixLength
 	}
 	opts := normalize.Options{Mode: mode, MaxBodyBytes: int(s.cfg.MaxDecodedBytes), MaxDepth: s.cfg.MaxDepth}
-	kopts := normalize.KeyOptions{Mode: mode, Group: group, PrefixLength: prefixLength}
+	// Only prefix-index reads the prompt's blocks; other policies skip
+	// hashing the whole prompt.
+	kopts := normalize.KeyOptions{Mode: mode, Group: group, PrefixLength: prefixLength, Blocks: s.rt().Config().Policy == "prefix-index"}
 	start := time.Now()
 	body, info, err := normalize.Normalize(make([]byte, 0, len(raw)), raw, opts, kopts)
 	s.metrics.normalizeSeconds.Observe(time.Since(start).Seconds())
@@ -135,14 +137,14 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 		}
 		b, ok := s.pool.Get(d.Backend)
 		if !ok {
-			d.Done()
 			lastErr = fmt.Errorf("backend %s left the pool", d.Backend)
+			d.DoneWith(route.Outcome{Err: lastErr, PromptTokens: -1, CachedTokens: -1})
 			continue
 		}
 		sent := time.Now()
 		resp, err := s.pool.Forward(ctx, b, http.MethodPost, path, p.body, hdr)
 		if err != nil {
-			d.Done()
+			d.DoneWith(route.Outcome{Err: err, PromptTokens: -1, CachedTokens: -1})
 			var ue *backends.UnreachableError
 			if errors.As(err, &ue) && ctx.Err() == nil {
 				// Nothing came back: eject it and try the next candidate.
@@ -154,6 +156,9 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 			return nil, nil, upstreamError(err)
 		}
 		s.metrics.firstByteSeconds.WithLabelValues(b.Name).Observe(time.Since(sent).Seconds())
+		// The backend answered: its prefill has started, so the work
+		// prefix-index charged for it is no longer queued.
+		d.Report(route.Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
 		if d.Reason == route.ReasonSpill || d.Reason == route.ReasonSpillChain {
 			s.metrics.spills.Inc()
 		}

@@ -32,6 +32,9 @@ type Server struct {
 	tracing tracing
 	ready   atomic.Bool
 	handler http.Handler
+	// mispredictionsBefore counts the prefix index's mispredictions of
+	// routers replaced by Reload, so the counter never goes back.
+	mispredictionsBefore atomic.Uint64
 }
 
 // New builds a server from cfg (after Defaults and Validate).
@@ -44,6 +47,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: log, metrics: newMetrics()}
+	s.metrics.registerIndex(s)
 	tr, err := newTracing(cfg.TraceEndpoint)
 	if err != nil {
 		return nil, err
@@ -203,6 +207,9 @@ func (s *Server) Reload(next Config) error {
 			if !b.Healthy() {
 				r.SetHealth(b.Name, route.HealthEjected)
 			}
+		}
+		if st, ok := s.rt().IndexStats(); ok {
+			s.mispredictionsBefore.Add(st.Mispredictions)
 		}
 		s.router.Store(r)
 		s.onMembership(s.pool.Backends())

@@ -30,7 +30,8 @@ type Request struct {
 	chain  []uint64 // chain value before each message
 	out    uint64   // chain value after the last
 	answer []uint64
-	est    int // PromptTokens estimate: routing characters / 4
+	parent *Request // the previous turn, whose answer this one carries
+	est    int      // PromptTokens estimate: routing characters / 4
 }
 
 // routeBlockWords is how many segment words (tokens, 4 characters each) one
@@ -125,8 +126,11 @@ func linkAnswers(reqs []*Request) {
 		if n < 3 || r.Messages[n-2].Role != "assistant" {
 			continue
 		}
-		if parent := byOut[r.chain[n-2]]; parent != nil && parent.answer == nil && parent.At <= r.At {
-			parent.answer = r.blk[n-2]
+		if parent := byOut[r.chain[n-2]]; parent != nil && parent.At <= r.At {
+			if parent.answer == nil {
+				parent.answer = r.blk[n-2]
+			}
+			r.parent = parent
 		}
 	}
 }

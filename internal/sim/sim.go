@@ -111,6 +111,10 @@ type PolicyResult struct {
 	// KeysMovedFraction is the largest share of distinct keys whose home
 	// changed at a scale event (ring policies; null for the others).
 	KeysMovedFraction *float64 `json:"keys_moved_fraction"`
+	// SameReplicaTurns is the fraction of later turns (requests carrying
+	// an earlier request's answer) placed on the previous turn's replica;
+	// null when the workload has none.
+	SameReplicaTurns *float64 `json:"later_turns_on_previous_replica"`
 
 	Failed    int           `json:"-"`
 	Queued    int           `json:"-"` // requests that waited in a router queue
@@ -328,11 +332,12 @@ type fleet struct {
 	lastFinish     time.Time
 	maxOver        int
 	keysMoved      *float64
+	placedOn       map[*Request]int // first replica of each request
 }
 
 func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progress func()) (*fleet, error) {
 	f := &fleet{w: w, opts: opts, policy: policy, scale: scale, progress: progress,
-		bucketC: make([]int64, hitBuckets), bucketP: make([]int64, hitBuckets)}
+		bucketC: make([]int64, hitBuckets), bucketP: make([]int64, hitBuckets), placedOn: map[*Request]int{}}
 	for range opts.Replicas {
 		if err := f.addReplica(); err != nil {
 			return nil, err
@@ -483,6 +488,9 @@ func (f *fleet) dispatch(fl *flight, now time.Time) bool {
 	}
 	rep := f.reps[idx]
 	rep.count++
+	if _, ok := f.placedOn[fl.req]; !ok {
+		f.placedOn[fl.req] = idx
+	}
 	er := vllmsim.Request{Prompt: fl.prompt(), MaxTokens: fl.req.Output}
 	if f.w.Salted {
 		er.CacheSalt = fl.req.Group
@@ -593,6 +601,22 @@ func (f *fleet) result(elapsed time.Duration) PolicyResult {
 		res.SpillRate = float64(f.spilled) / float64(placed)
 	}
 	res.MaxInflightOverBound = f.maxOver
+	later, same := 0, 0
+	for r, at := range f.placedOn {
+		if r.parent == nil {
+			continue
+		}
+		if prev, ok := f.placedOn[r.parent]; ok {
+			later++
+			if prev == at {
+				same++
+			}
+		}
+	}
+	if later > 0 {
+		v := float64(same) / float64(later)
+		res.SameReplicaTurns = &v
+	}
 	for b := range hitBuckets {
 		v := math.NaN()
 		if f.bucketP[b] > 0 {
