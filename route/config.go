@@ -9,7 +9,7 @@ import (
 // Defaults applied by New for zero Config fields.
 const (
 	// DefaultPolicy is the policy used when Config.Policy is empty.
-	DefaultPolicy = "prefix-aware"
+	DefaultPolicy = "prefix-index"
 	// DefaultLoadFactor is c in the bound ceil(c·(total+1)/n).
 	DefaultLoadFactor = 1.25
 	// DefaultSlack is Config.Slack when it is 0: the bound stays at least 3
@@ -52,8 +52,9 @@ const (
 
 // Config configures a Router. The zero value is valid and means defaults.
 type Config struct {
-	// Policy names the routing policy: "prefix-aware" (default),
-	// "least-outstanding", "random" or "consistent-hash". See Policies.
+	// Policy names the routing policy: "prefix-index" (default),
+	// "prefix-aware", "least-outstanding", "random" or "consistent-hash".
+	// See Policies.
 	Policy string
 	// LoadFactor is c in the load bound ceil(c·(total+1)/n); 0 means 1.25.
 	// It must be at least 1.

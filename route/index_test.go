@@ -285,7 +285,7 @@ func TestPrefixIndexLearnsAnswer(t *testing.T) {
 // idle one; an idle member beats a warm one whose queue costs more than the
 // prefill it would save.
 func TestCostModel(t *testing.T) {
-	r := indexRouter(t, Config{VirtualNodes: 64, DecodeWeight: 64, Slack: 100, DefaultThreshold: 200}, fleet(2))
+	r := indexRouter(t, Config{VirtualNodes: 64, DecodeWeight: 512, Slack: 100, DefaultThreshold: 200}, fleet(2))
 	doc := chain(21, 125) // 2,000 tokens
 	d, err := r.TryPick(Request{Key: 5, Blocks: doc, PromptTokens: 2000})
 	if err != nil {
@@ -294,8 +294,8 @@ func TestCostModel(t *testing.T) {
 	warm := d.Backend
 	d.Report(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
 	held := []Decision{d}
-	// Two requests decoding on the warm member: 2·64 tokens of queue
-	// against 2·2,000 of prefill saved.
+	// Two requests decoding on the warm member: 2·512 tokens of queue
+	// against 2,000 of prefill saved, counted missWeight (8) times.
 	d, _ = r.TryPick(Request{Key: 5, Blocks: extend(doc, 1, 1), PromptTokens: 2016})
 	d.Report(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
 	held = append(held, d)
@@ -305,10 +305,10 @@ func TestCostModel(t *testing.T) {
 	}
 	d.Report(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
 	held = append(held, d)
-	// Load the warm member with 70 decoding requests: 70·64 = 4,480 tokens
-	// of queue outweigh the 2,016 the cold member must prefill, counted
-	// twice (missWeight).
-	for i := range 67 {
+	// Load the warm member with 40 decoding requests: 40·512 = 20,480
+	// tokens of queue outweigh the 8·2,016 = 16,128 of the cold member's
+	// prefill.
+	for i := range 37 {
 		d, _ = r.TryPick(Request{Key: 5, Blocks: extend(doc, uint64(10+i), 1), PromptTokens: 2016})
 		d.Report(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
 		held = append(held, d)

@@ -4,7 +4,7 @@ func init() {
 	register("prefix-aware", func(c Config) policy { return prefixAware{chain: !c.DisableSpillChain} })
 }
 
-// prefixAware is the default policy: the key's home on the ring while it is
+// prefixAware is the stateless ring policy: the key's home on the ring while it is
 // below its bound, else the homes of the spill keys (longer shared prefixes,
 // so related requests spill to the same secondary), else the next candidate
 // clockwise with room.

@@ -17,11 +17,12 @@ func init() {
 
 // missWeight multiplies a candidate's uncached prompt tokens in its cost:
 // a miss costs its prefill now and, once cached, the room it takes, which
-// evicts prefixes someone will prefill again. With 1 the policy copies hot
-// prefixes onto more replicas whenever a queue forms and the hit rate on
-// zipf drops 0.9 points below consistent hashing; with 2 it matches it (see
-// docs/routing.md).
-const missWeight = 2
+// evicts prefixes someone will prefill again; queued work delays only this
+// request. With 1 the policy copies hot prefixes onto more replicas
+// whenever a queue forms: zipf's hit rate drops 0.9 points below consistent
+// hashing and the Mooncake trace's 3 points; 8 loses nothing on the
+// synthetic workloads and recovers most of the trace (docs/routing.md).
+const missWeight = 8
 
 // warmBlocks is how many blocks a candidate must match beyond what every
 // candidate matches for the request to count as warm: below it the prefix

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prefixgate/prefixgate/internal/config"
 	"github.com/prefixgate/prefixgate/internal/server"
+	"github.com/prefixgate/prefixgate/route"
 )
 
 // stringList is a repeatable string flag.
@@ -65,7 +66,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.configPath, "config", "", "YAML configuration file (see docs/configuration.md); reloaded on SIGHUP")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve HTTP/1.1 and h2c (or TLS) on")
 	fs.Var(&f.backends, "backend", "backend base URL (repeatable, or comma-separated)")
-	fs.StringVar(&f.policy, "policy", "prefix-aware", "routing policy: prefix-aware, least-outstanding or random")
+	fs.StringVar(&f.policy, "policy", route.DefaultPolicy, "routing policy: prefix-index, prefix-aware, least-outstanding, random or consistent-hash")
 	fs.Float64Var(&f.loadFactor, "load-factor", 1.25, "bounded-load factor c (>= 1)")
 	fs.IntVar(&f.threshold, "threshold", 64, "per-backend concurrency threshold (1..1024)")
 	fs.IntVar(&f.prefixLength, "prefix-length", 4096, "routing window N in characters (1024..65536)")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prefixgate/prefixgate/normalize"
+	"github.com/prefixgate/prefixgate/route"
 )
 
 // Config is everything the server needs. The zero value of every field but
@@ -13,12 +14,17 @@ import (
 type Config struct {
 	// Backends are the base URLs of OpenAI-compatible replicas.
 	Backends []string
-	// Policy is prefix-aware, least-outstanding or random.
+	// Policy is prefix-index (the default), prefix-aware,
+	// least-outstanding, random or consistent-hash.
 	Policy string
 	// LoadFactor is c in the bound ceil(c·(total+1)/n).
 	LoadFactor float64
 	// Threshold is the per-backend concurrency threshold (1..1024).
 	Threshold int
+	// CacheTokens is each backend's KV cache in tokens (for vLLM:
+	// num_gpu_blocks × block_size); prefix-index remembers about that much
+	// of what it sent to each. 0 means route.DefaultCacheTokens.
+	CacheTokens int
 	// PrefixLength is the routing window N (1024..65536).
 	PrefixLength int
 	// QueueDepth and QueueWait bound the wait when every backend is full.
@@ -54,7 +60,7 @@ type Config struct {
 // Defaults returns c with every unset field at its default.
 func (c Config) Defaults() Config {
 	if c.Policy == "" {
-		c.Policy = "prefix-aware"
+		c.Policy = route.DefaultPolicy
 	}
 	if c.LoadFactor == 0 {
 		c.LoadFactor = 1.25
@@ -105,6 +111,9 @@ func (c Config) Validate() error {
 	}
 	if c.LoadFactor < 1 {
 		return fmt.Errorf("load_factor: %v is below 1", c.LoadFactor)
+	}
+	if c.CacheTokens < 0 || c.CacheTokens > route.MaxCacheTokens {
+		return fmt.Errorf("cache_tokens: %d is outside 1..%d (0 = default)", c.CacheTokens, route.MaxCacheTokens)
 	}
 	if c.Threshold < 1 || c.Threshold > 1024 {
 		return fmt.Errorf("threshold: %d is outside 1..1024", c.Threshold)

@@ -156,9 +156,7 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 			return nil, nil, upstreamError(err)
 		}
 		s.metrics.firstByteSeconds.WithLabelValues(b.Name).Observe(time.Since(sent).Seconds())
-		// The backend answered: its prefill has started, so the work
-		// prefix-index charged for it is no longer queued.
-		d.Report(route.Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
+
 		if d.Reason == route.ReasonSpill || d.Reason == route.ReasonSpillChain {
 			s.metrics.spills.Inc()
 		}

@@ -178,6 +178,8 @@ func routerConfig(cfg Config) route.Config {
 		DefaultThreshold: cfg.Threshold,
 		QueueDepth:       cfg.QueueDepth,
 		QueueWait:        cfg.QueueWait,
+		// DefaultCacheTokens 0 is route's default.
+		DefaultCacheTokens: cfg.CacheTokens,
 	}
 }
 
@@ -198,7 +200,8 @@ func (s *Server) Reload(next Config) error {
 	}
 	members := s.members()
 	if cur, want := s.rt().Config(), routerConfig(next); cur.Policy != want.Policy || cur.LoadFactor != want.LoadFactor ||
-		cur.DefaultThreshold != want.DefaultThreshold || cur.QueueDepth != want.QueueDepth || cur.QueueWait != want.QueueWait {
+		cur.DefaultThreshold != want.DefaultThreshold || cur.QueueDepth != want.QueueDepth || cur.QueueWait != want.QueueWait ||
+		want.DefaultCacheTokens != 0 && cur.DefaultCacheTokens != want.DefaultCacheTokens {
 		r, err := route.New(routerConfig(next), members)
 		if err != nil {
 			return err
