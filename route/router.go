@@ -19,9 +19,10 @@ type Member struct {
 	// Threshold is its concurrency threshold (1..1024); 0 means
 	// Config.DefaultThreshold.
 	Threshold int
-	// CacheTokens is how many prompt tokens its KV cache holds (for vLLM:
-	// num_gpu_blocks × block_size); the prefix-index policy remembers about
-	// that much of what it sent there. 0 means Config.DefaultCacheTokens.
+	// CacheTokens is the member's prefix-cache capacity in tokens as its
+	// engine states it (for vLLM num_gpu_blocks × block_size); the
+	// prefix-index policy remembers about that much of what it sent there.
+	// 0 when unknown: Config.DefaultCacheTokens.
 	CacheTokens int
 }
 
@@ -197,10 +198,11 @@ func (r *Router) SetMembers(members []Member) error {
 		if m.Threshold < 0 || m.Threshold > MaxThreshold {
 			return fmt.Errorf("route: member %q: Threshold %d out of range 1..%d (0 = default)", m.Name, m.Threshold, MaxThreshold)
 		}
-		if m.CacheTokens < 0 || m.CacheTokens > MaxCacheTokens {
-			return fmt.Errorf("route: member %q: CacheTokens %d out of range 1..%d (0 = default)", m.Name, m.CacheTokens, MaxCacheTokens)
+		if m.CacheTokens < 0 {
+			return fmt.Errorf("route: member %q: CacheTokens %d is negative (0 = unknown)", m.Name, m.CacheTokens)
 		}
-		caches[m.Name] = m.CacheTokens
+		// An engine may state more than the index will size for.
+		caches[m.Name] = min(m.CacheTokens, MaxCacheTokens)
 		th := m.Threshold
 		if th == 0 {
 			th = r.cfg.DefaultThreshold

@@ -1,7 +1,8 @@
 // Command prefixgate is the prefixgate binary: the router (serve), the
-// embedded demo fleet (demo), the normalizer (normalize), the prompt linter
-// (lint), the fleet simulator (sim), the simulated vLLM (vllmsim) and the load
-// generator (bench).
+// endpoint picker for Envoy-based gateways (epp), the embedded demo fleet
+// (demo), the normalizer (normalize), the prompt linter (lint), the fleet
+// simulator (sim), the simulated vLLM (vllmsim) and the load generator
+// (bench).
 package main
 
 import (
@@ -26,6 +27,7 @@ func commands() []command {
 		{"lint", "report what in prompts would cost prefix cache hits", runLint},
 		{"sim", "simulate a fleet in virtual time and compare routing policies", runSim},
 		{"vllmsim", "serve simulated vLLM replicas", runVLLMSim},
+		{"epp", "pick endpoints for an Envoy-based gateway (Gateway API Inference Extension)", runEPP},
 		{"bench", "send load to an OpenAI-compatible endpoint and report latency", runBench},
 	}
 }

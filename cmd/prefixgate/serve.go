@@ -20,6 +20,7 @@ import (
 
 	"github.com/prefixgate/prefixgate/internal/config"
 	"github.com/prefixgate/prefixgate/internal/server"
+	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
 
@@ -47,6 +48,7 @@ type serveFlags struct {
 	threshold    int
 	prefixLength int
 	maxBody      int64
+	maxString    int
 	timeout      time.Duration
 	drain        time.Duration
 	logJSON      bool
@@ -63,24 +65,12 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f serveFlags
-	fs.StringVar(&f.configPath, "config", "", "YAML configuration file (see docs/configuration.md); reloaded on SIGHUP")
+	f.register(fs)
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve HTTP/1.1 and h2c (or TLS) on")
-	fs.Var(&f.backends, "backend", "backend base URL (repeatable, or comma-separated)")
-	fs.StringVar(&f.policy, "policy", route.DefaultPolicy, "routing policy: prefix-index, prefix-aware, least-outstanding, random or consistent-hash")
-	fs.Float64Var(&f.loadFactor, "load-factor", 1.25, "bounded-load factor c (>= 1)")
-	fs.IntVar(&f.threshold, "threshold", 64, "per-backend concurrency threshold (1..1024)")
-	fs.IntVar(&f.prefixLength, "prefix-length", 4096, "routing window N in characters (1024..65536)")
-	fs.Int64Var(&f.maxBody, "max-body-bytes", 32<<20, "largest request body accepted (413 above)")
-	fs.DurationVar(&f.timeout, "request-timeout", 5*time.Minute, "end-to-end limit per request (504 past it)")
-	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
-	fs.BoolVar(&f.logJSON, "log-json", false, "write logs as JSON")
 	fs.StringVar(&f.certFile, "tls-cert", "", "TLS certificate file (with --tls-key: serve HTTPS and HTTP/2)")
 	fs.StringVar(&f.keyFile, "tls-key", "", "TLS private key file")
-	fs.StringVar(&f.adminListen, "admin-listen", "", "separate listener for /debug/pprof (off when empty)")
+	fs.StringVar(&f.adminListen, "admin-listen", "", "separate listener for /admin/backends (drain, undrain) and /debug/pprof (off when empty)")
 	fs.Var(&f.corsOrigins, "cors-origin", "browser origin allowed to call the router, or * (repeatable)")
-	fs.DurationVar(&f.configPoll, "config-poll", 2*time.Second, "how often to check --config for changes (0: only on SIGHUP)")
-	fs.StringVar(&f.otlp, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/HTTP collector, e.g. http://localhost:4318")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error; info logs one line per request")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: prefixgate serve --listen ADDR --backend URL [--backend URL ...] [flags]")
 		fmt.Fprintln(fs.Output(), "\nServes Connect, gRPC and gRPC-Web (prefixgate.v1), the OpenAI-compatible")
@@ -105,14 +95,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "serve: %v\n", err)
 		return 2
 	}
-	level := slog.LevelInfo
-	_ = level.UnmarshalText([]byte(file.Log.Level))
-	hopts := &slog.HandlerOptions{Level: level}
-	var handler slog.Handler = slog.NewTextHandler(stderr, hopts)
-	if file.Log.Format == "json" {
-		handler = slog.NewJSONHandler(stderr, hopts)
-	}
-	log := slog.New(handler)
+	log := newLogger(file, stderr)
 	// The router's heap is small and mostly short-lived request buffers;
 	// collecting less often trades a little memory for less CPU per request
 	// (docs/benchmarks.md, server overhead). GOGC in the environment wins.
@@ -138,7 +121,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
 	}
 	if file.Admin.Listen != "" {
-		stopAdmin, err := startAdmin(file.Admin.Listen, log)
+		stopAdmin, err := startAdmin(file.Admin.Listen, file.Admin.Pprof, srv.AdminHandler(), log)
 		if err != nil {
 			fmt.Fprintf(stderr, "serve: admin listener: %v\n", err)
 			return 1
@@ -148,19 +131,68 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	watchConfig(ctx, f, load, srv.Reload, log)
+	log.Info("serving", "listen", ln.Addr().String(), "backends", len(cfg.Backends), "policy", srv.Policy(), "tls", file.TLS.CertFile != "")
+	if err := srv.Serve(ctx, ln, time.Duration(file.DrainTimeout)); err != nil {
+		fmt.Fprintf(stderr, "serve: %v\n", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// newLogger logs in the configured format and level.
+func newLogger(file config.File, w io.Writer) *slog.Logger {
+	level := slog.LevelInfo
+	_ = level.UnmarshalText([]byte(file.Log.Level))
+	hopts := &slog.HandlerOptions{Level: level}
+	var handler slog.Handler = slog.NewTextHandler(w, hopts)
+	if file.Log.Format == "json" {
+		handler = slog.NewJSONHandler(w, hopts)
+	}
+	return slog.New(handler)
+}
+
+// register adds the flags serve shares with epp: configuration, backends,
+// routing policy and limits, logging.
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.configPath, "config", "", "YAML configuration file (see docs/configuration.md); reloaded on SIGHUP")
+	fs.Var(&f.backends, "backend", "backend base URL, optionally ENGINE+URL with ENGINE auto, vllm, sglang or llamacpp (repeatable, or comma-separated)")
+	// Flag defaults are the owning packages' defaults, shown by --help; a
+	// flag overrides the file only when given.
+	fs.StringVar(&f.policy, "policy", route.DefaultPolicy, "routing policy: prefix-index, prefix-aware, least-outstanding, random or consistent-hash")
+	fs.Float64Var(&f.loadFactor, "load-factor", route.DefaultLoadFactor, "bounded-load factor c (>= 1)")
+	fs.IntVar(&f.threshold, "threshold", route.DefaultThreshold, fmt.Sprintf("per-backend concurrency threshold (1..%d)", route.MaxThreshold))
+	fs.IntVar(&f.prefixLength, "prefix-length", normalize.DefaultPrefixLength, fmt.Sprintf("routing window N in characters (%d..%d)", normalize.MinPrefixLength, normalize.MaxPrefixLength))
+	fs.Int64Var(&f.maxBody, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
+	fs.IntVar(&f.maxString, "max-string-bytes", server.DefaultMaxStringBytes, "largest JSON string or number literal in a body, in input bytes (400 above)")
+	fs.DurationVar(&f.timeout, "request-timeout", server.DefaultRequestTimeout, "end-to-end limit per request (504 past it)")
+	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
+	fs.BoolVar(&f.logJSON, "log-json", false, "write logs as JSON")
+	fs.DurationVar(&f.configPoll, "config-poll", 2*time.Second, "how often to check --config for changes (0: only on SIGHUP)")
+	fs.StringVar(&f.otlp, "otlp-endpoint", "", "export OpenTelemetry traces to this OTLP/HTTP collector, e.g. http://localhost:4318")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error; info logs one line per request")
+}
+
+// watchConfig reloads the configuration on SIGHUP and, every
+// f.configPoll, when the file's content changed, until ctx ends.
+func watchConfig(ctx context.Context, f serveFlags, load func() (config.File, server.Config, error), reload func(server.Config) error, log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	// The file is also watched: a change of its content reloads it, as
 	// SIGHUP does. Polling needs no platform-specific watcher.
-	changed := make(<-chan time.Time)
+	var changed <-chan time.Time
+	var stopTicker func()
 	if f.configPath != "" && f.configPoll > 0 {
 		t := time.NewTicker(f.configPoll)
-		defer t.Stop()
-		changed = t.C
+		changed, stopTicker = t.C, t.Stop
 	}
 	lastContent, _ := os.ReadFile(f.configPath)
 	go func() {
+		defer signal.Stop(hup)
+		if stopTicker != nil {
+			defer stopTicker()
+		}
 		for {
 			select {
 			case <-ctx.Done():
@@ -181,20 +213,13 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			}
 			_, next, err := load()
 			if err == nil {
-				err = srv.Reload(next)
+				err = reload(next)
 			}
 			if err != nil {
 				log.Error("reload rejected; the running configuration stays", "err", err)
 			}
 		}
 	}()
-	log.Info("serving", "listen", ln.Addr().String(), "backends", len(cfg.Backends), "policy", cfg.Policy, "tls", file.TLS.CertFile != "")
-	if err := srv.Serve(ctx, ln, time.Duration(file.DrainTimeout)); err != nil {
-		fmt.Fprintf(stderr, "serve: %v\n", err)
-		return 1
-	}
-	log.Info("stopped")
-	return 0
 }
 
 // loadServeConfig layers the config file, the environment and the flags
@@ -216,12 +241,13 @@ func loadServeConfig(f serveFlags, set map[string]bool) (config.File, server.Con
 		}
 	}
 	override("listen", func() { file.Listen = f.listen })
-	override("backend", func() { file.Backends = f.backends })
+	override("backend", func() { file.Backends = config.Backends(f.backends) })
 	override("policy", func() { file.Routing.Policy = f.policy })
 	override("load-factor", func() { file.Routing.LoadFactor = f.loadFactor })
 	override("threshold", func() { file.Routing.Threshold = f.threshold })
 	override("prefix-length", func() { file.Routing.PrefixLength = f.prefixLength })
 	override("max-body-bytes", func() { file.Limits.MaxBodyBytes = f.maxBody })
+	override("max-string-bytes", func() { file.Limits.MaxStringBytes = f.maxString })
 	override("request-timeout", func() { file.Limits.RequestTimeout = config.Duration(f.timeout) })
 	override("drain-timeout", func() { file.DrainTimeout = config.Duration(f.drain) })
 	override("log-json", func() { file.Log.Format = map[bool]string{true: "json", false: "text"}[f.logJSON] })
@@ -241,18 +267,22 @@ func loadServeConfig(f serveFlags, set map[string]bool) (config.File, server.Con
 	return file, cfg, err
 }
 
-// startAdmin serves pprof on its own listener, never on the public one.
-func startAdmin(addr string, log *slog.Logger) (func(), error) {
+// startAdmin serves the operator's endpoints (drain and undrain backends)
+// and, with withPprof, pprof on their own listener, never on the public one.
+func startAdmin(addr string, withPprof bool, admin http.Handler, log *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/admin/", admin)
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("admin listener", "addr", ln.Addr().String())

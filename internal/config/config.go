@@ -18,6 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/internal/server"
 )
 
@@ -26,7 +27,8 @@ import (
 type File struct {
 	Listen       string   `yaml:"listen"`
 	TLS          TLS      `yaml:"tls"`
-	Backends     []string `yaml:"backends"`
+	Backends     Backends `yaml:"backends"`
+	Drain        []string `yaml:"drain"`
 	Routing      Routing  `yaml:"routing"`
 	Limits       Limits   `yaml:"limits"`
 	Tenants      Tenants  `yaml:"tenants"`
@@ -35,6 +37,18 @@ type File struct {
 	Tracing      Tracing  `yaml:"tracing"`
 	CORS         CORS     `yaml:"cors"`
 	DrainTimeout Duration `yaml:"drain_timeout"`
+	EPP          EPP      `yaml:"epp"`
+}
+
+// EPP sets the endpoint picker's ports (prefixgate epp); empty means the
+// Gateway API Inference Extension defaults :9002, :9003 and :9090.
+type EPP struct {
+	// Listen serves the ext_proc gRPC service (and gRPC health).
+	Listen string `yaml:"listen"`
+	// HealthListen serves gRPC health alone.
+	HealthListen string `yaml:"health_listen"`
+	// MetricsListen serves /metrics over HTTP.
+	MetricsListen string `yaml:"metrics_listen"`
 }
 
 // TLS serves HTTPS (HTTP/1.1 and HTTP/2) instead of cleartext.
@@ -52,7 +66,9 @@ type Routing struct {
 	PrefixLength int      `yaml:"prefix_length"`
 	QueueDepth   int      `yaml:"queue_depth"`
 	QueueWait    Duration `yaml:"queue_wait"`
-	Retries      int      `yaml:"retries"`
+	// Retries is a pointer so that 0 (no retry) differs from absent (the
+	// default); a negative value also means the default.
+	Retries *int `yaml:"retries"`
 }
 
 // Limits bound what one request may cost.
@@ -61,6 +77,7 @@ type Limits struct {
 	MaxDecodedBytes int64    `yaml:"max_decoded_bytes"`
 	MaxRatio        int      `yaml:"max_ratio"`
 	MaxDepth        int      `yaml:"max_depth"`
+	MaxStringBytes  int      `yaml:"max_string_bytes"`
 	RequestTimeout  Duration `yaml:"request_timeout"`
 }
 
@@ -97,6 +114,75 @@ type Tracing struct {
 type CORS struct {
 	// AllowedOrigins lists origins such as https://app.example.com, or "*".
 	AllowedOrigins []string `yaml:"allowed_origins"`
+}
+
+// Backends lists the backends: each entry a spec string (a URL, host:port,
+// dns://, srv:// or file:// source, optionally prefixed ENGINE+ as in
+// "sglang+http://10.0.0.5:30000") or a mapping with url and engine:
+//
+//	backends:
+//	  - http://10.0.0.4:8000
+//	  - url: http://10.0.0.5:8080
+//	    engine: llamacpp   # auto (default), vllm, sglang or llamacpp
+//
+// A mapping becomes the ENGINE+URL string, the form the server and the
+// --backend flag take.
+type Backends []string
+
+// UnmarshalYAML reads a sequence of strings and url/engine mappings.
+func (l *Backends) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.SequenceNode {
+		return fmt.Errorf("line %d: backends must be a list", n.Line)
+	}
+	out := make(Backends, 0, len(n.Content))
+	for i, item := range n.Content {
+		switch item.Kind {
+		case yaml.ScalarNode:
+			out = append(out, item.Value)
+		case yaml.MappingNode:
+			var b struct {
+				URL    string `yaml:"url"`
+				Engine string `yaml:"engine"`
+			}
+			if err := strictDecode(item, &b); err != nil {
+				return fmt.Errorf("line %d: backends[%d]: %w", item.Line, i, err)
+			}
+			if b.URL == "" {
+				return fmt.Errorf("line %d: backends[%d]: url is required", item.Line, i)
+			}
+			e, err := backends.ParseEngine(b.Engine)
+			if err != nil {
+				return fmt.Errorf("line %d: backends[%d].engine: %w", item.Line, i, err)
+			}
+			prefixed, _, err := backends.SplitEngine(b.URL)
+			if err != nil {
+				return fmt.Errorf("line %d: backends[%d].url: %w", item.Line, i, err)
+			}
+			if prefixed != backends.EngineAuto && e != backends.EngineAuto {
+				return fmt.Errorf("line %d: backends[%d]: url names engine %s and engine says %s; give one", item.Line, i, prefixed, e)
+			}
+			spec := b.URL
+			if e != backends.EngineAuto {
+				spec = e.String() + "+" + b.URL
+			}
+			out = append(out, spec)
+		default:
+			return fmt.Errorf("line %d: backends[%d] is neither a URL nor a url/engine mapping", item.Line, i)
+		}
+	}
+	*l = out
+	return nil
+}
+
+// strictDecode decodes a mapping node into v, rejecting unknown keys.
+func strictDecode(n *yaml.Node, v any) error {
+	raw, err := yaml.Marshal(n)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	return dec.Decode(v)
 }
 
 // Duration reads "250ms", "30s", "5m".
@@ -259,6 +345,8 @@ func (f File) ServerConfig(lookup func(string) (string, bool)) (server.Config, e
 		MaxDecodedBytes: f.Limits.MaxDecodedBytes,
 		MaxRatio:        f.Limits.MaxRatio,
 		MaxDepth:        f.Limits.MaxDepth,
+		MaxStringBytes:  f.Limits.MaxStringBytes,
+		Drain:           f.Drain,
 		RequestTimeout:  time.Duration(f.Limits.RequestTimeout),
 		Tenants:         f.Tenants.APIKeys,
 		TraceEndpoint:   strings.TrimSuffix(f.Tracing.OTLPEndpoint, "/"),

@@ -2,7 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -102,15 +107,27 @@ func (as adminService) Explain(ctx context.Context, req *connect.Request[pb.Expl
 	if err := checkPrefixLength(req.Msg.GetPrefixLength()); err != nil {
 		return nil, connectError(err)
 	}
-	p, err := as.s.prepare(ctx, req.Msg.GetBody(), modeFromProto(req.Msg.GetMode()), req.Msg.GetGroup(), int(req.Msg.GetPrefixLength()))
+	res, _, err := as.s.explain(ctx, req.Msg.GetBody(), modeFromProto(req.Msg.GetMode()), req.Msg.GetGroup(), int(req.Msg.GetPrefixLength()))
 	if err != nil {
 		return nil, connectError(err)
 	}
-	ex := as.s.rt().Explain(routeRequest(p.info))
-	if ex.Err != nil {
-		return nil, connectError(pickError(ex.Err))
+	return connect.NewResponse(res), nil
+}
+
+// explain is Explain for both front doors (the RPC and POST /v1/explain):
+// where the body would go now and why. A request that would not be placed
+// (no backend serves its model, none is healthy, all are full) is
+// explained too, with an empty backend and every backend skipped and why;
+// only a body that cannot be routed at all is an error. decision is the
+// decision as X-Prefixgate-Decision would name it, "" when not placed.
+func (s *Server) explain(ctx context.Context, body []byte, mode normalize.Mode, group string, prefixLength int) (res *pb.ExplainResponse, decision string, err error) {
+	p, err := s.prepare(ctx, body, mode, group, prefixLength)
+	if err != nil {
+		return nil, "", err
 	}
-	res := &pb.ExplainResponse{
+	ex := s.rt().Explain(routeRequest(p.info))
+	decision = ex.Reason.String()
+	res = &pb.ExplainResponse{
 		Routing: &pb.Routing{
 			Backend:       ex.Backend,
 			Decision:      decisionProto(ex.Reason),
@@ -122,10 +139,161 @@ func (as adminService) Explain(ctx context.Context, req *connect.Request[pb.Expl
 		RoutingTextLength: int32(p.info.RoutingTextLen),
 		Reason:            explainSentence(ex),
 	}
+	if ex.Err != nil {
+		decision = ""
+		res.Routing.Decision, res.Routing.SpillDistance = pb.Decision_DECISION_UNSPECIFIED, 0
+		res.Reason = s.unplacedSentence(ex.Err, p.info.Model)
+		if len(ex.Skipped) == 0 {
+			ex.Skipped = skippedForModel(s.rt().Status(), p.info.Model)
+		}
+	}
 	for _, sk := range ex.Skipped {
 		res.Skipped = append(res.Skipped, fmt.Sprintf("%s (%s): %s", sk.Backend, sk.Via, sk.Why))
 	}
-	return connect.NewResponse(res), nil
+	return res, decision, nil
+}
+
+// skippedForModel says, for a request the router has no candidate for, why
+// each backend is not one: it does not serve the model, or it is out of the
+// candidate set.
+func skippedForModel(members []route.MemberStatus, model string) []route.Skip {
+	out := make([]route.Skip, 0, len(members))
+	for _, m := range members {
+		why := ""
+		switch {
+		case model != "" && len(m.Models) > 0 && !slices.Contains(m.Models, model):
+			why = "does not serve model " + quoteModel(model)
+		case m.Health != route.HealthHealthy:
+			why = m.Health.String()
+		default:
+			continue
+		}
+		out = append(out, route.Skip{Backend: m.Name, Via: "candidates", Why: why})
+	}
+	return out
+}
+
+// unplacedSentence says what the client would get for a request the router
+// would not place now, and why.
+func (s *Server) unplacedSentence(err error, model string) string {
+	re := asRequestError(s.pickError(err, model))
+	switch {
+	case errors.Is(err, route.ErrSaturated):
+		return fmt.Sprintf("every candidate is at its bound; the request would wait in the queue for up to %v, then get %d %s",
+			s.rt().Config().QueueWait, re.status, re.code)
+	case errors.Is(err, route.ErrUnknownModel):
+		return fmt.Sprintf("no backend lists model %s; the request would get %d %s (the fleet serves %s)",
+			quoteModel(model), re.status, re.code, s.servedModels())
+	case errors.Is(err, route.ErrNoCandidates):
+		return fmt.Sprintf("backends serve model %s but none is healthy; the request would get %d %s",
+			quoteModel(model), re.status, re.code)
+	}
+	return re.msg
+}
+
+// handleExplain is Explain for curl: POST /v1/explain with the raw request
+// body (the same body one would send to /v1/chat/completions, /v1/completions
+// or /invocations), the group in X-Prefixgate-Group, and optional query
+// parameters mode (auto, chat, completion, native) and prefix_length. It
+// answers JSON.
+func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, &requestError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", msg: r.Method + " is not allowed on " + r.URL.Path + "; use POST"})
+		return
+	}
+	q := r.URL.Query()
+	mode, ok := modeFromName(q.Get("mode"))
+	if !ok {
+		writeError(w, &requestError{status: http.StatusBadRequest, code: "invalid_field", param: "mode",
+			msg: fmt.Sprintf("query parameter mode=%.64q is not auto, chat, completion or native", q.Get("mode"))})
+		return
+	}
+	prefixLength := 0
+	if v := q.Get("prefix_length"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err == nil {
+			err = checkPrefixLength(int32(max(min(n, math.MaxInt32), math.MinInt32)))
+		} else {
+			err = invalidField("prefix_length", fmt.Sprintf("%.32q is not an integer", v))
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		prefixLength = n
+	}
+	if err := checkJSONContentType(r); err != nil {
+		writeError(w, err)
+		return
+	}
+	bp := getBodyBuffer()
+	raw, err := s.readBody(r, w, *bp)
+	defer putBodyBuffer(bp, raw)
+	if err != nil {
+		writeBodyError(w, r, err)
+		return
+	}
+	res, decision, err := s.explain(r.Context(), raw, mode, r.Header.Get(GroupHeader), prefixLength)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := explainJSON{
+		Backend:           res.GetRouting().GetBackend(),
+		Decision:          decision,
+		Key:               res.GetRouting().GetKey(),
+		SpillDistance:     int(res.GetRouting().GetSpillDistance()),
+		Home:              res.GetHome(),
+		Mode:              modeName(res.GetMode()),
+		RoutingTextLength: int(res.GetRoutingTextLength()),
+		Reason:            res.GetReason(),
+		Skipped:           res.GetSkipped(),
+	}
+	if out.Skipped == nil {
+		out.Skipped = []string{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// explainJSON is ExplainResponse for curl: flat, with the decision and mode
+// named as in the X-Prefixgate-Decision header and the --mode flag.
+type explainJSON struct {
+	Backend           string   `json:"backend"`
+	Decision          string   `json:"decision"`
+	Key               string   `json:"key"`
+	SpillDistance     int      `json:"spill_distance"`
+	Home              string   `json:"home"`
+	Mode              string   `json:"mode"`
+	RoutingTextLength int      `json:"routing_text_length"`
+	Reason            string   `json:"reason"`
+	Skipped           []string `json:"skipped"`
+}
+
+func modeFromName(name string) (normalize.Mode, bool) {
+	switch name {
+	case "", "auto":
+		return normalize.ModeAuto, true
+	case "chat":
+		return normalize.ModeChat, true
+	case "completion":
+		return normalize.ModeCompletion, true
+	case "native":
+		return normalize.ModeNative, true
+	}
+	return normalize.ModeAuto, false
+}
+
+func modeName(m pb.RequestMode) string {
+	switch m {
+	case pb.RequestMode_REQUEST_MODE_CHAT:
+		return "chat"
+	case pb.RequestMode_REQUEST_MODE_COMPLETION:
+		return "completion"
+	case pb.RequestMode_REQUEST_MODE_NATIVE:
+		return "native"
+	}
+	return "auto"
 }
 
 // routeRequest turns a key into the router's request.

@@ -3,10 +3,26 @@ package server
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
+)
+
+// The server's own defaults. Routing defaults (policy, load factor,
+// threshold, queue depth and wait) belong to package route, which applies
+// them; the routing window's to package normalize.
+const (
+	DefaultMaxBodyBytes    = 32 << 20
+	DefaultMaxDecodedBytes = 64 << 20
+	DefaultMaxStringBytes  = normalize.DefaultMaxStringBytes
+	DefaultMaxRatio        = 100
+	DefaultMaxDepth        = 128
+	DefaultRequestTimeout  = 5 * time.Minute
+	DefaultRetries         = 2
+	DefaultIdleTimeout     = 5 * time.Minute
+	DefaultProbeInterval   = 2 * time.Second
 )
 
 // Config is everything the server needs. The zero value of every field but
@@ -14,12 +30,14 @@ import (
 type Config struct {
 	// Backends are the base URLs of OpenAI-compatible replicas.
 	Backends []string
-	// Policy is prefix-index (the default), prefix-aware,
-	// least-outstanding, random or consistent-hash.
+	// Policy is prefix-index, prefix-aware, least-outstanding, random or
+	// consistent-hash; empty is route.DefaultPolicy (prefix-index).
 	Policy string
-	// LoadFactor is c in the bound ceil(c·(total+1)/n).
+	// LoadFactor is c in the bound ceil(c·(total+1)/n); 0 is
+	// route.DefaultLoadFactor.
 	LoadFactor float64
-	// Threshold is the per-backend concurrency threshold (1..1024).
+	// Threshold is the per-backend concurrency threshold (1..1024); 0 is
+	// route.DefaultThreshold.
 	Threshold int
 	// CacheTokens is each backend's KV cache in tokens (for vLLM:
 	// num_gpu_blocks × block_size); prefix-index remembers about that much
@@ -27,7 +45,8 @@ type Config struct {
 	CacheTokens int
 	// PrefixLength is the routing window N (1024..65536).
 	PrefixLength int
-	// QueueDepth and QueueWait bound the wait when every backend is full.
+	// QueueDepth and QueueWait bound the wait when every backend is full;
+	// 0 is route.DefaultQueueDepth and route.DefaultQueueWait.
 	QueueDepth int
 	QueueWait  time.Duration
 	// MaxBodyBytes bounds the request body as received (413 above it).
@@ -37,10 +56,14 @@ type Config struct {
 	MaxRatio        int
 	// MaxDepth bounds JSON nesting.
 	MaxDepth int
+	// MaxStringBytes bounds each JSON string (and number literal) in input
+	// bytes, escapes included.
+	MaxStringBytes int
 	// RequestTimeout bounds one request end to end (504 past it).
 	RequestTimeout time.Duration
-	// Retries is how many other backends to try when one sends nothing back.
-	Retries int
+	// Retries is how many other backends to try when one sends nothing
+	// back: 0 tries none; nil or negative is DefaultRetries.
+	Retries *int
 	// IdleTimeout fails a backend stream that sends nothing for this long.
 	IdleTimeout time.Duration
 	// ProbeInterval is how often backends' /health is probed.
@@ -55,51 +78,43 @@ type Config struct {
 	Tenants map[string]string
 	// TenantSecret keys the HMACs of per-tenant groups and cache_salt.
 	TenantSecret []byte
+	// Drain names backends (host:port, their ring names) that take no new
+	// requests; those in flight finish. A backend found later by discovery
+	// is drained when it appears.
+	Drain []string
 }
 
 // Defaults returns c with every unset field at its default.
 func (c Config) Defaults() Config {
-	if c.Policy == "" {
-		c.Policy = route.DefaultPolicy
-	}
-	if c.LoadFactor == 0 {
-		c.LoadFactor = 1.25
-	}
-	if c.Threshold == 0 {
-		c.Threshold = 64
-	}
 	if c.PrefixLength == 0 {
-		c.PrefixLength = 4096
-	}
-	if c.QueueDepth == 0 {
-		c.QueueDepth = 256
-	}
-	if c.QueueWait == 0 {
-		c.QueueWait = 500 * time.Millisecond
+		c.PrefixLength = normalize.DefaultPrefixLength
 	}
 	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = 32 << 20
+		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if c.MaxDecodedBytes == 0 {
-		c.MaxDecodedBytes = 64 << 20
+		c.MaxDecodedBytes = DefaultMaxDecodedBytes
+	}
+	if c.MaxStringBytes == 0 {
+		c.MaxStringBytes = int(min(DefaultMaxStringBytes, c.MaxDecodedBytes))
 	}
 	if c.MaxRatio == 0 {
-		c.MaxRatio = 100
+		c.MaxRatio = DefaultMaxRatio
 	}
 	if c.MaxDepth == 0 {
-		c.MaxDepth = 128
+		c.MaxDepth = DefaultMaxDepth
 	}
 	if c.RequestTimeout == 0 {
-		c.RequestTimeout = 5 * time.Minute
+		c.RequestTimeout = DefaultRequestTimeout
 	}
-	if c.Retries == 0 {
-		c.Retries = 2
+	if c.Retries == nil || *c.Retries < 0 {
+		c.Retries = new(DefaultRetries)
 	}
 	if c.IdleTimeout == 0 {
-		c.IdleTimeout = 5 * time.Minute
+		c.IdleTimeout = DefaultIdleTimeout
 	}
 	if c.ProbeInterval == 0 {
-		c.ProbeInterval = 2 * time.Second
+		c.ProbeInterval = DefaultProbeInterval
 	}
 	return c
 }
@@ -109,14 +124,14 @@ func (c Config) Validate() error {
 	if len(c.Backends) == 0 {
 		return errors.New("backends: at least one backend URL is required")
 	}
-	if c.LoadFactor < 1 {
+	if c.LoadFactor != 0 && !(c.LoadFactor >= 1) {
 		return fmt.Errorf("load_factor: %v is below 1", c.LoadFactor)
 	}
 	if c.CacheTokens < 0 || c.CacheTokens > route.MaxCacheTokens {
 		return fmt.Errorf("cache_tokens: %d is outside 1..%d (0 = default)", c.CacheTokens, route.MaxCacheTokens)
 	}
-	if c.Threshold < 1 || c.Threshold > 1024 {
-		return fmt.Errorf("threshold: %d is outside 1..1024", c.Threshold)
+	if c.Threshold < 0 || c.Threshold > route.MaxThreshold {
+		return fmt.Errorf("threshold: %d is outside 1..%d", c.Threshold, route.MaxThreshold)
 	}
 	if c.PrefixLength < normalize.MinPrefixLength || c.PrefixLength > normalize.MaxPrefixLength {
 		return fmt.Errorf("prefix_length: %d is outside %d..%d", c.PrefixLength, normalize.MinPrefixLength, normalize.MaxPrefixLength)
@@ -127,8 +142,13 @@ func (c Config) Validate() error {
 	if len(c.Tenants) > 0 && len(c.TenantSecret) < 16 {
 		return errors.New("tenants: a secret of at least 16 bytes is required")
 	}
-	if c.Retries < 0 {
-		return fmt.Errorf("retries: %d is negative", c.Retries)
+	if c.MaxStringBytes < 16 || int64(c.MaxStringBytes) > c.MaxDecodedBytes {
+		return fmt.Errorf("max_string_bytes: %d is outside 16..max_decoded_bytes (%d)", c.MaxStringBytes, c.MaxDecodedBytes)
+	}
+	for i, name := range c.Drain {
+		if name == "" || strings.ContainsAny(name, "/ ") {
+			return fmt.Errorf("drain[%d]: %q is not a backend name (host:port, as ListBackends shows it)", i, name)
+		}
 	}
 	return nil
 }

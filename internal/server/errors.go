@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -22,8 +24,12 @@ var errNoCandidates = route.ErrNoCandidates
 type requestError struct {
 	status     int
 	code       string
+	param      string // the request field at fault, if one is
 	msg        string
 	retryAfter time.Duration
+	// bodyUnread is set when the error was found before any of the body
+	// was read (a Content-Length over the limit).
+	bodyUnread bool
 }
 
 func (e *requestError) Error() string { return e.msg }
@@ -41,17 +47,24 @@ func normalizeError(err error) error {
 	return &requestError{status: status, code: normalize.ErrorCode(err), msg: "invalid request body: " + err.Error()}
 }
 
-// pickError maps a routing failure: saturation is 429 with Retry-After, no
-// candidate at all is 503.
-func pickError(err error) error {
+// pickError maps a routing failure: saturation is 429 with Retry-After, a
+// model no backend lists is 404 (trying again will not help), a served model
+// with no healthy backend is 503.
+func (s *Server) pickError(err error, model string) error {
 	var se *route.SaturatedError
 	switch {
+	case errors.Is(err, route.ErrUnknownModel):
+		return &requestError{status: http.StatusNotFound, code: "model_not_found", param: "model",
+			msg: fmt.Sprintf("model %s is not served by any backend; the fleet serves %s", quoteModel(model), s.servedModels())}
 	case errors.As(err, &se):
 		return &requestError{status: http.StatusTooManyRequests, code: "saturated",
 			msg: "every backend is at its concurrency bound: " + err.Error(), retryAfter: se.RetryAfter}
+	case errors.Is(err, route.ErrNoCandidates) && model != "":
+		return &requestError{status: http.StatusServiceUnavailable, code: "no_backend",
+			msg: fmt.Sprintf("backends serve model %s but none is healthy (all ejected or draining); try again later", quoteModel(model))}
 	case errors.Is(err, route.ErrNoCandidates):
 		return &requestError{status: http.StatusServiceUnavailable, code: "no_backend",
-			msg: "no healthy backend serves this request: " + err.Error()}
+			msg: "no healthy backend: all are ejected or draining; try again later"}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &requestError{status: http.StatusGatewayTimeout, code: "timeout", msg: "request timed out while waiting for a backend"}
 	case errors.Is(err, context.Canceled):
@@ -97,9 +110,42 @@ func writeError(w http.ResponseWriter, err error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(re.status)
+	var param any // null unless a field is at fault, as OpenAI answers
+	if re.param != "" {
+		param = re.param
+	}
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"error": map[string]any{"message": re.msg, "type": typ, "code": re.code},
+		"error": map[string]any{"message": re.msg, "type": typ, "param": param, "code": re.code},
 	})
+}
+
+// quoteModel quotes a client's model name for a message, cut to 128 bytes:
+// the name is the client's input and may be megabytes long.
+func quoteModel(model string) string {
+	if len(model) > 128 {
+		return strconv.Quote(model[:128]) + "…"
+	}
+	return strconv.Quote(model)
+}
+
+// servedModels lists the models and adapters the fleet's backends list,
+// sorted, at most 20, for an unknown-model message.
+func (s *Server) servedModels() string {
+	var all []string
+	for _, st := range s.rt().Status() {
+		all = append(all, st.Models...)
+	}
+	slices.Sort(all)
+	all = slices.Compact(all)
+	if len(all) == 0 {
+		return "no model list yet"
+	}
+	more := ""
+	if len(all) > 20 {
+		more = fmt.Sprintf(" and %d more", len(all)-20)
+		all = all[:20]
+	}
+	return strings.Join(all, ", ") + more
 }
 
 // connectError maps err to a Connect error with the matching code.

@@ -208,7 +208,11 @@ func (is inferenceService) unary(ctx context.Context, routeName, path string, mo
 	s.record(routeName, x, x.resp.StatusCode)
 	raw, err := readAll(x.resp.Body)
 	if err != nil {
+		x.err = err
 		return nil, nil, connectError(upstreamError(err))
+	}
+	if x.b != nil && x.resp.StatusCode/100 == 2 {
+		x.usage = x.b.ParseUsage(raw)
 	}
 	if x.resp.StatusCode/100 != 2 {
 		return nil, nil, connectError(backendStatusError(x.resp.StatusCode, raw))
@@ -293,12 +297,14 @@ func (is inferenceService) stream(ctx context.Context, routeName, path string, m
 		if !gjson.ValidBytes(data) {
 			return connect.NewError(connect.CodeInternal, fmt.Errorf("backend %s sent an event that is not JSON: %.200q", d.Backend, data))
 		}
+		x.noteEvent(data)
 		if err := send(data, routing); err != nil {
 			return err
 		}
 		routing = nil
 	}
 	if err := sc.Err(); err != nil {
+		x.err = err
 		return connectError(upstreamError(err))
 	}
 	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("backend %s ended the stream without [DONE]", d.Backend))

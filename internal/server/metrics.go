@@ -2,6 +2,8 @@ package server
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
@@ -18,6 +20,13 @@ type metrics struct {
 	retries          *prometheus.CounterVec
 	inFlight         *prometheus.GaugeVec
 	backendHealthy   *prometheus.GaugeVec
+	// promptTokens and cachedPromptTokens count the answers' reported
+	// usage (usage.go).
+	promptTokens       *prometheus.CounterVec
+	cachedPromptTokens *prometheus.CounterVec
+	// backendCacheTokens is each backend's stated cache capacity, labelled
+	// with its engine (usage.go).
+	backendCacheTokens *prometheus.GaugeVec
 }
 
 func newMetrics() *metrics {
@@ -57,9 +66,22 @@ func newMetrics() *metrics {
 		backendHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "prefixgate_backend_healthy", Help: "1 when the backend is in the candidate set.",
 		}, []string{"backend"}),
+		promptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "prefixgate_prompt_tokens_total",
+			Help: "Prompt tokens of answers that reported both prompt and cached tokens, by backend.",
+		}, []string{"backend"}),
+		cachedPromptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "prefixgate_cached_prompt_tokens_total",
+			Help: "Of prefixgate_prompt_tokens_total, the tokens the backend's prefix cache held, by backend.",
+		}, []string{"backend"}),
+		backendCacheTokens: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "prefixgate_backend_cache_tokens",
+			Help: "The backend's KV-cache capacity in tokens as its engine states it (0: unknown), by backend and detected or configured engine.",
+		}, []string{"backend", "engine"}),
 	}
 	m.registry.MustRegister(m.requests, m.decisionSeconds, m.normalizeSeconds, m.normalizeErrors,
 		m.firstByteSeconds, m.queueSeconds, m.spills, m.retries, m.inFlight, m.backendHealthy,
+		m.promptTokens, m.cachedPromptTokens, m.backendCacheTokens,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -86,4 +108,13 @@ func (m *metrics) registerIndex(s *Server) {
 			return float64(st.Bytes)
 		}),
 	)
+}
+
+// setHealthy sets a backend's prefixgate_backend_healthy series.
+func (m *metrics) setHealthy(name string, st backends.State) {
+	v := 0.0
+	if st == backends.StateHealthy {
+		v = 1
+	}
+	m.backendHealthy.WithLabelValues(name).Set(v)
 }

@@ -24,6 +24,11 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 			writeError(w, err)
 			return
 		}
+		if err := checkJSONContentType(r); err != nil {
+			s.record(routeName, nil, asRequestError(err).status)
+			writeError(w, err)
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 		defer cancel()
 		bp := getBodyBuffer()
@@ -31,10 +36,12 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 		// raw is dead once open has normalized it (the canonical copy is
 		// what goes to the backend) and any error has been written.
 		defer putBodyBuffer(bp, raw)
-		var x *exchange
-		if err == nil {
-			x, err = s.open(ctx, path, mode, raw, r.Header.Get(GroupHeader), r.Header, w.Header())
+		if err != nil {
+			s.record(routeName, nil, asRequestError(err).status)
+			writeBodyError(w, r, err)
+			return
 		}
+		x, err := s.open(ctx, path, mode, raw, r.Header.Get(GroupHeader), r.Header, w.Header())
 		if err != nil {
 			s.record(routeName, nil, asRequestError(err).status)
 			writeError(w, err)
@@ -55,7 +62,10 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 			w.Header().Set("Content-Length", strconv.FormatInt(x.resp.ContentLength, 10))
 		}
 		w.WriteHeader(x.resp.StatusCode)
-		if err := copyStream(w, x.resp.Body, stream); err != nil {
+		if err := x.relay(w, stream); err != nil {
+			if r.Context().Err() == nil { // else the client left: not the backend's failure
+				x.err = err
+			}
 			s.log.Warn("stream ended early", "backend", x.d.Backend, "err", err)
 		}
 	}
@@ -85,6 +95,11 @@ func forwardHeaders(in http.Header) http.Header {
 
 // handleModels answers GET /v1/models with the union of the fleet's models.
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, &requestError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", msg: r.Method + " is not allowed on " + r.URL.Path + "; use GET"})
+		return
+	}
 	seen := map[string]bool{}
 	type model struct {
 		ID      string `json:"id"`

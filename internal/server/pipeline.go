@@ -56,7 +56,7 @@ func (s *Server) prepare(ctx context.Context, raw []byte, mode normalize.Mode, g
 	if prefixLength == 0 {
 		prefixLength = s.cfg.PrefixLength
 	}
-	opts := normalize.Options{Mode: mode, MaxBodyBytes: int(s.cfg.MaxDecodedBytes), MaxDepth: s.cfg.MaxDepth}
+	opts := normalize.Options{Mode: mode, MaxBodyBytes: int(s.cfg.MaxDecodedBytes), MaxDepth: s.cfg.MaxDepth, MaxStringBytes: s.cfg.MaxStringBytes}
 	// Only prefix-index reads the prompt's blocks; other policies skip
 	// hashing the whole prompt.
 	kopts := normalize.KeyOptions{Mode: mode, Group: group, PrefixLength: prefixLength, Blocks: s.rt().Config().Policy == "prefix-index"}
@@ -100,11 +100,14 @@ func putBodyBuffer(bp *[]byte, body []byte) {
 // Content-Encoding within the decoded-size and ratio limits, into buf's
 // capacity when it suffices.
 func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([]byte, error) {
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		// Refuse at once rather than read up to the limit first.
+		return nil, &requestError{status: http.StatusRequestEntityTooLarge, code: "body_too_large", bodyUnread: true,
+			msg: fmt.Sprintf("request body of %d bytes is larger than the limit of %d bytes", r.ContentLength, s.cfg.MaxBodyBytes)}
+	}
 	rd := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	lim := normalize.DecodeLimits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}
-	if r.ContentLength <= s.cfg.MaxBodyBytes {
-		lim.SizeHint = r.ContentLength // one exact allocation for the body
-	}
+	lim.SizeHint = r.ContentLength // one exact allocation for the body
 	body, err := normalize.DecodeBodyInto(buf, r.Header.Get("Content-Encoding"), rd, lim)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -122,7 +125,7 @@ func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([
 // decision's Done once the response body is finished.
 func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http.Header) (*http.Response, *route.Decision, error) {
 	var lastErr error
-	for attempt := 0; attempt <= s.cfg.Retries; attempt++ {
+	for attempt := 0; attempt <= *s.cfg.Retries; attempt++ {
 		start := time.Now()
 		d, err := s.rt().Pick(ctx, routeRequest(p.info))
 		s.metrics.decisionSeconds.Observe(time.Since(start).Seconds())
@@ -130,7 +133,7 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 			if lastErr != nil && errors.Is(err, errNoCandidates) {
 				return nil, nil, upstreamError(lastErr)
 			}
-			return nil, nil, pickError(err)
+			return nil, nil, s.pickError(err, p.info.Model)
 		}
 		if d.Queued > 0 {
 			s.metrics.queueSeconds.Observe(d.Queued.Seconds())
@@ -138,18 +141,20 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 		b, ok := s.pool.Get(d.Backend)
 		if !ok {
 			lastErr = fmt.Errorf("backend %s left the pool", d.Backend)
-			d.DoneWith(route.Outcome{Err: lastErr, PromptTokens: -1, CachedTokens: -1})
+			d.DoneWith(failedOutcome(lastErr))
 			continue
 		}
 		sent := time.Now()
 		resp, err := s.pool.Forward(ctx, b, http.MethodPost, path, p.body, hdr)
 		if err != nil {
-			d.DoneWith(route.Outcome{Err: err, PromptTokens: -1, CachedTokens: -1})
+			d.DoneWith(failedOutcome(err))
 			var ue *backends.UnreachableError
 			if errors.As(err, &ue) && ctx.Err() == nil {
 				// Nothing came back: eject it and try the next candidate.
 				s.pool.Eject(b)
-				s.metrics.retries.WithLabelValues(b.Name).Inc()
+				if attempt < *s.cfg.Retries {
+					s.metrics.retries.WithLabelValues(b.Name).Inc()
+				}
 				lastErr = err
 				continue
 			}
@@ -179,6 +184,12 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 // read, so that server-sent events reach the client as they arrive;
 // without, the writes go out when w's buffer fills or the handler returns.
 func copyStream(w http.ResponseWriter, body io.Reader, flush bool) error {
+	return copyStreamTail(w, body, flush, nil)
+}
+
+// copyStreamTail is copyStream that also keeps the stream's tail in tail
+// (when not nil), for the usage of its final event.
+func copyStreamTail(w http.ResponseWriter, body io.Reader, flush bool, tail *sseTail) error {
 	rc := http.NewResponseController(w)
 	bp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bp)
@@ -186,6 +197,9 @@ func copyStream(w http.ResponseWriter, body io.Reader, flush bool) error {
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
+			if tail != nil {
+				tail.add(buf[:n])
+			}
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return werr
 			}
@@ -210,6 +224,12 @@ type exchange struct {
 	resp *http.Response
 	d    *route.Decision
 	info normalize.RouteInfo
+	s    *Server
+	b    *backends.Backend // nil if it left the pool meanwhile
+	// usage is what the answer reported (usage.go); err is why relaying
+	// it failed, if it did. close hands both to the router.
+	usage backends.Usage
+	err   error
 }
 
 // open normalizes body, routes it and forwards it to path, then writes the
@@ -231,13 +251,16 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 	}
 	span.SetAttributes(attribute.String("prefixgate.backend", d.Backend), attribute.String("prefixgate.decision", d.Reason.String()))
 	setRoutingHeaders(out, d, p.info)
-	return &exchange{resp: resp, d: d, info: p.info}, nil
+	b, _ := s.pool.Get(d.Backend)
+	return &exchange{resp: resp, d: d, info: p.info, s: s, b: b, usage: backends.UnknownUsage}, nil
 }
 
-// close releases the backend's body and the in-flight slot.
+// close releases the backend's body and the in-flight slot, handing the
+// answer's outcome and usage to the router and the usage metrics.
 func (x *exchange) close() {
 	x.resp.Body.Close()
-	x.d.Done()
+	x.s.countUsage(x.d.Backend, x.usage)
+	x.d.DoneWith(route.Outcome{Err: x.err, FirstByte: true, PromptTokens: x.usage.PromptTokens, CachedTokens: x.usage.CachedTokens})
 }
 
 // record counts one answered request. x is nil when the request failed

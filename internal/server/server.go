@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +33,24 @@ type Server struct {
 	tracing tracing
 	ready   atomic.Bool
 	handler http.Handler
+
+	// readyMu serializes updateReadiness, so that the last health change
+	// decides what the health service says.
+	readyMu sync.Mutex
+	// drainMu guards drained (the backends the configuration drains) and
+	// seen (the backends that have a health series).
+	drainMu sync.Mutex
+	drained map[string]bool
+	seen    map[string]bool
+
+	// reloadMu serializes Reload; routing is the routing part of the
+	// configuration last applied, as given (before route's defaults).
+	reloadMu sync.Mutex
+	routing  route.Config
+
+	// engines is the engine label last published per backend (usage.go).
+	enginesMu sync.Mutex
+	engines   map[string]string
 	// mispredictionsBefore counts the prefix index's mispredictions of
 	// routers replaced by Reload, so the counter never goes back.
 	mispredictionsBefore atomic.Uint64
@@ -46,7 +65,8 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, metrics: newMetrics()}
+	s := &Server{cfg: cfg, log: log, metrics: newMetrics(), routing: routerConfig(cfg),
+		drained: map[string]bool{}, seen: map[string]bool{}}
 	s.metrics.registerIndex(s)
 	tr, err := newTracing(cfg.TraceEndpoint)
 	if err != nil {
@@ -71,6 +91,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.router.Store(router)
 	s.handler = s.observe(s.cors(s.authenticate(s.routes())))
 	s.ready.Store(true)
+	// Every backend has a health series from the start, not only after
+	// its first change.
+	s.followMembership(pool.Backends())
+	s.applyDrain(cfg.Drain)
+	s.updateReadiness()
 	return s, nil
 }
 
@@ -78,7 +103,7 @@ func (s *Server) members() []route.Member {
 	bs := s.pool.Backends()
 	out := make([]route.Member, 0, len(bs))
 	for _, b := range bs {
-		out = append(out, route.Member{Name: b.Name, Models: b.Models()})
+		out = append(out, route.Member{Name: b.Name, Models: b.Models(), CacheTokens: b.CacheTokens()})
 	}
 	return out
 }
@@ -99,14 +124,11 @@ func routeHealth(st backends.State) route.Health {
 // onState follows a backend's health into the router and metrics.
 func (s *Server) onState(name string, st backends.State) {
 	s.log.Info("backend state changed", "backend", name, "state", st.String())
-	v := 0.0
-	if st == backends.StateHealthy {
-		v = 1
-	}
-	s.metrics.backendHealthy.WithLabelValues(name).Set(v)
+	s.metrics.setHealthy(name, st)
 	if r := s.router.Load(); r != nil {
 		r.SetHealth(name, routeHealth(st))
 	}
+	s.updateReadiness()
 }
 
 // onMembership follows discovery (DNS, SRV, watched files) and model lists
@@ -118,7 +140,7 @@ func (s *Server) onMembership(bs []*backends.Backend) {
 	}
 	ms := make([]route.Member, 0, len(bs))
 	for _, b := range bs {
-		ms = append(ms, route.Member{Name: b.Name, Models: b.Models()})
+		ms = append(ms, route.Member{Name: b.Name, Models: b.Models(), CacheTokens: b.CacheTokens()})
 	}
 	if err := r.SetMembers(ms); err != nil {
 		s.log.Error("backend membership", "err", err)
@@ -129,6 +151,7 @@ func (s *Server) onMembership(bs []*backends.Backend) {
 			r.SetHealth(b.Name, routeHealth(st))
 		}
 	}
+	s.followMembership(bs)
 }
 
 func (s *Server) routes() http.Handler {
@@ -145,14 +168,17 @@ func (s *Server) routes() http.Handler {
 	}
 	s.health = grpchealth.NewStaticChecker(services...)
 	mux.Handle(grpchealth.NewHandler(s.health))
-	reflector := grpcreflect.NewStaticReflector(services...)
+	// The health service is listed too, as grpc-go servers list it, so that
+	// grpcurl list shows it.
+	reflector := grpcreflect.NewStaticReflector(append(services, grpchealth.HealthV1ServiceName)...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 
 	mux.Handle("/v1/chat/completions", s.handleProxy("chat_completions", normalize.ModeChat, "/v1/chat/completions"))
 	mux.Handle("/v1/completions", s.handleProxy("completions", normalize.ModeCompletion, "/v1/completions"))
 	mux.Handle("/invocations", s.handleProxy("invocations", normalize.ModeNative, "/invocations"))
-	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("/v1/explain", s.handleExplain)
+	mux.HandleFunc("/v1/models", s.handleModels)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
@@ -162,9 +188,48 @@ func (s *Server) routes() http.Handler {
 			http.Error(w, "draining", http.StatusServiceUnavailable)
 			return
 		}
+		if !s.fleetUp() {
+			http.Error(w, "no healthy backend", http.StatusServiceUnavailable)
+			return
+		}
 		w.WriteHeader(http.StatusOK)
 	})
+	// Anything else is an OpenAI-shaped 404, so that OpenAI clients with a
+	// wrong base URL get an error they can show.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &requestError{status: http.StatusNotFound, code: "unknown_url",
+			msg: fmt.Sprintf("unknown path %.200q; prefixgate serves POST /v1/chat/completions, /v1/completions, /invocations and /v1/explain, GET /v1/models", r.URL.Path)})
+	})
 	return mux
+}
+
+// fleetUp reports whether any backend is in the candidate set.
+func (s *Server) fleetUp() bool {
+	for _, b := range s.pool.Backends() {
+		if b.Healthy() {
+			return true
+		}
+	}
+	return false
+}
+
+// updateReadiness makes gRPC health follow the fleet: the whole server and
+// InferenceService are NOT_SERVING while draining or while no backend is
+// healthy; NormalizeService and AdminService need no backend and always
+// serve.
+func (s *Server) updateReadiness() {
+	if s.health == nil {
+		return // called from a pool callback before routes were built
+	}
+	s.readyMu.Lock()
+	defer s.readyMu.Unlock()
+	st := grpchealth.StatusServing
+	if !s.ready.Load() || !s.fleetUp() {
+		st = grpchealth.StatusNotServing
+	}
+	for _, name := range []string{"", prefixgatev1connect.InferenceServiceName} {
+		s.health.SetStatus(name, st)
+	}
 }
 
 // rt is the current router; Reload may swap it.
@@ -195,14 +260,17 @@ func (s *Server) Reload(next Config) error {
 	if err := next.Validate(); err != nil {
 		return err
 	}
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
 	if err := s.pool.SetBackends(next.Backends); err != nil {
 		return err
 	}
+	s.applyDrain(next.Drain)
 	members := s.members()
-	if cur, want := s.rt().Config(), routerConfig(next); cur.Policy != want.Policy || cur.LoadFactor != want.LoadFactor ||
-		cur.DefaultThreshold != want.DefaultThreshold || cur.QueueDepth != want.QueueDepth || cur.QueueWait != want.QueueWait ||
-		want.DefaultCacheTokens != 0 && cur.DefaultCacheTokens != want.DefaultCacheTokens {
-		r, err := route.New(routerConfig(next), members)
+	// Compare settings as given, not with route's defaults filled in, so
+	// that an unchanged file never swaps the router.
+	if want := routerConfig(next); want != s.routing {
+		r, err := route.New(want, members)
 		if err != nil {
 			return err
 		}
@@ -215,13 +283,17 @@ func (s *Server) Reload(next Config) error {
 			s.mispredictionsBefore.Add(st.Mispredictions)
 		}
 		s.router.Store(r)
+		s.routing = want
 		s.onMembership(s.pool.Backends())
 	} else if err := s.rt().SetMembers(members); err != nil {
 		return err
 	}
-	s.log.Info("configuration reloaded", "backends", len(next.Backends), "policy", next.Policy)
+	s.log.Info("configuration reloaded", "backends", len(next.Backends), "policy", s.rt().Config().Policy)
 	return nil
 }
+
+// Policy is the routing policy in force, defaults applied.
+func (s *Server) Policy() string { return s.rt().Config().Policy }
 
 // Handler returns the server's handler.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -257,9 +329,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	case <-ctx.Done():
 	}
 	s.ready.Store(false)
-	for _, name := range []string{"", prefixgatev1connect.InferenceServiceName} {
-		s.health.SetStatus(name, grpchealth.StatusNotServing)
-	}
+	s.updateReadiness()
 	s.log.Info("draining", "timeout", drain)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
@@ -290,6 +360,7 @@ func (s *Server) publishInFlight(ctx context.Context) {
 				s.metrics.inFlight.WithLabelValues(st.Name).Set(float64(st.InFlight))
 			}
 			for _, b := range s.pool.Backends() {
+				s.publishEngine(b)
 				l := b.Load()
 				if l.Known && l.Err == nil && time.Since(l.ScrapedAt) <= loadHintMaxAge {
 					r.SetLoadHint(b.Name, int(math.Round(l.Running+l.Waiting)))

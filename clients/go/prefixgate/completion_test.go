@@ -77,6 +77,9 @@ func TestErrorHelpers(t *testing.T) {
 	if !prefixgate.IsRetryable(connect.NewError(connect.CodeUnavailable, errors.New("x"))) {
 		t.Error("Unavailable is retryable")
 	}
+	if prefixgate.IsRetryable(connect.NewError(connect.CodeNotFound, errors.New("model not served"))) {
+		t.Error("NotFound (a model no backend serves) is not retryable")
+	}
 	if prefixgate.IsRetryable(connect.NewError(connect.CodeInvalidArgument, errors.New("x"))) || prefixgate.IsRetryable(errors.New("local")) {
 		t.Error("InvalidArgument and local errors are not retryable")
 	}

@@ -40,7 +40,7 @@ func RetryAfter(err error) (time.Duration, bool) {
 // (no healthy backend for the model right now, or the backend failed), or
 // ResourceExhausted with a Retry-After (every backend at its bound; a body
 // over the size limit is ResourceExhausted too, without Retry-After, and is
-// not retryable).
+// not retryable). NotFound, a model no backend serves, is not retryable.
 func IsRetryable(err error) bool {
 	switch connect.CodeOf(err) {
 	case connect.CodeUnavailable:

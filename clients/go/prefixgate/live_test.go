@@ -230,13 +230,14 @@ func TestLiveComplete(t *testing.T) {
 		t.Errorf("stream text %q (unary %q), usage chunk %v", text.String(), res.GetText(), usage)
 	}
 
-	// No backend serves the model: Unavailable, passed through unchanged.
+	// No backend serves the model: NotFound, passed through unchanged, and
+	// not worth retrying.
 	waitModels(ctx, t, c)
 	spec.Model = "no-such-model"
 	_, err = c.Complete(ctx, spec)
 	var ce *connect.Error
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeUnavailable || !prefixgate.IsRetryable(err) {
-		t.Errorf("unknown model: %v, want a *connect.Error with Unavailable", err)
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeNotFound || prefixgate.IsRetryable(err) {
+		t.Errorf("unknown model: %v, want a *connect.Error with NotFound, not retryable", err)
 	}
 }
 

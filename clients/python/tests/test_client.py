@@ -72,6 +72,7 @@ def test_rpc_error_retryable() -> None:
     assert not RPCError(Code.RESOURCE_EXHAUSTED, "too large").retryable
     assert RPCError(Code.UNAVAILABLE, "no backend").retryable
     assert not RPCError(Code.INVALID_ARGUMENT, "bad").retryable
+    assert not RPCError(Code.NOT_FOUND, "model not served").retryable
     assert str(RPCError(Code.UNAVAILABLE, "x")) == "unavailable: x"
 
 

@@ -103,14 +103,14 @@ def test_complete(client: Client) -> None:
     assert any(c.usage is not None for c in chunks)
 
 
-def test_unknown_model_is_unavailable(client: Client) -> None:
+def test_unknown_model_is_not_found(client: Client) -> None:
     wait_models(client)
     with pytest.raises(RPCError) as ei:
         client.complete(dataclasses.replace(COMPLETION, model="no-such-model"))
-    assert ei.value.code == Code.UNAVAILABLE and ei.value.retryable
+    assert ei.value.code == Code.NOT_FOUND and not ei.value.retryable
     with pytest.raises(RPCError) as ei:
         list(client.chat_stream(dataclasses.replace(SPEC, model="no-such-model")))
-    assert ei.value.code == Code.UNAVAILABLE
+    assert ei.value.code == Code.NOT_FOUND
 
 
 def test_invoke_native() -> None:

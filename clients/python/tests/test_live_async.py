@@ -75,7 +75,7 @@ async def test_stream_stops_early(client: AsyncClient) -> None:
     assert (await client.list_backends()).backends
 
 
-async def test_unknown_model_is_unavailable(client: AsyncClient) -> None:
+async def test_unknown_model_is_not_found(client: AsyncClient) -> None:
     for _ in range(200):
         backends = (await client.list_backends()).backends
         if backends and all(b.models for b in backends):
@@ -83,13 +83,13 @@ async def test_unknown_model_is_unavailable(client: AsyncClient) -> None:
         await asyncio.sleep(0.05)
     with pytest.raises(RPCError) as ei:
         await client.complete(dataclasses.replace(COMPLETION, model="no-such-model"))
-    assert ei.value.code == Code.UNAVAILABLE
+    assert ei.value.code == Code.NOT_FOUND and not ei.value.retryable
     with pytest.raises(RPCError) as ei:
         async for _ in client.complete_stream(
             dataclasses.replace(COMPLETION, model="no-such-model")
         ):
             pass
-    assert ei.value.code == Code.UNAVAILABLE
+    assert ei.value.code == Code.NOT_FOUND
 
 
 async def test_invoke_native(client: AsyncClient) -> None:

@@ -193,7 +193,8 @@ export function retryAfter(err: unknown): number | undefined {
 /**
  * Whether the same call may succeed later: Unavailable, or ResourceExhausted
  * with a Retry-After (a body over the size limit is ResourceExhausted
- * without one, and is not retryable).
+ * without one, and is not retryable). NotFound, a model no backend serves,
+ * is not retryable.
  */
 export function isRetryable(err: unknown): boolean {
   if (!(err instanceof ConnectError)) return false;

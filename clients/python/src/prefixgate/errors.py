@@ -49,8 +49,9 @@ class RPCError(PrefixgateError):
 
     ``code`` is the Connect code (``connectrpc.code.Code``), for example
     ``Code.INVALID_ARGUMENT`` for a rejected body, ``Code.RESOURCE_EXHAUSTED``
-    when every backend is at its bound or ``Code.UNAVAILABLE`` when no
-    healthy backend serves the model. ``retry_after`` is the wait in seconds
+    when every backend is at its bound, ``Code.UNAVAILABLE`` when no
+    healthy backend serves the model, or ``Code.NOT_FOUND`` when no backend
+    serves it at all (not retryable). ``retry_after`` is the wait in seconds
     the router asked for (its Retry-After, sent with RESOURCE_EXHAUSTED when
     every backend is at its bound), or None.
     """

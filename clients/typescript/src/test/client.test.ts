@@ -118,6 +118,7 @@ test("retryAfter and isRetryable", () => {
   assert.ok(!isRetryable(tooLarge));
   assert.ok(isRetryable(new ConnectError("x", Code.Unavailable)));
   assert.ok(!isRetryable(new ConnectError("x", Code.InvalidArgument)));
+  assert.ok(!isRetryable(new ConnectError("model not served", Code.NotFound)));
   assert.ok(!isRetryable(new Error("local")));
 });
 

@@ -127,17 +127,17 @@ test("complete and completeStream: the router's key is the SDK's", { skip }, asy
   assert.ok(usage);
 });
 
-test("a model no backend serves is Unavailable", { skip }, async () => {
+test("a model no backend serves is NotFound, not retryable", { skip }, async () => {
   const c = new PrefixgateClient(URL_);
   await waitModels(c);
   await assert.rejects(c.complete({ ...COMPLETION, model: "no-such-model" }), (e: unknown) => {
-    return e instanceof ConnectError && e.code === Code.Unavailable && isRetryable(e);
+    return e instanceof ConnectError && e.code === Code.NotFound && !isRetryable(e);
   });
   await assert.rejects(
     (async () => {
       for await (const _ of c.chatStream({ ...SPEC, model: "no-such-model" })) void _;
     })(),
-    (e: unknown) => ConnectError.from(e).code === Code.Unavailable,
+    (e: unknown) => ConnectError.from(e).code === Code.NotFound,
   );
 });
 

@@ -1,0 +1,133 @@
+package backends
+
+import (
+	"bytes"
+
+	"github.com/tidwall/gjson"
+)
+
+// Usage is one response's prompt-token accounting as its engine reported
+// it; -1 in a field means the response did not say.
+type Usage struct {
+	// PromptTokens is usage.prompt_tokens (meta_info.prompt_tokens in
+	// SGLang's native answers).
+	PromptTokens int
+	// CachedTokens is how many of them the engine's prefix cache held:
+	// usage.prompt_tokens_details.cached_tokens (vLLM with
+	// --enable-prompt-tokens-details, llama.cpp always, SGLang with
+	// --enable-cache-report) or SGLang's meta_info.cached_tokens.
+	CachedTokens int
+}
+
+// UnknownUsage is a response that reported nothing.
+var UnknownUsage = Usage{PromptTokens: -1, CachedTokens: -1}
+
+// ParseUsage reads the usage of one OpenAI response body or stream chunk.
+// Only the usage (or SGLang's meta_info) object is looked at; gjson skips
+// the rest without building anything. missingIsZero says that a usage
+// without prompt_tokens_details means no cached tokens rather than "not
+// reported": SGLang with --enable-cache-report leaves the details out when
+// nothing was cached (python/sglang/srt/entrypoints/openai/usage_processor.py).
+func ParseUsage(raw []byte, missingIsZero bool) Usage {
+	u, _ := parseUsage(raw, missingIsZero)
+	return u
+}
+
+// parseUsage is ParseUsage that also says whether the answer stated
+// usage.prompt_tokens_details.cached_tokens.
+func parseUsage(raw []byte, missingIsZero bool) (u Usage, stated bool) {
+	u = UnknownUsage
+	obj := gjson.GetBytes(raw, "usage")
+	if !obj.IsObject() {
+		obj = gjson.GetBytes(raw, "meta_info") // SGLang's native /generate answer
+		if !obj.IsObject() {
+			return u, false
+		}
+		missingIsZero = false // meta_info states cached_tokens whenever it knows
+	}
+	r := gjson.GetMany(obj.Raw, "prompt_tokens", "prompt_tokens_details.cached_tokens", "cached_tokens", "prompt_tokens_details")
+	if n, ok := count(r[0]); ok {
+		u.PromptTokens = n
+	}
+	switch n, ok := count(r[1]); {
+	case ok:
+		u.CachedTokens, stated = n, true
+	case r[2].Exists():
+		if n, ok := count(r[2]); ok {
+			u.CachedTokens = n
+		}
+	case missingIsZero && u.PromptTokens >= 0 && (!r[3].Exists() || r[3].Type == gjson.Null):
+		u.CachedTokens = 0
+	}
+	if u.CachedTokens > u.PromptTokens && u.PromptTokens >= 0 {
+		// A cache cannot hold more of the prompt than the prompt: the
+		// figure is wrong, and a wrong hit rate is worse than none.
+		u.CachedTokens = -1
+	}
+	return u, stated
+}
+
+// count reads a non-negative integer token count.
+func count(r gjson.Result) (int, bool) {
+	if r.Type != gjson.Number {
+		return 0, false
+	}
+	n := r.Int()
+	if n < 0 || n > 1<<40 || float64(n) != r.Num {
+		return 0, false
+	}
+	return int(n), true
+}
+
+// ParseUsage reads a response's usage the way b's engine writes it. vLLM
+// (--enable-prompt-tokens-details) and SGLang (--enable-cache-report) both
+// leave prompt_tokens_details out when nothing was cached
+// (vllm/entrypoints/openai/serving_chat.py, serving_completion.py;
+// SGLang's usage_processor.py), and out altogether when the switch is off.
+// So a backend that has stated cached_tokens once, or an SGLang whose
+// server info shows the switch on, reports a missing figure as 0; before
+// that it is "not reported". (An engine restarted with the switch off
+// would then count as 0 cached until its backend is replaced.)
+func (b *Backend) ParseUsage(raw []byte) Usage {
+	u, stated := parseUsage(raw, b.reportsCached.Load() || (b.Engine() == EngineSGLang && b.cacheReport.Load()))
+	if stated && !b.reportsCached.Load() {
+		b.reportsCached.Store(true)
+	}
+	return u
+}
+
+// StreamUsage finds the usage in the tail of a server-sent event stream:
+// the last event that carries one (with stream_options.include_usage
+// every engine sends it in the final chunk before [DONE]). tail may start
+// mid-event; whole says it is the whole stream, so its first line is
+// whole too. At most the last 8 events are looked at.
+func (b *Backend) StreamUsage(tail []byte, whole bool) Usage {
+	if !whole {
+		nl := bytes.IndexByte(tail, '\n')
+		if nl < 0 {
+			return UnknownUsage
+		}
+		tail = tail[nl+1:]
+	}
+	for events := 0; len(tail) > 0 && events < 8; {
+		line := tail
+		if i := bytes.LastIndexByte(bytes.TrimRight(tail, "\r\n"), '\n'); i >= 0 {
+			line, tail = tail[i+1:], tail[:i]
+		} else {
+			tail = nil
+		}
+		data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:"))
+		if !ok {
+			continue
+		}
+		events++
+		data = bytes.TrimSpace(data)
+		if !bytes.Contains(data, []byte(`"usage"`)) && !bytes.Contains(data, []byte(`"meta_info"`)) {
+			continue
+		}
+		if u := b.ParseUsage(data); u.PromptTokens >= 0 || u.CachedTokens >= 0 {
+			return u
+		}
+	}
+	return UnknownUsage
+}

@@ -1,0 +1,118 @@
+package backends_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/prefixgate/prefixgate/backends"
+)
+
+// engineBackend is a pool backend of the given engine whose info endpoint
+// (SGLang's) has been read once.
+func engineBackend(t *testing.T, prefix string, eng *fakeEngine) *backends.Backend {
+	t.Helper()
+	srv := eng.start(t)
+	p, err := backends.NewPool([]string{prefix + srv.URL}, backends.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ScrapeAll(context.Background())
+	return p.Backends()[0]
+}
+
+// TestUsageShapes reads each engine's answer shapes, unary and streamed,
+// from hand-written fixtures in the shape of the engines' sources.
+func TestUsageShapes(t *testing.T) {
+	info := fixture(t, "sglang_server_info.json")
+	noReport := strings.Replace(info, `"enable_cache_report":true`, `"enable_cache_report":false`, 1)
+	if noReport == info {
+		t.Fatal("fixture lost enable_cache_report")
+	}
+	vllm := engineBackend(t, "vllm+", &fakeEngine{})
+	vllmFresh := engineBackend(t, "vllm+", &fakeEngine{})
+	llama := engineBackend(t, "", &fakeEngine{props: fixture(t, "llamacpp_props.json")})
+	sgl := engineBackend(t, "", &fakeEngine{serverInfo: info})
+	sglNoReport := engineBackend(t, "sglang+", &fakeEngine{serverInfo: noReport})
+	if llama.Engine() != backends.EngineLlamaCpp || sgl.Engine() != backends.EngineSGLang {
+		t.Fatalf("detection: %v %v", llama.Engine(), sgl.Engine())
+	}
+	hit := backends.Usage{PromptTokens: 812, CachedTokens: 768}
+	for _, tc := range []struct {
+		name    string
+		b       *backends.Backend
+		fixture string
+		want    backends.Usage
+	}{
+		{"vllm without --enable-prompt-tokens-details", vllmFresh, "vllm_chat_no_details.json", backends.Usage{PromptTokens: 812, CachedTokens: -1}},
+		{"vllm chat", vllm, "vllm_chat.json", hit},
+		// Once the backend has stated cached_tokens, a missing figure is
+		// vLLM leaving out a zero.
+		{"vllm nothing cached after a stated figure", vllm, "vllm_chat_no_details.json", backends.Usage{PromptTokens: 812, CachedTokens: 0}},
+		{"vllm stream", vllm, "vllm_stream.sse", hit},
+		{"sglang chat", sgl, "sglang_chat.json", hit},
+		{"sglang nothing cached, --enable-cache-report", sgl, "sglang_chat_nothing_cached.json", backends.Usage{PromptTokens: 812, CachedTokens: 0}},
+		{"sglang nothing cached, no cache report", sglNoReport, "sglang_chat_nothing_cached.json", backends.Usage{PromptTokens: 812, CachedTokens: -1}},
+		{"sglang native generate", sglNoReport, "sglang_generate.json", hit},
+		{"sglang stream", sgl, "sglang_stream.sse", hit},
+		{"llamacpp chat", llama, "llamacpp_chat.json", hit},
+		{"llamacpp stream", llama, "llamacpp_stream.sse", hit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := []byte(fixture(t, tc.fixture))
+			var got backends.Usage
+			if strings.HasSuffix(tc.fixture, ".sse") {
+				got = tc.b.StreamUsage(raw, true)
+				// The tail a relay keeps starts mid-event: the cut first
+				// line is skipped, the usage chunk still found.
+				if cut := tc.b.StreamUsage(raw[len(raw)/3:], false); cut != tc.want {
+					t.Errorf("from a tail: %+v, want %+v", cut, tc.want)
+				}
+			} else {
+				got = tc.b.ParseUsage(raw)
+			}
+			if got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestParseUsageBadFigures: figures that cannot be token counts are
+// "not reported", never repaired.
+func TestParseUsageBadFigures(t *testing.T) {
+	unknownCached := func(p int) backends.Usage { return backends.Usage{PromptTokens: p, CachedTokens: -1} }
+	for _, tc := range []struct {
+		body string
+		want backends.Usage
+	}{
+		{``, backends.UnknownUsage},
+		{`not json`, backends.UnknownUsage},
+		{`{"usage":null}`, backends.UnknownUsage},
+		{`{"usage":"12"}`, backends.UnknownUsage},
+		{`{"usage":{"prompt_tokens":10,"prompt_tokens_details":{"cached_tokens":11}}}`, unknownCached(10)},
+		{`{"usage":{"prompt_tokens":-5,"prompt_tokens_details":{"cached_tokens":1}}}`, backends.Usage{PromptTokens: -1, CachedTokens: 1}},
+		{`{"usage":{"prompt_tokens":1.5,"prompt_tokens_details":{"cached_tokens":"1"}}}`, backends.UnknownUsage},
+		{`{"usage":{"prompt_tokens":1e300}}`, backends.UnknownUsage},
+		{`{"usage":{"prompt_tokens":7},"meta_info":{"cached_tokens":7}}`, unknownCached(7)},
+	} {
+		if got := backends.ParseUsage([]byte(tc.body), false); got != tc.want {
+			t.Errorf("ParseUsage(%q) = %+v, want %+v", tc.body, got, tc.want)
+		}
+	}
+	if got := backends.ParseUsage([]byte(`{"usage":{"prompt_tokens":9}}`), true); got != (backends.Usage{PromptTokens: 9, CachedTokens: 0}) {
+		t.Errorf("missing details with missingIsZero: %+v", got)
+	}
+}
+
+func FuzzStreamUsage(f *testing.F) {
+	f.Add([]byte("data: {\"usage\":{\"prompt_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":2}}}\n\ndata: [DONE]\n\n"), true)
+	f.Add([]byte("\n\n\ndata:\ndata: {\"meta_info\":{}}"), false)
+	b := &backends.Backend{}
+	f.Fuzz(func(t *testing.T, tail []byte, whole bool) {
+		u := b.StreamUsage(tail, whole)
+		if u.CachedTokens > u.PromptTokens && u.PromptTokens >= 0 {
+			t.Fatalf("cached %d > prompt %d", u.CachedTokens, u.PromptTokens)
+		}
+	})
+}

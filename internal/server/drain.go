@@ -1,0 +1,132 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/prefixgate/prefixgate/backends"
+)
+
+// Draining a backend takes it out of the candidate set without touching
+// what it is serving: no new requests reach it, those in flight finish, and
+// it keeps its ring positions, so its keys come home when it is undrained.
+// An operator drains through the configuration (drain, applied at start and
+// on every reload) or through the admin listener (AdminHandler); the admin
+// drain lasts until an admin undrain or a configuration that lists the
+// backend and then stops listing it.
+
+// applyDrain makes names the configuration's drained set: backends newly
+// listed are drained, backends no longer listed are undrained. A name not
+// in the pool yet is drained when discovery brings it (followMembership).
+func (s *Server) applyDrain(names []string) {
+	s.drainMu.Lock()
+	defer s.drainMu.Unlock()
+	next := make(map[string]bool, len(names))
+	for _, name := range names {
+		next[name] = true
+		if s.drained[name] {
+			continue
+		}
+		if s.pool.Drain(name) {
+			s.log.Info("backend drained by configuration", "backend", name)
+		} else {
+			s.log.Warn("drain: no such backend yet; it is drained when it appears", "backend", name)
+		}
+	}
+	for name := range s.drained {
+		if !next[name] && s.pool.Undrain(name) {
+			s.log.Info("backend undrained by configuration", "backend", name)
+		}
+	}
+	s.drained = next
+}
+
+// followMembership keeps per-backend state in step with the pool's list:
+// every backend has a health series from the moment it appears and none
+// after it leaves, and a backend the configuration drains is drained when
+// it first appears.
+func (s *Server) followMembership(bs []*backends.Backend) {
+	s.drainMu.Lock()
+	defer s.drainMu.Unlock()
+	now := make(map[string]bool, len(bs))
+	for _, b := range bs {
+		now[b.Name] = true
+		if s.seen[b.Name] {
+			continue
+		}
+		if s.drained[b.Name] {
+			s.pool.Drain(b.Name)
+		}
+		s.metrics.setHealthy(b.Name, b.State())
+	}
+	for name := range s.seen {
+		if !now[name] {
+			s.metrics.backendHealthy.DeleteLabelValues(name)
+		}
+	}
+	s.seen = now
+	s.updateReadiness()
+}
+
+// AdminHandler serves the operator's endpoints, meant for a listener of
+// their own (serve's admin.listen), never the public one:
+//
+//	GET  /admin/backends                 every backend: name, address, state, in flight
+//	POST /admin/backends/{name}/drain    no new requests; those in flight finish
+//	POST /admin/backends/{name}/undrain  back to the state its probes say
+//
+// Each answers JSON; an unknown backend is 404.
+func (s *Server) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /admin/backends", func(w http.ResponseWriter, r *http.Request) {
+		out := []adminBackend{}
+		for _, b := range s.pool.Backends() {
+			out = append(out, adminBackendOf(b))
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"backends": out})
+	})
+	set := func(drain bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			name := r.PathValue("name")
+			ok := false
+			if drain {
+				ok = s.pool.Drain(name)
+			} else {
+				ok = s.pool.Undrain(name)
+			}
+			if !ok {
+				writeError(w, &requestError{status: http.StatusNotFound, code: "unknown_backend",
+					msg: fmt.Sprintf("no backend named %.200q; GET /admin/backends lists them", name)})
+				return
+			}
+			s.log.Info("backend drain set by admin", "backend", name, "drain", drain)
+			b, _ := s.pool.Get(name)
+			writeJSON(w, http.StatusOK, adminBackendOf(b))
+		}
+	}
+	mux.HandleFunc("POST /admin/backends/{name}/drain", set(true))
+	mux.HandleFunc("POST /admin/backends/{name}/undrain", set(false))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &requestError{status: http.StatusNotFound, code: "unknown_url",
+			msg: fmt.Sprintf("unknown admin path %s %.200q; see GET /admin/backends", r.Method, r.URL.Path)})
+	})
+	return mux
+}
+
+// adminBackend is one backend as the admin endpoints show it.
+type adminBackend struct {
+	Name     string   `json:"name"`
+	Address  string   `json:"address"`
+	State    string   `json:"state"`
+	InFlight int64    `json:"in_flight"`
+	Models   []string `json:"models"`
+}
+
+func adminBackendOf(b *backends.Backend) adminBackend {
+	models := slices.Clone(b.Models())
+	if models == nil {
+		models = []string{}
+	}
+	return adminBackend{Name: b.Name, Address: b.URL.String(), State: b.State().String(), InFlight: b.InFlight(), Models: models}
+}

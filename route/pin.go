@@ -1,0 +1,56 @@
+package route
+
+import "strings"
+
+// PickMember charges the named member for a request, bypassing the policy:
+// for a caller that must place a request on one given backend — the
+// endpoint a gateway reports it actually used, or a member of a subset the
+// gateway allows. With bounded it fails with a *SaturatedError (QueueFull)
+// when the member is at its bound (the bounded-load limit or its
+// threshold); without, only health and model are checked, since the request
+// is already there. An unknown, unhealthy or non-serving member is
+// ErrNoCandidates. The Decision's Reason is ReasonAffinity when the member
+// is the key's home, else ReasonSpill with Distance 0.
+func (r *Router) PickMember(name string, req Request, bounded bool) (Decision, error) {
+	s := r.snap.Load()
+	idx, ok := s.byName[name]
+	n := s.candidates(req.Model)
+	if !ok || n == 0 {
+		return Decision{}, ErrNoCandidates
+	}
+	e := pickEnv{r: r, s: s, n: n}
+	if !e.candidate(idx, req.Model) {
+		return Decision{}, ErrNoCandidates
+	}
+	total := r.total.Add(1)
+	e.bound = r.bound(total+r.hints.Load(), n)
+	lim := int64(-1)
+	if bounded {
+		lim = e.limit(idx, true)
+	}
+	load, ok := e.take(idx, lim, "member")
+	if !ok {
+		r.total.Add(-1)
+		return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), QueueFull: true, Candidates: 1, Model: strings.Clone(req.Model)}
+	}
+	m := &s.members[idx]
+	slot := slots.Get().(*releaseSlot)
+	slot.st, slot.r = m.st, r
+	d := Decision{Backend: m.name, Reason: ReasonSpill, Load: int(load), rel: release{slot: slot, gen: slot.state.Load() >> flagBits}}
+	if p, ok := r.policy.(*prefixIndexPolicy); ok && len(req.Blocks) > 0 {
+		// The member gets the prompt whatever chose it: index it there.
+		p.ix.learn(m.st.id, req.Blocks)
+	}
+	if bounded {
+		d.Bound = int(lim)
+	}
+	if len(s.ring.vn) > 0 {
+		if _, home := e.firstCandidate(s.ring.search(req.Key), req.Model); home >= 0 {
+			d.Home = s.members[home].name
+		}
+	}
+	if d.Home == d.Backend {
+		d.Reason = ReasonAffinity
+	}
+	return d, nil
+}
