@@ -24,6 +24,11 @@ func init() {
 // synthetic workloads and recovers most of the trace (docs/routing.md).
 const missWeight = 8
 
+// marginRequests is how many requests' DecodeWeight a warm candidate's
+// cost may exceed the cheapest's and still be chosen for its ring order:
+// room for routers whose load views differ by a few requests to agree.
+const marginRequests = 4
+
 // warmBlocks is how many blocks a candidate must match beyond what every
 // candidate matches for the request to count as warm: below it the prefix
 // is cold and the ring places it.
@@ -68,9 +73,10 @@ func (p *prefixIndexPolicy) dropMember(id int32) {
 
 // scratch of one pick, kept in the index (guarded by its mutex).
 type pickScratch struct {
-	cand  []uint64 // candidate ids
-	order []int32  // candidate member indices in ring order from home
-	seen  []uint64 // member indices met on the ring walk
+	cand   []uint64 // candidate ids
+	order  []int32  // candidate member indices in ring order from home
+	orderW []int32  // the same from the first block past the best match
+	seen   []uint64 // member indices met on the ring walk
 }
 
 func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
@@ -122,26 +128,51 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 		return p.charge(e, req, res, tokens)
 	}
 
-	// Warm: the cheapest candidate below its bound. A failed take means a
-	// concurrent pick charged that member first; look again with fresh loads.
+	// Warm: the cheapest candidate below its bound, or, among those whose
+	// cost is within marginRequests requests' decode weight of it, the first in ring order from
+	// the first sampled block past the best match: that block is the same
+	// for every router, so routers that know the same prefix holders send
+	// the request to the same one (turn 2 of a chat through another router
+	// than turn 1 follows turn 1). A failed take means a concurrent pick
+	// charged that member first; look again with fresh loads.
+	keyW := req.Key
+	if k := heldSamples(best, nb); k < samples(nb) {
+		keyW = req.Blocks[samplePos(k, nb)]
+	}
+	orderW := p.ringOrderInto(&sc.orderW, e, req.Model, keyW, false)
+	margin := p.decode * marginRequests
 	for attempt := 0; attempt <= len(order)+4; attempt++ {
-		bi := int32(-1)
-		var bestCost int64
-		for _, i := range order {
+		var minCost int64 = -1
+		for _, i := range orderW {
 			m := &e.s.members[i]
 			if m.st.load()+1 > e.limit(i, true) {
 				continue
 			}
 			c := p.cost(m.st, req.PromptTokens, tokens(int(ix.matched[m.st.id])))
-			if bi < 0 || c < bestCost {
-				bi, bestCost = i, c
+			if minCost < 0 || c < minCost {
+				minCost = c
 			}
 		}
-		if bi < 0 {
+		if minCost < 0 {
 			if e.ex != nil {
 				p.explainCosts(e, req, order, result{status: saturated}, "")
 			}
 			return result{status: saturated, home: home}
+		}
+		bi := int32(-1)
+		var bestCost int64
+		for _, i := range orderW {
+			m := &e.s.members[i]
+			if m.st.load()+1 > e.limit(i, true) {
+				continue
+			}
+			if c := p.cost(m.st, req.PromptTokens, tokens(int(ix.matched[m.st.id]))); c <= minCost+margin {
+				bi, bestCost = i, c
+				break
+			}
+		}
+		if bi < 0 {
+			continue // loads moved between the two passes
 		}
 		lim := e.limit(bi, true)
 		l, ok := e.take(bi, lim, "prefix-index")
@@ -192,30 +223,37 @@ func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens 
 // order ties are broken in. The ring walk visits vnodes until every
 // candidate has been met once.
 func (p *prefixIndexPolicy) ringOrder(e *pickEnv, req *Request) []int32 {
+	return p.ringOrderInto(&p.ix.scratch.order, e, req.Model, req.Key, true)
+}
+
+// ringOrderInto lists into *dst the candidates for model in ring order from
+// key; explain records the non-candidates met (once per pick).
+func (p *prefixIndexPolicy) ringOrderInto(dst *[]int32, e *pickEnv, model string, key uint64, explain bool) []int32 {
 	sc := &p.ix.scratch
-	sc.order = sc.order[:0]
+	order := (*dst)[:0]
 	words := (len(e.s.members) + 63) / 64
 	sc.seen = zeroed(sc.seen, words)
 	seen := bitset(sc.seen)
 	rg := e.s.ring
 	n := len(rg.vn)
 	want := e.n
-	j := rg.search(req.Key)
-	for step := 0; step < n && len(sc.order) < want; step++ {
+	j := rg.search(key)
+	for step := 0; step < n && len(order) < want; step++ {
 		o := int32(rg.vn[j].owner)
 		if !seen.has(o) {
 			seen.set(o)
-			if e.candidate(o, req.Model) {
-				sc.order = append(sc.order, o)
-			} else if e.ex != nil {
-				e.ex.skipNot(e.s.members[o].name, "walk", e.notCandidate(o, req.Model))
+			if e.candidate(o, model) {
+				order = append(order, o)
+			} else if explain && e.ex != nil {
+				e.ex.skipNot(e.s.members[o].name, "walk", e.notCandidate(o, model))
 			}
 		}
 		if j++; j == n {
 			j = 0
 		}
 	}
-	return sc.order
+	*dst = order
+	return order
 }
 
 // zeroed returns b resized to n words, all zero, reusing its array.
@@ -256,8 +294,8 @@ func (p *prefixIndexPolicy) explainCosts(e *pickEnv, req *Request, order []int32
 			c.Why = fmt.Sprintf("at bound %d/%d", c.Load, c.Bound)
 		case cold != "":
 			c.Why = cold
-		case winCost >= 0 && int64(c.Cost) == winCost:
-			c.Why = "same cost as " + winName + ", which comes first in ring order"
+		case winCost >= 0 && int64(c.Cost) <= winCost+p.decode*marginRequests:
+			c.Why = "within the cost margin of " + winName + ", which comes first in ring order from the first block past the match"
 		case winCost >= 0:
 			c.Why = "costs " + strconv.Itoa(c.Cost) + " tokens of work against " + strconv.FormatInt(winCost, 10) + " on " + winName
 		}
