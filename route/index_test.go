@@ -411,18 +411,44 @@ func TestPrefixIndexManyMembers(t *testing.T) {
 	r := indexRouter(t, Config{VirtualNodes: 16, Slack: 1000, DefaultThreshold: 1024}, fleet(130))
 	docs := map[string][]uint64{}
 	for i := range 400 {
-		doc := chain(uint64(i), 6)
-		d, err := r.TryPick(Request{Key: splitmix(uint64(i)), Blocks: doc, PromptTokens: 96})
+		doc := chain(uint64(i), 40)
+		d, err := r.TryPick(Request{Key: splitmix(uint64(i)), Blocks: doc, PromptTokens: 640})
 		if err != nil {
 			t.Fatal(err)
 		}
 		d.Done()
 		docs[fmt.Sprint(i)] = doc
-		d2, _ := r.TryPick(Request{Key: 1, Blocks: extend(doc, 1, 1), PromptTokens: 112})
+		d2, _ := r.TryPick(Request{Key: 1, Blocks: extend(doc, 1, 1), PromptTokens: 656})
 		if d2.Backend != d.Backend {
 			t.Fatalf("doc %d: went to %s, then its follow-up to %s", i, d.Backend, d2.Backend)
 		}
 		d2.Done()
 	}
 	checkIndex(t, idxOf(r))
+}
+
+// TestPrefixIndexShortSharedPrefix: a prefix shorter than warmTokens that
+// some members hold does not decide placement; the ring key past it does,
+// so two routers that learned different holders agree.
+func TestPrefixIndexShortSharedPrefix(t *testing.T) {
+	a := indexRouter(t, Config{VirtualNodes: 64}, fleet(5))
+	b := indexRouter(t, Config{VirtualNodes: 64}, fleet(5))
+	sys := chain(42, 8) // 128 tokens, under warmTokens
+	// a learns the system prompt on one member, b on all.
+	d, _ := a.TryPick(Request{Key: 1, Blocks: sys, PromptTokens: 128})
+	d.Done()
+	for i := range 5 {
+		d, _ := b.PickMember(fmt.Sprintf("vllm-%d", i), Request{Key: 1, Blocks: sys, PromptTokens: 128}, false)
+		d.Done()
+	}
+	for i := range 50 {
+		req := Request{Key: 1, Blocks: extend(sys, uint64(i), 12), PromptTokens: 320}
+		da, _ := a.TryPick(req)
+		db, _ := b.TryPick(req)
+		if da.Backend != db.Backend {
+			t.Fatalf("conversation %d: router a chose %s, router b %s", i, da.Backend, db.Backend)
+		}
+		da.Done()
+		db.Done()
+	}
 }

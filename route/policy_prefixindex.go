@@ -29,10 +29,18 @@ const missWeight = 8
 // room for routers whose load views differ by a few requests to agree.
 const marginRequests = 4
 
-// warmBlocks is how many blocks a candidate must match beyond what every
-// candidate matches for the request to count as warm: below it the prefix
-// is cold and the ring places it.
-const warmBlocks = 1
+// A prompt is warm when some candidate holds at least warmBlocks blocks
+// and warmTokens tokens more of it than every candidate does; else it is
+// cold and the ring places it. The token floor keeps short shared prefixes
+// (a chat's system prompt) from deciding placement: each router knows only
+// the holders it sent them to, so routers that pick among those holders
+// disagree, while the ring key past the prefix is the same for all. 160 was
+// chosen on sharegpt (docs/routing.md): 4 routers lost 23 points of hit rate
+// to one router with no floor, 1.2 with it.
+const (
+	warmBlocks = 1
+	warmTokens = 160
+)
 
 // prefixIndexPolicy routes by predicted work. It remembers, per member, the
 // prompt blocks it sent there (prefixIndex, bounded by each member's KV
@@ -44,13 +52,13 @@ const warmBlocks = 1
 // DecodeWeight per request it holds). The cheapest candidate below its
 // bound wins; ties go to the first in ring order from the key's home.
 //
-// A cold prefix, one that no candidate holds further than all of them do,
-// is placed by the ring as prefix-aware places it (home, spill chain, walk,
-// all under the bound), so independent routers send a new prefix to the
-// same member and their indexes agree. When every candidate holds the start
-// of the prompt (a shared system prompt), the ring key is the first block
-// past that common part instead of Key, which would send every request
-// behind the shared prompt to one home.
+// A cold prefix, one that no candidate holds warmTokens further than all
+// of them do, is placed by the ring as prefix-aware places it (home, spill
+// chain, walk, all under the bound), so independent routers send a new prefix to the
+// same member and their indexes agree. When candidates hold the start of
+// the prompt (a shared system prompt), the ring key is the first block past
+// it instead of Key, which would send every request behind the shared
+// prompt to one home.
 type prefixIndexPolicy struct {
 	ix     *prefixIndex
 	ring   prefixAware
@@ -110,12 +118,13 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 	nb := len(req.Blocks)
 	tokens := func(blocks int) int64 { return int64(blocks) * int64(req.PromptTokens) / int64(nb) }
 
-	if best-common < warmBlocks {
+	if best-common < warmBlocks || tokens(best-common) < warmTokens {
 		key := req.Key
-		if k := heldSamples(common, nb); common > 0 && k < samples(nb) {
-			// Every candidate holds the start (a shared system prompt):
-			// place by the first sampled block past it, where prompts
-			// behind that shared start differ.
+		if k := heldSamples(best, nb); best > 0 && k < samples(nb) {
+			// The start is held everywhere, or is too short to matter (a
+			// shared system prompt): place by the first sampled block past
+			// it, where prompts behind that shared start differ and which
+			// every router computes alike.
 			key = req.Blocks[samplePos(k, nb)]
 		}
 		res := p.ring.pickKey(e, req, key)
