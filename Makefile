@@ -40,6 +40,17 @@ $(NODE_DEPS): clients/typescript/package.json clients/typescript/package-lock.js
 	cd clients/typescript && npm ci --no-audit --no-fund
 	touch $@
 
+# Microsoft's SARIF Multitool, pinned in tools/sarif, which the lint tests
+# validate SARIF with; with PREFIXGATE_REQUIRE_TOOLS set they fail instead
+# of skipping when it is missing.
+SARIF_DEPS := tools/sarif/node_modules/.installed
+tools: $(SARIF_DEPS)
+test-go: $(SARIF_DEPS)
+test-go: export PREFIXGATE_REQUIRE_TOOLS := 1
+$(SARIF_DEPS): tools/sarif/package.json tools/sarif/package-lock.json
+	cd tools/sarif && npm ci --no-audit --no-fund
+	touch $@
+
 $(PYVENV)/.installed: clients/python/pyproject.toml clients/python/requirements-dev.lock
 	python3 -m venv $(PYVENV)
 	$(PY) -m pip install --quiet -c clients/python/requirements-dev.lock -e 'clients/python[dev]'

@@ -46,6 +46,7 @@ const (
 	CodeControlCharacter = "control-character"
 	CodeInvalidEscape    = "invalid-escape"
 	CodeLoneSurrogate    = "lone-surrogate"
+	CodeNoncharacter     = "noncharacter"
 	CodeInvalidNumber    = "invalid-number"
 	CodeLeadingZero      = "leading-zero"
 	CodeNumberRange      = "number-range"

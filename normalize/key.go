@@ -343,7 +343,9 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 	case ModeCompletion:
 		f = append(f, promptText...)
 	default:
-		f = append(f, b[:min(len(b), spillCap(n)+1)]...)
+		if f, err = appendNativeText(f, b, spillCap(n)+1); err != nil {
+			return RouteInfo{}, err
+		}
 	}
 	ks.frame = f
 	if opts.Group != "" {

@@ -83,10 +83,15 @@ func TestKeyLayout(t *testing.T) {
 	if want := frame(2, "", "m", "hello"); ri.Key != want {
 		t.Errorf("completion string key %s, want %s", ri.KeyHex(), FormatKey(want))
 	}
-	canon := `{"inputs":"hi","parameters":{"a":1}}`
-	ri = mustKey(t, []byte(canon), KeyOptions{})
-	if want := frame(3, "", "", canon); ri.Key != want || ri.Mode != ModeNative {
+	// Native: the canonical body with its routing members only; a native
+	// body's parameters are generation parameters.
+	ri = mustKey(t, []byte(`{"inputs":"hi","parameters":{"a":1}}`), KeyOptions{})
+	if want := frame(3, "", "", `{"inputs":"hi"}`); ri.Key != want || ri.Mode != ModeNative {
 		t.Errorf("native key %s, want %s", ri.KeyHex(), FormatKey(want))
+	}
+	ri = mustKey(t, []byte(`[1,{"b":2}]`), KeyOptions{Mode: ModeNative})
+	if want := frame(3, "", "", `[1,{"b":2}]`); ri.Key != want {
+		t.Errorf("native array key %s, want %s", ri.KeyHex(), FormatKey(want))
 	}
 	if got := FormatKey(0xab); got != "00000000000000ab" {
 		t.Errorf("FormatKey = %s", got)

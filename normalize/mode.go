@@ -16,7 +16,8 @@ const (
 	ModeChat
 	// ModeCompletion is an OpenAI completions body.
 	ModeCompletion
-	// ModeNative is a native {inputs, parameters} body, keyed on its bytes.
+	// ModeNative is a native {inputs, parameters} body, keyed on the bytes
+	// of its routing members (docs/normalize.md).
 	ModeNative
 )
 

@@ -1,7 +1,9 @@
 package normalize
 
 import (
+	"cmp"
 	"encoding/binary"
+	"slices"
 	"strconv"
 	"sync"
 	"unicode/utf8"
@@ -79,9 +81,20 @@ type parser struct {
 	digits  []byte
 	order   []int32
 	ranks   []int32
+	// comparisons counts member-name comparisons since the last reset.
+	comparisons int
+	// cmpMembers is compareMembers bound once, so sorting allocates no
+	// method value per object.
+	cmpMembers func(a, b int32) int
 }
 
-var parserPool = sync.Pool{New: func() any { return new(parser) }}
+var parserPool = sync.Pool{New: func() any { return newParser() }}
+
+func newParser() *parser {
+	p := new(parser)
+	p.cmpMembers = p.compareMembers
+	return p
+}
 
 func getParser() *parser { return parserPool.Get().(*parser) }
 
@@ -101,6 +114,7 @@ func (p *parser) reset(src []byte, opt Options) {
 	p.members = p.members[:0]
 	p.mstack = p.mstack[:0]
 	p.keybuf = p.keybuf[:0]
+	p.comparisons = 0
 }
 
 // Validate reports whether src is a single valid I-JSON value within the
@@ -329,67 +343,27 @@ func (p *parser) key(k int32) []byte {
 	return p.src[n.start:n.end]
 }
 
-// keyLess orders keys by UTF-16 code units, ties by position, so the
-// order is total and duplicates end up adjacent in source order.
-func (p *parser) keyLess(a, b int32) bool {
-	c := compareUTF16(p.key(a), p.key(b))
-	if c != 0 {
-		return c < 0
+// compareMembers orders keys by UTF-16 code units, ties by position, so
+// the order is total and duplicates end up adjacent in source order. It
+// counts its calls so that tests can show no member order is slow.
+func (p *parser) compareMembers(a, b int32) int {
+	p.comparisons++
+	if c := compareUTF16(p.key(a), p.key(b)); c != 0 {
+		return c
 	}
-	return a < b
+	return cmp.Compare(a, b)
 }
 
+// sortMembers sorts an object's member keys. Member names come from the
+// request, so the order they arrive in is attacker-chosen: the sort must be
+// O(n log n) for every order, which pattern-defeating quicksort (with its
+// heapsort fallback) guarantees and a plain median-of-three quicksort does
+// not (a crafted order made 80,000 members take seconds).
 func (p *parser) sortMembers(ms []int32) {
-	if len(ms) <= 16 {
-		for i := 1; i < len(ms); i++ {
-			for j := i; j > 0 && p.keyLess(ms[j], ms[j-1]); j-- {
-				ms[j], ms[j-1] = ms[j-1], ms[j]
-			}
-		}
+	if len(ms) < 2 {
 		return
 	}
-	p.quickSort(ms)
-}
-
-// quickSort is a plain in-place quicksort with median-of-three; written out
-// so the comparison needs no closure.
-func (p *parser) quickSort(ms []int32) {
-	for len(ms) > 16 {
-		m := len(ms) / 2
-		l := len(ms) - 1
-		if p.keyLess(ms[m], ms[0]) {
-			ms[m], ms[0] = ms[0], ms[m]
-		}
-		if p.keyLess(ms[l], ms[0]) {
-			ms[l], ms[0] = ms[0], ms[l]
-		}
-		if p.keyLess(ms[l], ms[m]) {
-			ms[l], ms[m] = ms[m], ms[l]
-		}
-		pivot := ms[m]
-		i, j := 0, l
-		for i <= j {
-			for p.keyLess(ms[i], pivot) {
-				i++
-			}
-			for p.keyLess(pivot, ms[j]) {
-				j--
-			}
-			if i <= j {
-				ms[i], ms[j] = ms[j], ms[i]
-				i++
-				j--
-			}
-		}
-		if j < len(ms)-1-i {
-			p.quickSort(ms[:j+1])
-			ms = ms[i:]
-		} else {
-			p.quickSort(ms[i:])
-			ms = ms[:j+1]
-		}
-	}
-	p.sortMembers(ms)
+	slices.SortFunc(ms, p.cmpMembers)
 }
 
 func (p *parser) checkDuplicates(ms []int32) error {
@@ -509,6 +483,10 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 			if size == 0 {
 				return i, newErr(i, CodeInvalidUTF8, ErrInvalid, "invalid UTF-8 %s in string", describe(c))
 			}
+			if size >= 3 && rawNoncharacter(s[i:i+size]) {
+				r, _ := utf8.DecodeRune(s[i:])
+				return i, noncharacterErr(i, r)
+			}
 			i += size
 		}
 	}
@@ -554,12 +532,39 @@ func (p *parser) escape(i int) (int, error) {
 				return 0, err
 			}
 			if lo >= 0xDC00 && lo <= 0xDFFF {
+				if r := 0x10000 + (u-0xD800)<<10 + (lo - 0xDC00); isNoncharacter(r) {
+					return 0, noncharacterErr(i, r)
+				}
 				return 12, nil
 			}
 		}
 		return 0, newErr(i, CodeLoneSurrogate, ErrInvalid, "high surrogate \\u%04x not followed by a low surrogate", u)
+	case isNoncharacter(u):
+		return 0, noncharacterErr(i, u)
 	}
 	return 6, nil
+}
+
+// isNoncharacter reports whether r is one of the 66 noncharacters that
+// I-JSON (RFC 7493 §2.1) forbids: U+FDD0..U+FDEF and the last two code
+// points of every plane (U+FFFE, U+FFFF, U+1FFFE, ... U+10FFFF).
+func isNoncharacter(r rune) bool {
+	return r >= 0xFDD0 && r <= 0xFDEF || r&0xFFFE == 0xFFFE
+}
+
+// rawNoncharacter reports whether the valid 3- or 4-byte UTF-8 sequence seq
+// encodes a noncharacter, without decoding it: EF B7 90..AF is
+// U+FDD0..U+FDEF, EF BF BE/BF is U+FFFE/U+FFFF, and a 4-byte sequence ends
+// a plane when its low 16 bits are all ones but the last.
+func rawNoncharacter(seq []byte) bool {
+	if len(seq) == 3 {
+		return seq[0] == 0xEF && (seq[1] == 0xB7 && seq[2] >= 0x90 && seq[2] <= 0xAF || seq[1] == 0xBF && seq[2] >= 0xBE)
+	}
+	return seq[1]&0x0F == 0x0F && seq[2] == 0xBF && seq[3] >= 0xBE
+}
+
+func noncharacterErr(off int, r rune) *SyntaxError {
+	return newErr(off, CodeNoncharacter, ErrInvalid, "noncharacter U+%04X is not allowed in I-JSON", r)
 }
 
 func (p *parser) hex4(i int) (rune, error) {
@@ -699,16 +704,161 @@ func (p *parser) number(i int) (int, error) {
 	if i-start > p.opt.MaxStringBytes {
 		return i, newErr(start, CodeStringLimit, ErrTooLong, "number literal of %d bytes is over the limit of %d bytes", i-start, p.opt.MaxStringBytes)
 	}
-	if frac && (expAt >= 0 || i-start > 300) && !fitsFloat64(s[start:i]) {
-		return i, newErr(start, CodeNumberRange, ErrInvalid, "number %s is outside the range of a double", quoteShort(s[start:i]))
+	// The range rule (docs/normalize.md): a literal must keep its value's
+	// magnitude class as a double, neither overflowing to infinity nor
+	// turning a non-zero value into zero. Only these literals can break it:
+	// one with an exponent, one over 300 characters, an integer of 309 or
+	// more digits (the largest double has 309).
+	digits := i - start
+	if s[start] == '-' {
+		digits--
+	}
+	if (frac && (expAt >= 0 || i-start > 300)) || (!frac && digits >= 309) {
+		if err := checkRange(s[start:i], start); err != nil {
+			return i, err
+		}
 	}
 	p.nodes = append(p.nodes, node{kind: kNumber, num: frac, start: int32(start), end: int32(i), next: int32(len(p.nodes) + 1)})
 	return i, nil
 }
 
-func fitsFloat64(lit []byte) bool {
-	_, err := strconv.ParseFloat(string(lit), 64)
-	return err == nil
+// checkRange rejects a literal that a double cannot hold: one that rounds
+// to infinity, or a non-zero one that rounds to zero.
+func checkRange(lit []byte, off int) error {
+	f, err := parseLiteral(lit)
+	if err != nil {
+		return newErr(off, CodeNumberRange, ErrInvalid, "number %s is outside the range of a double", quoteShort(lit))
+	}
+	if f == 0 && nonZeroMantissa(lit) {
+		return newErr(off, CodeNumberRange, ErrInvalid, "number %s is too small for a double: it would become 0", quoteShort(lit))
+	}
+	return nil
+}
+
+// parseLiteral returns the double nearest to a valid JSON number literal,
+// or an error when it overflows. strconv.ParseFloat (Go 1.26) is wrong on
+// two kinds of long literal, where Python's float and JavaScript's Number
+// are right: it reads at most five digits of an exponent, so a long mantissa
+// that offsets a long exponent ("111…1.5e-100000" with 100,000 ones, which
+// is 0.111…) comes out as 0 (Go issue 42436); and it counts at most 800 digits before the
+// decimal point, so "1" followed by 800 zeros and "e-800" comes out as 0.1.
+// A literal with more than five exponent digits or a mantissa over 700
+// characters is rewritten first as "0." and its significant digits (at most
+// 800, then one sticky non-zero digit, which keeps the rounding of the
+// digits cut) with its exact decimal exponent.
+func parseLiteral(lit []byte) (float64, error) {
+	e := 0
+	for e < len(lit) && lit[e] != 'e' && lit[e] != 'E' {
+		e++
+	}
+	exp := lit[min(e+1, len(lit)):]
+	if len(exp) > 0 && (exp[0] == '+' || exp[0] == '-') {
+		exp = exp[1:]
+	}
+	for len(exp) > 0 && exp[0] == '0' {
+		exp = exp[1:]
+	}
+	if len(exp) <= 5 && e <= 700 {
+		return strconv.ParseFloat(string(lit), 64)
+	}
+	return parseReduced(lit)
+}
+
+// parseReduced is parseLiteral's path for long exponents, for any valid
+// literal: significant digits and exact exponent, then ParseFloat.
+func parseReduced(lit []byte) (float64, error) {
+	e := 0
+	for e < len(lit) && lit[e] != 'e' && lit[e] != 'E' {
+		e++
+	}
+	var exp []byte
+	expNeg := false
+	if e < len(lit) {
+		exp = lit[e+1:]
+		if exp[0] == '+' || exp[0] == '-' {
+			expNeg = exp[0] == '-'
+			exp = exp[1:]
+		}
+		for len(exp) > 0 && exp[0] == '0' {
+			exp = exp[1:]
+		}
+	}
+	neg := lit[0] == '-'
+	mant := lit[:e]
+	if neg {
+		mant = mant[1:]
+	}
+	// value = 0.digits × 10^point, digits without leading or trailing zeros.
+	var digits []byte
+	point, seenPoint := 0, false
+	for _, c := range mant {
+		switch {
+		case c == '.':
+			seenPoint = true
+		case c == '0' && len(digits) == 0:
+			if seenPoint {
+				point--
+			}
+		default:
+			digits = append(digits, c)
+			if !seenPoint {
+				point++
+			}
+		}
+	}
+	for len(digits) > 0 && digits[len(digits)-1] == '0' {
+		digits = digits[:len(digits)-1]
+	}
+	if len(digits) == 0 {
+		return 0, nil
+	}
+	// |point| is at most the literal's length (under 2^31); an exponent of
+	// ten or more digits is beyond any point it could offset.
+	x := int64(0)
+	if len(exp) > 10 {
+		x = 1 << 40
+	} else if len(exp) > 0 {
+		x, _ = strconv.ParseInt(string(exp), 10, 64)
+	}
+	if expNeg {
+		x = -x
+	}
+	total := int64(point) + x
+	switch {
+	case total > 400 && neg:
+		return strconv.ParseFloat("-1e400", 64) // -Inf and ErrRange, as ParseFloat reports it
+	case total > 400:
+		return strconv.ParseFloat("1e400", 64)
+	case total < -400:
+		return 0, nil
+	}
+	var b []byte
+	if neg {
+		b = append(b, '-')
+	}
+	b = append(b, "0."...)
+	if len(digits) > 800 {
+		b = append(append(b, digits[:800]...), '1')
+	} else {
+		b = append(b, digits...)
+	}
+	b = append(b, 'e')
+	b = strconv.AppendInt(b, total, 10)
+	return strconv.ParseFloat(string(b), 64)
+}
+
+// nonZeroMantissa reports whether a number literal has a non-zero digit
+// before its exponent, that is whether its value is not zero.
+func nonZeroMantissa(lit []byte) bool {
+	for _, c := range lit {
+		switch {
+		case c == 'e' || c == 'E':
+			return false
+		case c >= '1' && c <= '9':
+			return true
+		}
+	}
+	return false
 }
 
 // appendNumber writes the canonical form of a validated number literal.
@@ -724,7 +874,7 @@ func (p *parser) appendNumber(dst []byte, lit []byte, frac bool) []byte {
 		}
 		return append(dst, lit...)
 	}
-	f, _ := strconv.ParseFloat(string(lit), 64)
+	f, _ := parseLiteral(lit)
 	p.digits = strconv.AppendFloat(p.digits[:0], f, 'e', -1, 64)
 	return appendShortest(dst, p.digits)
 }

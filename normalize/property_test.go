@@ -25,7 +25,7 @@ type jv struct {
 	names   []string
 }
 
-var nameRunes = []rune{'a', 'b', 'z', 'A', '1', 'é', '€', 0x2028, 0xE000, 0xFFFF, 0x1F600, 0x10000, 0, '\n', '"', '\\', '/', 0x7f}
+var nameRunes = []rune{'a', 'b', 'z', 'A', '1', 'é', '€', 0x2028, 0xE000, 0xFFFD, 0x1F600, 0x10000, 0, '\n', '"', '\\', '/', 0x7f}
 
 func randString(r *rand.Rand, n int) string {
 	var b strings.Builder
@@ -335,10 +335,10 @@ func TestRFC8785Numbers(t *testing.T) {
 }
 
 func TestUTF16Order(t *testing.T) {
-	keys := []string{"\ue000", "\U0001F600", "\uffff", "\U00010000", "a", "é", ""}
+	keys := []string{"\ue000", "\U0001F600", "\ufffd", "\U00010000", "a", "é", ""}
 	// UTF-16 code unit order: "", "a", "é", U+10000 and U+1F600 (surrogates
-	// D800..), then U+E000 and U+FFFF.
-	want := []string{"", "a", "é", "\U00010000", "\U0001F600", "\ue000", "\uffff"}
+	// D800..), then U+E000 and U+FFFD.
+	want := []string{"", "a", "é", "\U00010000", "\U0001F600", "\ue000", "\ufffd"}
 	var b bytes.Buffer
 	b.WriteString("{")
 	for i, k := range keys {

@@ -81,20 +81,34 @@ func cases() []testCase {
 		canon("string_astral", "auto", `{"text":"😀 𝄞 𠜎 👩‍👩‍👧‍👦 🇳🇴","escaped":"\ud83d\ude00\uD834\uDD1E"}`),
 		canon("string_combining_marks", "auto", `{"composed":"é","decomposed":"é","escaped":"e\u0301","zalgo":"ḁ̴̛̗̹̒"}`),
 		canon("string_right_to_left", "auto", `{"model":"m","messages":[{"role":"system","content":"שלום עולם — مرحبا بالعالم \u200f(RLM) \u202bembedded\u202c"},{"role":"user","content":"؟"}]}`),
-		canon("string_escapes", "auto", `["\"\\\/\b\f\n\r\t","\u0000\u0001\u001f\u0020\u007f\u0080","\u00e9\u20ac\uFFFD\uffff","\u2028\u2029","a\/b"]`),
-		canon("string_raw_specials", "auto", "[\"\u007f raw DEL\",\"\u2028\u2029 raw separators\",\"\ufeff BOM\",\"\U0010FFFF max\"]"),
+		canon("string_escapes", "auto", `["\"\\\/\b\f\n\r\t","\u0000\u0001\u001f\u0020\u007f\u0080","\u00e9\u20ac\uFFFD\ufeff","\u2028\u2029","a\/b"]`),
+		canon("string_raw_specials", "auto", "[\"\u007f raw DEL\",\"\u2028\u2029 raw separators\",\"\ufeff BOM\",\"\U0010FFFD max\"]"),
 		canon("string_escaped_upper_hex", "auto", `"\u00C9\u00c9\u0041"`),
 		canon("string_empty_and_spaces", "auto", `{"":"","  ":" ","a":"   "}`),
 
 		// Numbers.
-		canon("number_forms", "auto", `[1.0,1e-7,9007199254740993,-0,-0.0,1E2,0.1,1e21,1e20,100,0.000001,1e-6,0.0000001,-1.5e-10,2.5E+3,0e0,-0e-0,123.456,1.7976931348623157e308,5e-324,1e-400]`),
+		canon("number_forms", "auto", `[1.0,1e-7,9007199254740993,-0,-0.0,1E2,0.1,1e21,1e20,100,0.000001,1e-6,0.0000001,-1.5e-10,2.5E+3,0e0,-0e-0,123.456,1.7976931348623157e308,5e-324,0e-400]`),
 		canon("number_big_integers", "auto", `[9007199254740992,9007199254740993,-9007199254740993,123456789012345678901234567890,18446744073709551616,100000000000000000000000,0,-1]`),
 		canon("number_shortest_round_trip", "auto", `[0.1,0.2,0.30000000000000004,3.141592653589793238462643383279,2.2250738585072014e-308,4.35,0.5e1,1.5e300,333333333.33333329,1e23,4.9406564584124654e-324,1.0000000000000002]`),
 		canon("number_ecmascript_thresholds", "auto", `[1e20,1e21,123e18,123e19,1.5e-6,1.5e-7,0.00001234,1234.5e-10,-1e21,12345678901234567890.0]`),
 		canon("number_exponent_case", "auto", `{"a":1E+2,"b":1e-2,"c":1E0,"d":25e-1}`),
+		// The range rule: a double must hold the value finitely, and non-zero
+		// as non-zero; integers inside the range stay exact.
+		canon("number_range_edges", "auto", `[4.9406564584124654e-324,2.4703282292062328e-324,1.7976931348623158e308,-1.7976931348623157e308,0e-999999,-0.0e99999,0.`+strings.Repeat("0", 400)+`,1`+strings.Repeat("0", 308)+`,-17976931348623157`+strings.Repeat("0", 292)+`]`),
+		// Long mantissas that an exponent brings back into range: every
+		// digit before the point counts (Go's strconv.ParseFloat alone
+		// counts at most 800 of them).
+		canon("number_long_mantissa", "auto", `[1`+strings.Repeat("0", 800)+`e-800,1`+strings.Repeat("0", 900)+`1e-901,-12`+strings.Repeat("3", 1000)+`.5e-1000,0.`+strings.Repeat("0", 900)+`15e901]`),
+		canon("invalid_number_long_mantissa_overflow", "auto", `[1`+strings.Repeat("2", 964)+`.5e-540]`),
+		canon("invalid_number_underflow", "auto", `{"small":123.456e-789}`),
+		canon("invalid_number_underflow_edge", "auto", `[5e-324,2.4703282292062327e-324]`),
+		canon("invalid_number_underflow_long_fraction", "auto", `[0.`+strings.Repeat("0", 400)+`1]`),
+		canon("invalid_number_big_integer", "auto", `{"n":`+strings.Repeat("9", 400)+`}`),
+		canon("invalid_number_big_integer_309_digits", "auto", `[1,-2`+strings.Repeat("0", 308)+`]`),
+		canon("invalid_number_overflow_edge", "auto", `[1.7976931348623159e308]`),
 
 		// Member order.
-		canon("order_utf16_vs_codepoint", "auto", `{"\ue000":1,"😀":2,"a":3,"é":4,"":5,"ﬀ":6,"𝄞":7,"\uffff":8}`),
+		canon("order_utf16_vs_codepoint", "auto", `{"\ue000":1,"😀":2,"a":3,"é":4,"":5,"ﬀ":6,"𝄞":7,"\ufffd":8}`),
 		canon("order_nested", "auto", `{"z":{"b":[{"y":1,"x":2}],"a":{"d":true,"c":false}},"a":null}`),
 		canon("order_escaped_names", "auto", `{"\u0062":1,"a\u0000":2,"a":3,"\"q":4,"\\":5}`),
 		canon("order_prefix_names", "auto", `{"abc":1,"ab":2,"a":3,"b":4,"aa":5}`),
@@ -107,6 +121,19 @@ func cases() []testCase {
 		canon("completion_bad_prompt", "completion", `{"model":"m","temperature":1,"prompt":{"text":"x"}}`),
 		canon("native_inputs", "auto", `{"parameters":{"max_new_tokens":20,"temperature":0.7},"inputs":"What is a KV cache?","stream":false}`),
 		withPrefix(canon("native_long_cut_mid_character", "auto", fmt.Sprintf(`{"inputs":%q}`, longText(3000))), 1024),
+		// Native keys leave out sampling parameters and volatile metadata:
+		// each native_same_key_* group shares one key.
+		canon("native_same_key_chat_a", "native", `{"model":"m","messages":[{"role":"system","content":"doc"},{"role":"user","content":"q"}],"temperature":0.5,"user":"a"}`),
+		canon("native_same_key_chat_b", "native", `{"model":"m","messages":[{"role":"system","content":"doc"},{"role":"user","content":"q"}],"temperature":0.9,"user":"b","stream":true}`),
+		canon("native_same_key_chat_c", "native", `{"frequency_penalty":0.2,"metadata":{"ts":"2026-05-01T10:00:00Z"},"messages":[{"role":"system","content":"doc"},{"role":"user","content":"q"}],"model":"m","stream_options":{"include_usage":true}}`),
+		canon("native_same_key_inputs_a", "auto", `{"inputs":"Summarize: the report","parameters":{"temperature":0.5,"max_new_tokens":10},"user":"a"}`),
+		canon("native_same_key_inputs_b", "native", `{"stream":true,"parameters":{"top_k":5},"inputs":"Summarize: the report"}`),
+		canon("native_same_key_completion_a", "native", `{"model":"m","prompt":"Once","suffix":"!","temperature":0,"user":"x"}`),
+		canon("native_same_key_completion_b", "native", `{"model":"m","prompt":"Once","suffix":"!","temperature":1,"logprobs":3,"stream":true,"request_id":"r"}`),
+		canon("native_same_key_unknown_a", "auto", `{"query":"stable","model":"m","user":"a","stream":false}`),
+		canon("native_same_key_unknown_b", "native", `{"query":"stable","model":"m","user":"b","stream":true,"metadata":{"k":"v"},"priority":3,"kv_transfer_params":null}`),
+		canon("native_unknown_escaped_names", "auto", `{"a\"b":1,"u\u0073er":2,"\\":3,"\u00e9":[1.0,{"y":1,"x":2}]}`),
+		canon("native_unknown_volatile_only", "native", `{"user":"u","stream":true}`),
 		canon("auto_unknown_schema", "auto", `{"z":1,"metadata":{"k":"v"},"a":2,"model":"m"}`),
 		canon("auto_top_level_array", "auto", `[{"b":1,"a":2},"x",3]`),
 		canon("auto_top_level_string", "auto", `"just a string"`),
@@ -148,6 +175,18 @@ func cases() []testCase {
 		canon("invalid_reversed_surrogates", "auto", `["\ude00\ud83d"]`),
 		canon("invalid_high_then_high", "auto", `["\ud83d\ud83d"]`),
 		canon("invalid_control_character", "auto", "[\"tab\there\"]"),
+		// Noncharacters (RFC 7493 §2.1), raw and escaped, and their neighbours.
+		canon("string_noncharacter_neighbours", "auto", "[\"\ufdcf\ufdf0\ufffd\U0001FFFD\U0010FFFD\",\"\\uFDCF\\uFDF0\\uFFFD\\ud83f\\udffd\\udbff\\udffd\"]"),
+		canon("invalid_noncharacter_fdd0_raw", "auto", "{\"a\":\"x\ufdd0\"}"),
+		canon("invalid_noncharacter_fdef_escaped", "auto", `{"a":"x\uFDEF"}`),
+		canon("invalid_noncharacter_fffe_raw", "auto", "[\"\ufffe\"]"),
+		canon("invalid_noncharacter_ffff_escaped", "auto", `["ok","\uffff"]`),
+		canon("invalid_noncharacter_1fffe_raw", "auto", "[\"a\U0001FFFE\"]"),
+		canon("invalid_noncharacter_10ffff_raw", "auto", "[\"\U0010FFFF\"]"),
+		canon("invalid_noncharacter_10ffff_escaped_pair", "auto", `["\udbff\udfff"]`),
+		canon("invalid_noncharacter_1ffff_escaped_pair", "auto", `["\uD83F\uDFFF"]`),
+		canon("invalid_noncharacter_member_name", "auto", `{"model":"m","messages":[],"x\ufdd5":1}`),
+		canon("invalid_noncharacter_before_duplicate", "auto", `{"a":1,"a":"\ufffe"}`),
 		canon("invalid_duplicate_top", "auto", `{"model":"a","messages":[],"model":"b"}`),
 		canon("invalid_duplicate_nested", "auto", `{"a":{"x":1,"y":2,"x":3},"b":1}`),
 		canon("invalid_duplicate_escaped", "auto", `{"a":1,"\u0061":2}`),

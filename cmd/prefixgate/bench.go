@@ -20,7 +20,6 @@ import (
 // endpoint.
 func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var o loadgen.Options
 	fs.StringVar(&o.URL, "url", "", "base URL of the endpoint (router or replica), e.g. http://127.0.0.1:8080")
 	fs.StringVar(&o.Model, "model", "", "model name (default: the first of /v1/models)")
@@ -32,22 +31,22 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.MaxTokens, "max-tokens", 0, "cap output tokens per request (0: the workload's)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "workload seed")
 	asJSON := fs.Bool("json", false, "print exactly one JSON object")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: prefixgate bench --url URL (--rate R | --concurrency C) (--requests N | --duration D) [flags]\n\nSend streaming chat load to an OpenAI-compatible endpoint and report TTFT, latency, throughput,\nerrors, per-backend distribution (X-Prefixgate-Backend) and cached tokens.\n\nFlags:")
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "Usage: prefixgate bench --url URL (--rate R | --concurrency C) (--requests N | --duration D) [flags]\n\nSend streaming chat load to an OpenAI-compatible endpoint and report TTFT, latency, throughput,\nerrors, per-backend distribution (X-Prefixgate-Backend) and cached tokens.\n\nFlags:")
+		fs.SetOutput(w)
 		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if _, code, done := parseArgs(fs, args, stdout, stderr, usage); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "prefixgate bench: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
 	if err := o.Validate(); err != nil {
-		fmt.Fprintf(stderr, "prefixgate bench: %v\n", err)
+		// The message names the flag; the package name adds nothing.
+		fmt.Fprintf(stderr, "prefixgate bench: %s\n", strings.TrimPrefix(err.Error(), "loadgen: "))
 		return 2
 	}
 	if isTerminal(stderr) {

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/prefixgate/prefixgate/internal/demo"
+	"github.com/prefixgate/prefixgate/route"
 )
 
 func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -32,14 +34,30 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if code, done := parseFlags(fs, args, stdout); done {
 		return code
 	}
-	opts.Policies = strings.Split(*policies, ",")
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "prefixgate demo: unexpected argument %q\nrun 'prefixgate demo --help' for usage\n", fs.Arg(0))
+		return 2
+	}
+	// Check every setting before announcing the run.
+	for _, p := range strings.Split(*policies, ",") {
+		p = strings.TrimSpace(p)
+		if !slices.Contains(route.Policies(), p) {
+			fmt.Fprintf(stderr, "prefixgate demo: --policies: %q is not a routing policy (have %s)\n", p, strings.Join(route.Policies(), ", "))
+			return 2
+		}
+		opts.Policies = append(opts.Policies, p)
+	}
+	if opts.Replicas < 1 || opts.Requests < 1 || opts.Concurrency < 1 || opts.Documents < 1 || !(opts.Speed > 0) {
+		fmt.Fprintln(stderr, "prefixgate demo: --replicas, --requests, --concurrency and --documents must be at least 1, --speed positive")
+		return 2
+	}
 	opts.Progress = stderr
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintln(stderr, "prefixgate demo: running each policy against a cold simulated fleet…")
 	results, err := demo.Run(ctx, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "demo: %v\n", err)
+		fmt.Fprintf(stderr, "prefixgate demo: %v\n", err)
 		return 1
 	}
 	demo.PrintTable(stdout, opts, results)

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,7 +44,6 @@ type lintInput struct {
 // runLint implements "prefixgate lint".
 func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fset := flag.NewFlagSet("lint", flag.ContinueOnError)
-	fset.SetOutput(io.Discard)
 	modeName := fset.String("mode", "auto", "request schema: auto, chat, completion or native")
 	prefixLen := fset.Int("prefix-length", normalize.DefaultPrefixLength, "routing window N, characters (bytes in native mode), 1024..65536")
 	replicas := fset.Int("replicas", lint.DefaultReplicas, "replicas the router spreads over (hot-key rule, balance estimate)")
@@ -63,22 +61,9 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// Flags may come before or after the inputs.
-	var inputs []string
-	for rest := args; ; {
-		if err := fset.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				usage(stdout)
-				return 0
-			}
-			fmt.Fprintf(stderr, "prefixgate lint: %v\n", err)
-			usage(stderr)
-			return 2
-		}
-		if fset.NArg() == 0 {
-			break
-		}
-		inputs = append(inputs, fset.Arg(0))
-		rest = fset.Args()[1:]
+	inputs, code, done := parseArgs(fset, args, stdout, stderr, usage)
+	if done {
+		return code
 	}
 	mode, err := normalize.ParseMode(*modeName)
 	if err != nil {
@@ -128,7 +113,7 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "json":
 		err = lint.WriteJSON(stdout, rep)
 	case "sarif":
-		err = lint.WriteSARIF(stdout, rep, locate)
+		err = lint.WriteSARIF(stdout, rep, locate, version())
 	default:
 		err = lint.WriteText(stdout, rep, locate, wantsColor(stdout))
 	}

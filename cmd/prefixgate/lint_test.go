@@ -11,7 +11,7 @@ import (
 
 const (
 	cleanChat    = `{"model":"m","messages":[{"content":"You are a support assistant. See Section 4.2.1; the plan costs $1,299.00.","role":"system"},{"content":"How do refunds work?","role":"user"}]}`
-	volatileChat = `{"model":"m","messages":[{"content":"Today is Monday, November 30, 2026. You are helpful.","role":"system"},{"content":"Hi","role":"user"}]}`
+	volatileChat = `{"model":"m","messages":[{"content":"Orders from Monday, November 30, 2026 ship first. You are helpful.","role":"system"},{"content":"Hi","role":"user"}]}`
 )
 
 func writeFile(t *testing.T, dir, name, content string) string {
@@ -110,7 +110,7 @@ func TestLintDirectoryAndJSON(t *testing.T) {
 	for _, f := range rep.Findings {
 		if f.RuleID == "volatile-date" {
 			found = true
-			if f.RequestIndex != 2 || f.JSONPath != "messages[0].content" || f.Offset != 9 || f.Severity != "warning" || f.Hint == "" {
+			if f.RequestIndex != 2 || f.JSONPath != "messages[0].content" || f.Offset != len("Orders from ") || f.Severity != "warning" || f.Hint == "" {
 				t.Errorf("volatile-date finding %+v", f)
 			}
 		}
@@ -154,7 +154,7 @@ func TestLintSARIFLocations(t *testing.T) {
 		}
 		pl := r.Locations[0].PhysicalLocation
 		col := strings.Index(volatileChat, "Monday") + 1
-		if pl.ArtifactLocation.URI != filepath.ToSlash(p) || pl.Region.StartLine != 2 || pl.Region.StartColumn != col || r.Level != "warning" {
+		if pl.ArtifactLocation.URI != "file://"+filepath.ToSlash(p) || pl.Region.StartLine != 2 || pl.Region.StartColumn != col || r.Level != "warning" {
 			t.Errorf("volatile-date result at %s:%d:%d level %s, want line 2 column %d", pl.ArtifactLocation.URI, pl.Region.StartLine, pl.Region.StartColumn, r.Level, col)
 		}
 		return

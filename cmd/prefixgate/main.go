@@ -42,7 +42,8 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'prefixgate <command> --help' for the flags of a command.")
+	fmt.Fprintln(w, "Run 'prefixgate help <command>' or 'prefixgate <command> --help' for the flags")
+	fmt.Fprintln(w, "of a command, 'prefixgate --version' for the version.")
 }
 
 func main() {
@@ -55,8 +56,22 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
-	case "-h", "-help", "--help", "help":
+	case "-h", "-help", "--help":
 		usage(stdout)
+		return 0
+	case "help":
+		// "prefixgate help serve" is "prefixgate serve --help".
+		if len(args) == 1 {
+			usage(stdout)
+			return 0
+		}
+		if len(args) > 2 {
+			fmt.Fprintf(stderr, "prefixgate help: want one command, got %d\n", len(args)-1)
+			return 2
+		}
+		return run([]string{args[1], "--help"}, stdin, stdout, stderr)
+	case "-version", "--version", "version":
+		fmt.Fprintf(stdout, "prefixgate %s\n", version())
 		return 0
 	}
 	for _, c := range commands() {
@@ -64,7 +79,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return c.run(args[1:], stdin, stdout, stderr)
 		}
 	}
-	fmt.Fprintf(stderr, "prefixgate: unknown command %q\n\n", args[0])
-	usage(stderr)
+	fmt.Fprintf(stderr, "prefixgate: unknown command %q", args[0])
+	best, bestDist := "", 3
+	for _, c := range commands() {
+		if d := editDistance(args[0], c.name); d < bestDist {
+			best, bestDist = c.name, d
+		}
+	}
+	if best != "" {
+		fmt.Fprintf(stderr, " (did you mean %s?)", best)
+	}
+	fmt.Fprintln(stderr, "\nrun 'prefixgate --help' for the commands")
 	return 2
 }

@@ -16,7 +16,10 @@ const normalizeUsage = `usage: prefixgate normalize [flags] [FILE|-]
 
 Validates a JSON request body, prints its canonical form (or, with --key, its
 routing key) and a newline. Reads FILE, or standard input when FILE is "-" or
-missing. Exit status: 0 ok, 1 invalid input, 2 usage error.
+missing. Flags may come before or after FILE.
+
+Exit status: 0 ok, 1 invalid input, 2 usage error or a FILE that cannot be
+read.
 
 flags:
 `
@@ -24,7 +27,6 @@ flags:
 // runNormalize implements "prefixgate normalize".
 func runNormalize(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("normalize", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	modeName := fs.String("mode", "auto", "request schema: auto, chat, completion or native")
 	group := fs.String("group", "", "group id (default: the body's prompt_cache_key)")
 	prefixLen := fs.Int("prefix-length", normalize.DefaultPrefixLength, "routing window N, characters (bytes in native mode), 1024..65536")
@@ -36,14 +38,8 @@ func runNormalize(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout)
-			return 0
-		}
-		fmt.Fprintf(stderr, "prefixgate normalize: %v\n", err)
-		usage(stderr)
-		return 2
+	if _, code, done := parseArgs(fs, args, stdout, stderr, usage); done {
+		return code
 	}
 	mode, err := normalize.ParseMode(*modeName)
 	if err != nil {
@@ -56,7 +52,7 @@ func runNormalize(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	}
 	if fs.NArg() > 1 {
 		fmt.Fprintf(stderr, "prefixgate normalize: want at most one FILE, got %d\n", fs.NArg())
-		usage(stderr)
+		fmt.Fprintln(stderr, "run 'prefixgate normalize --help' for usage")
 		return 2
 	}
 	kopts := normalize.KeyOptions{Mode: mode, Group: *group, PrefixLength: *prefixLen}
@@ -68,8 +64,10 @@ func runNormalize(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if name := fs.Arg(0); name != "" && name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
+			// Like lint: 1 is kept for what the input says, 2 for not
+			// getting to read it.
 			fmt.Fprintf(stderr, "prefixgate normalize: %v\n", err)
-			return 1
+			return 2
 		}
 		defer f.Close()
 		in = f

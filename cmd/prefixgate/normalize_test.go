@@ -38,7 +38,8 @@ func TestRunNormalize(t *testing.T) {
 		{"bad group", `{}`, []string{"--group", strings.Repeat("g", 65)}, 2, "", ""},
 		{"unknown flag", `{}`, []string{"--nope"}, 2, "", ""},
 		{"two files", `{}`, []string{"a", "b"}, 2, "", ""},
-		{"missing file", `{}`, []string{filepath.Join(t.TempDir(), "none.json")}, 1, "", ""},
+		{"missing file", `{}`, []string{filepath.Join(t.TempDir(), "none.json")}, 2, "", ""},
+		{"flags after the file", "", []string{file, "--key"}, 0, "", ""},
 		{"schema", `{"model":"m"}`, []string{"--mode", "chat"}, 1, "", "offset 0: a chat request needs a messages array\n"},
 	}
 	for _, c := range cases {

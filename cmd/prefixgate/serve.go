@@ -84,15 +84,20 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "serve: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "prefixgate serve: unexpected argument %q\nrun 'prefixgate serve --help' for usage\n", fs.Arg(0))
 		return 2
 	}
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	load := func() (config.File, server.Config, error) { return loadServeConfig(f, set) }
+	load := func() (config.File, server.Config, error) {
+		file, cfg, err := loadServeConfig(f, set)
+		// Name the policy in effect, so that the start-up log shows it.
+		cfg.Policy = effectivePolicy(cfg.Policy)
+		return file, cfg, explainSettingError(err, f, set, os.LookupEnv)
+	}
 	file, cfg, err := load()
 	if err != nil {
-		fmt.Fprintf(stderr, "serve: %v\n", err)
+		fmt.Fprintf(stderr, "prefixgate serve: %v\n", err)
 		return 2
 	}
 	log := newLogger(file, stderr)
@@ -104,18 +109,18 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	srv, err := server.New(cfg, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "serve: %v\n", err)
+		fmt.Fprintf(stderr, "prefixgate serve: %v\n", explainSettingError(err, f, set, os.LookupEnv))
 		return 2
 	}
 	ln, err := net.Listen("tcp", file.Listen)
 	if err != nil {
-		fmt.Fprintf(stderr, "serve: %v\n", err)
+		fmt.Fprintf(stderr, "prefixgate serve: %v\n", err)
 		return 1
 	}
 	if file.TLS.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(file.TLS.CertFile, file.TLS.KeyFile)
 		if err != nil {
-			fmt.Fprintf(stderr, "serve: tls: %v\n", err)
+			fmt.Fprintf(stderr, "prefixgate serve: tls: %v\n", err)
 			return 2
 		}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12})
@@ -287,23 +292,4 @@ func startAdmin(addr string, withPprof bool, admin http.Handler, log *slog.Logge
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("admin listener", "addr", ln.Addr().String())
 	return func() { _ = srv.Close() }, nil
-}
-
-// parseFlags parses args; --help prints usage to stdout and ends with 0, a
-// bad flag ends with 2.
-func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, done bool) {
-	for _, a := range args {
-		if a == "-h" || a == "-help" || a == "--help" {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return 0, true
-		}
-		if a == "--" {
-			break
-		}
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2, true
-	}
-	return 0, false
 }

@@ -39,7 +39,6 @@ func runVLLMSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // runVLLMSimContext is runVLLMSim serving until ctx ends.
 func runVLLMSimContext(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fset := flag.NewFlagSet("vllmsim", flag.ContinueOnError)
-	fset.SetOutput(io.Discard)
 	listen := fset.String("listen", "127.0.0.1:8000", "HOST:PORT of the first replica; port 0 for ephemeral ports")
 	replicas := fset.Int("replicas", 1, "number of replicas K, on consecutive ports")
 	name := fset.String("name", "vllmsim", "replica name prefix (X-Vllmsim-Replica: NAME-i)")
@@ -71,12 +70,8 @@ func runVLLMSimContext(ctx context.Context, args []string, _ io.Reader, stdout, 
 		fmt.Fprintln(stderr, "run 'prefixgate vllmsim --help' for usage")
 		return 2
 	}
-	if err := fset.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout)
-			return 0
-		}
-		return usageErr("%v", err)
+	if _, code, done := parseArgs(fset, args, stdout, stderr, usage); done {
+		return code
 	}
 	if fset.NArg() > 0 {
 		return usageErr("unexpected argument %q", fset.Arg(0))
@@ -119,7 +114,7 @@ func runVLLMSimContext(ctx context.Context, args []string, _ io.Reader, stdout, 
 		}
 	}
 	if err := vllmsim.CheckConfig(cfg); err != nil {
-		return usageErr("%v", err)
+		return usageErr("%s", strings.TrimPrefix(err.Error(), "vllmsim: "))
 	}
 	// The fleet outlives ctx so that it can shut down gracefully.
 	fleet, err := vllmsim.StartFleet(context.WithoutCancel(ctx), *listen, *replicas, cfg)

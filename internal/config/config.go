@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/internal/server"
+	"github.com/prefixgate/prefixgate/route"
 )
 
 // File is the YAML configuration file. docs/configuration.md is a complete
@@ -205,10 +207,14 @@ func Load(path string) (File, error) {
 	if err != nil {
 		return f, err
 	}
+	keys, err := checkKeys(path, raw)
+	if err != nil {
+		return f, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-		return f, fmt.Errorf("%s: %w", path, err)
+		return f, decodeError(path, err, keys)
 	}
 	return f, nil
 }
@@ -218,7 +224,7 @@ func Load(path string) (File, error) {
 // PREFIXGATE_POLICY, PREFIXGATE_LOAD_FACTOR, PREFIXGATE_THRESHOLD,
 // PREFIXGATE_PREFIX_LENGTH, PREFIXGATE_MAX_BODY_BYTES,
 // PREFIXGATE_REQUEST_TIMEOUT, PREFIXGATE_DRAIN_TIMEOUT, PREFIXGATE_LOG_FORMAT,
-// PREFIXGATE_OTLP_ENDPOINT.
+// PREFIXGATE_LOG_LEVEL, PREFIXGATE_OTLP_ENDPOINT.
 func ApplyEnv(f *File, lookup func(string) (string, bool)) error {
 	var errs []error
 	str := func(name string, dst *string) {
@@ -271,6 +277,7 @@ func ApplyEnv(f *File, lookup func(string) (string, bool)) error {
 	dur("PREFIXGATE_DRAIN_TIMEOUT", &f.DrainTimeout)
 	str("PREFIXGATE_LOG_FORMAT", &f.Log.Format)
 	str("PREFIXGATE_OTLP_ENDPOINT", &f.Tracing.OTLPEndpoint)
+	str("PREFIXGATE_LOG_LEVEL", &f.Log.Level)
 	return errors.Join(errs...)
 }
 
@@ -289,6 +296,9 @@ func splitList(s string) []string {
 func (f File) Validate() error {
 	if (f.TLS.CertFile == "") != (f.TLS.KeyFile == "") {
 		return errors.New("tls: set both cert_file and key_file, or neither")
+	}
+	if p := f.Routing.Policy; p != "" && !slices.Contains(route.Policies(), p) {
+		return fmt.Errorf("routing.policy: %q is not a routing policy (have %s)", p, strings.Join(route.Policies(), ", "))
 	}
 	if f.Log.Format != "" && f.Log.Format != "text" && f.Log.Format != "json" {
 		return fmt.Errorf("log.format: %q is not text or json", f.Log.Format)

@@ -16,7 +16,7 @@ import (
 func TestLintRPC(t *testing.T) {
 	base := startRouter(t, 1, server.Config{})
 	client := prefixgatev1connect.NewNormalizeServiceClient(http.DefaultClient, base, connect.WithGRPC())
-	system := "You are the support assistant. Current time: 2026-11-30T09:15:00Z. " + strings.Repeat("Follow the refund policy carefully. ", 20)
+	system := "You are the support assistant. Shift log 2026-11-30T09:15:00Z. " + strings.Repeat("Follow the refund policy carefully. ", 20)
 	res, err := client.Lint(context.Background(), connect.NewRequest(&pb.LintRequest{
 		Requests: [][]byte{
 			[]byte(`{"model":"m","messages":[{"role":"system","content":"` + system + `"},{"role":"user","content":"hi"}]}`),

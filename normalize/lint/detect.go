@@ -179,20 +179,34 @@ func findVolatile(s string) []match {
 			add(ruleID, m[0], m[1], "base64 token")
 		}
 	}
-	// Keep the first-listed match of each overlap: clocks, then UUIDs,
-	// dates, ids.
+	return keepFirstRanked(all, len(s))
+}
+
+// keepFirstRanked resolves overlaps among matches in a text of n bytes:
+// the first-listed match of each overlap wins (clocks, then UUIDs, dates,
+// ids; in scan order within a rule). It returns them in text order.
+func keepFirstRanked(all []match, n int) []match {
 	rank := map[string]int{ruleTimestamp: 0, ruleUUID: 1, ruleDate: 2, ruleID: 3}
 	sort.SliceStable(all, func(i, j int) bool { return rank[all[i].rule] < rank[all[j].rule] })
+	// Kept matches are disjoint, so marking the bytes they cover and
+	// testing a candidate's own bytes costs O(len(s)) per rule in all.
+	// Comparing each candidate with every kept match instead was quadratic
+	// in the number of matches, which a crafted prompt makes large.
 	var kept []match
+	covered := make([]uint64, (n+63)/64)
+	isCovered := func(i int) bool { return covered[i>>6]&(1<<(i&63)) != 0 }
 	for _, m := range all {
 		overlaps := false
-		for _, k := range kept {
-			if m.start < k.end && k.start < m.end {
+		for i := m.start; i < m.end; i++ {
+			if isCovered(i) {
 				overlaps = true
 				break
 			}
 		}
 		if !overlaps {
+			for i := m.start; i < m.end; i++ {
+				covered[i>>6] |= 1 << (i & 63)
+			}
 			kept = append(kept, m)
 		}
 	}

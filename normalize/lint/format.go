@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
+	"path/filepath"
+	"strings"
 )
 
 // Location says where a request's body starts in its file, so that
@@ -100,6 +103,8 @@ func WriteText(w io.Writer, rep *Report, locate Locator, color bool) error {
 	if s.SuggestedPrefixLength > 0 {
 		fmt.Fprintf(bw, "suggested --prefix-length %d: expected hit rate %.1f%%, largest key %.2f× a fair share of %d replicas\n",
 			s.SuggestedPrefixLength, 100*s.ExpectedHitRate, s.ExpectedMaxShareRatio, s.Replicas)
+	} else if s.Advice != "" {
+		fmt.Fprintln(bw, s.Advice)
 	}
 	return bw.Flush()
 }
@@ -120,8 +125,10 @@ type (
 		Driver sarifDriver `json:"driver"`
 	}
 	sarifDriver struct {
-		Name  string      `json:"name"`
-		Rules []sarifRule `json:"rules"`
+		Name           string      `json:"name"`
+		Version        string      `json:"version,omitempty"`
+		InformationURI string      `json:"informationUri"`
+		Rules          []sarifRule `json:"rules"`
 	}
 	sarifRule struct {
 		ID                   string        `json:"id"`
@@ -170,10 +177,33 @@ func sarifLevel(s Severity) string {
 	return "note"
 }
 
-// WriteSARIF writes the report as a SARIF 2.1.0 log with one run. A
-// corpus-wide finding is located at the first request it names.
-func WriteSARIF(w io.Writer, rep *Report, locate Locator) error {
-	run := sarifRun{Tool: sarifTool{Driver: sarifDriver{Name: "prefixgate"}}, Results: []sarifResult{}}
+// InformationURI is where the SARIF driver points for documentation of
+// the tool and its rules.
+const InformationURI = "https://github.com/prefixgate/prefixgate/blob/main/docs/lint.md"
+
+// sarifURI turns a location's file name into an artifact URI: an absolute
+// path becomes a file:// URI (a relative reference must not start with a
+// slash, SARIF §3.10.3), a relative one a percent-encoded relative
+// reference; "stdin" stays as it is.
+func sarifURI(name string) string {
+	if name == "stdin" {
+		return name
+	}
+	if strings.HasPrefix(name, "/") {
+		return (&url.URL{Scheme: "file", Path: name}).String()
+	}
+	if len(name) > 2 && name[1] == ':' && (name[2] == '/' || name[2] == '\\') {
+		// A Windows drive path.
+		return (&url.URL{Scheme: "file", Path: "/" + filepath.ToSlash(name)}).String()
+	}
+	return (&url.URL{Path: name}).String()
+}
+
+// WriteSARIF writes the report as a SARIF 2.1.0 log with one run whose
+// driver is prefixgate at version (empty: none given). A corpus-wide
+// finding is located at the first request it names.
+func WriteSARIF(w io.Writer, rep *Report, locate Locator, version string) error {
+	run := sarifRun{Tool: sarifTool{Driver: sarifDriver{Name: "prefixgate", Version: version, InformationURI: InformationURI}}, Results: []sarifResult{}}
 	ruleIndex := map[string]int{}
 	for i, r := range Rules {
 		ruleIndex[r.ID] = i
@@ -184,7 +214,7 @@ func WriteSARIF(w io.Writer, rep *Report, locate Locator) error {
 	for _, f := range rep.Findings {
 		text := f.Message
 		if f.JSONPath != "" {
-			text = fmt.Sprintf("%s (at %s, character %d)", text, f.JSONPath, f.Offset)
+			text = fmt.Sprintf("%s (at %s@%d)", text, f.JSONPath, f.Offset)
 		}
 		if f.Hint != "" {
 			text += ". Hint: " + f.Hint
@@ -197,7 +227,7 @@ func WriteSARIF(w io.Writer, rep *Report, locate Locator) error {
 		if loc, ok := locate(req); req >= 0 && ok {
 			line, col := loc.position(f.BodyOffset)
 			res.Locations = []sarifLocation{{PhysicalLocation: sarifPhysical{
-				ArtifactLocation: sarifArtifact{URI: loc.URI},
+				ArtifactLocation: sarifArtifact{URI: sarifURI(loc.URI)},
 				Region:           sarifRegion{StartLine: line, StartColumn: col},
 			}}}
 		}

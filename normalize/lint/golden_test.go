@@ -100,7 +100,7 @@ func TestGoldenCorpus(t *testing.T) {
 	if err := WriteText(&text, rep, locator(locs), false); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteSARIF(&sarif, rep, locator(locs)); err != nil {
+	if err := WriteSARIF(&sarif, rep, locator(locs), ""); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "corpus.golden.json", js.Bytes())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/prefixgate/prefixgate/normalize"
 )
@@ -87,8 +88,8 @@ var Rules = []Rule{
 	{ruleNoncanonical, Info, "The body is not in canonical form; equal requests serialized differently get different keys without the normalizer."},
 	{ruleShortPrompt, Info, "The routing text is the whole prompt, so related requests that differ anywhere cannot share a key."},
 	{ruleDateInjection, Warning, "A system prompt or chat template puts today's date near its start."},
-	{ruleSplitGroup, Warning, "Requests that share a long prefix differ by a small difference inside the window and get different keys."},
-	{ruleHotKey, Warning, "One routing key carries more than twice a replica's fair share of the corpus."},
+	{ruleSplitGroup, Warning, "Requests whose routing texts are identical except for one small run, anywhere inside the window, get different keys."},
+	{ruleHotKey, Warning, "One routing key carries more than twice a replica's fair share, and its requests differ after the window, so spilled load finds no cache."},
 }
 
 // Finding is one lint result.
@@ -112,6 +113,12 @@ type Finding struct {
 	// Requests lists the requests a corpus-wide finding is about; its
 	// path and offsets point into the first of them.
 	Requests []int `json:"requests,omitempty"`
+
+	// kinds are a noncanonical finding's kinds, for the corpus summary.
+	kinds []string
+	// spanEnd is the character offset where a date-injection match ends,
+	// to drop the volatile finding of the date it holds.
+	spanEnd int
 }
 
 // Candidate is the expected outcome of one prefix length on the corpus.
@@ -136,6 +143,9 @@ type Summary struct {
 	ExpectedHitRate       float64     `json:"expected_hit_rate"`
 	ExpectedMaxShareRatio float64     `json:"expected_max_share_ratio"`
 	Candidates            []Candidate `json:"candidates"`
+	// Advice says why there is no suggestion (SuggestedPrefixLength 0):
+	// what splits the keys, instead of a length that would give no hits.
+	Advice string `json:"advice,omitempty"`
 }
 
 // Report is the result of Check.
@@ -231,6 +241,7 @@ func Check(bodies [][]byte, opts Options) (*Report, error) {
 			reqs = append(reqs, req)
 		}
 	}
+	rep.Findings = collapseNoncanonical(rep.Findings, len(bodies))
 	rep.Findings = append(rep.Findings, corpusFindings(reqs, opts)...)
 	rep.Summary = summarize(reqs, opts)
 	rep.Summary.Requests = len(bodies)
@@ -256,6 +267,53 @@ func Check(bodies [][]byte, opts Options) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// collapseNoncanonical replaces the noncanonical findings of two or more
+// requests with one corpus-wide finding: a corpus written by one serializer
+// (Python's json.dumps puts a space after every separator) is one fact,
+// not one line per request.
+func collapseNoncanonical(fs []Finding, total int) []Finding {
+	var idx []int
+	first := -1
+	counts := map[string]int{}
+	var kinds []string
+	for i, f := range fs {
+		if f.RuleID != ruleNoncanonical {
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		idx = append(idx, f.RequestIndex)
+		for _, k := range f.kinds {
+			if counts[k] == 0 {
+				kinds = append(kinds, k)
+			}
+			counts[k]++
+		}
+	}
+	if len(idx) < 2 {
+		return fs
+	}
+	f0 := fs[first]
+	var parts []string
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%s in %d", k, counts[k]))
+	}
+	sum := Finding{
+		RuleID: ruleNoncanonical, Severity: f0.Severity, RequestIndex: corpusRequestIndex, Requests: idx,
+		JSONPath: f0.JSONPath, Offset: f0.Offset, BodyOffset: f0.BodyOffset, Hint: f0.Hint,
+		Message: fmt.Sprintf("%d of %d requests are not in canonical form (%s); the first, request %d, has %s",
+			len(idx), total, strings.Join(parts, ", "), f0.RequestIndex, strings.TrimPrefix(f0.Message, "not in canonical form: ")),
+	}
+	out := fs[:0]
+	for _, f := range fs {
+		if f.RuleID != ruleNoncanonical {
+			out = append(out, f)
+		}
+	}
+	return append(out, sum)
 }
 
 // sortIndex puts findings in request order, corpus-wide ones last.

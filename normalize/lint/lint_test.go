@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -230,18 +231,18 @@ func TestNoncanonicalDirect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kinds := map[string]Severity{}
+		var got []Finding
 		for _, f := range rep.Findings {
 			if f.RuleID == ruleNoncanonical {
-				kinds[strings.SplitN(f.Message, ":", 2)[0]] = f.Severity
+				got = append(got, f)
 			}
 		}
 		want := Info
 		if direct {
 			want = Warning
 		}
-		if len(kinds) != 2 || kinds["whitespace"] != want || kinds["member order"] != want {
-			t.Errorf("direct=%v: noncanonical kinds %v, want whitespace and member order at %s", direct, kinds, want)
+		if len(got) != 1 || got[0].Severity != want || !strings.Contains(got[0].Message, "whitespace") || !strings.Contains(got[0].Message, "member order") {
+			t.Errorf("direct=%v: noncanonical findings %+v, want one naming whitespace and member order at %s", direct, got, want)
 		}
 	}
 	// A canonical body has no such finding.
@@ -296,8 +297,135 @@ func TestHotKeyAndSplitGroup(t *testing.T) {
 	if fmt.Sprint(got[ruleSplitGroup]) != "[9 10 11]" {
 		t.Errorf("split-group requests %v, want [9 10 11]", got[ruleSplitGroup])
 	}
-	if len(got[ruleHotKey]) != 10 || got[ruleHotKey][0] != 12 {
-		t.Errorf("hot-key requests %v, want 12..21", got[ruleHotKey])
+	// Requests 12..21 share one system prompt and differ only in the final
+	// question: the shared-document case the router serves by spilling.
+	if got, ok := got[ruleHotKey]; ok {
+		t.Errorf("hot-key on a shared document: requests %v", got)
+	}
+}
+
+// chatBody is a chat request whose messages alternate user and assistant
+// after a system prompt; the last message is the question.
+func chatBody(t *testing.T, system string, turns ...string) []byte {
+	t.Helper()
+	msgs := []map[string]string{{"role": "system", "content": system}}
+	for i, c := range turns {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		msgs = append(msgs, map[string]string{"role": role, "content": c})
+	}
+	b, err := json.Marshal(map[string]any{"model": "m", "messages": msgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// pythonStyle re-serializes a body the way Python's json.dumps does by
+// default: a space after every comma and colon.
+func pythonStyle(b []byte) []byte {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		panic(err)
+	}
+	out, _ := json.Marshal(v)
+	s := strings.ReplaceAll(string(out), `","`, `", "`)
+	s = strings.ReplaceAll(s, `":"`, `": "`)
+	return []byte(s)
+}
+
+func TestHotKeyOnlyWhenSpilledLoadFindsNoCache(t *testing.T) {
+	manual := strings.Repeat("The X200 manual: reset, passwords, parental controls, firmware. ", 20) // 1,280 characters
+	var shared, diverging [][]byte
+	for i := 0; i < 12; i++ {
+		q := fmt.Sprintf("Question %d?", i)
+		shared = append(shared, chatBody(t, manual, q))
+		// An earlier turn that differs per conversation sits past the
+		// 1,024-character window: the key merges conversations whose
+		// texts part later.
+		diverging = append(diverging, chatBody(t, manual, fmt.Sprintf("My earlier ticket was number %d, about the %s.", i*37, []string{"router", "modem", "switch"}[i%3]), "Noted.", q))
+	}
+	opts := Options{PrefixLength: 1024, Replicas: 7}
+	for _, tc := range []struct {
+		name   string
+		bodies [][]byte
+		hot    bool
+	}{{"one shared document", shared, false}, {"texts differ after the window", diverging, true}} {
+		rep, err := Check(tc.bodies, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hot []Finding
+		for _, f := range rep.Findings {
+			if f.RuleID == ruleHotKey {
+				hot = append(hot, f)
+			}
+		}
+		if (len(hot) > 0) != tc.hot {
+			t.Errorf("%s: hot-key findings %+v, want hot=%v", tc.name, hot, tc.hot)
+		}
+		if tc.hot && len(hot) == 1 && !strings.Contains(hot[0].Hint, "--prefix-length 2048") {
+			t.Errorf("%s: hint %q should name --prefix-length 2048", tc.name, hot[0].Hint)
+		}
+	}
+}
+
+// TestVolatileTimeAtTheFront is the worst case of a split: twenty requests
+// that share 7,000 characters but start with a clock time, which no
+// volatile detector matches. split-group must find them, and the summary
+// must not suggest a length that gives no hits.
+func TestVolatileTimeAtTheFront(t *testing.T) {
+	doc := strings.Repeat("The dispatch manual covers routing of service calls and escalation. ", 110)[:7000]
+	var bodies [][]byte
+	for i := 0; i < 20; i++ {
+		system := fmt.Sprintf("Ticket opened %02d:%02d by the dispatcher. %s", 8+i/6, (i*7)%60, doc)
+		bodies = append(bodies, pythonStyle(chatBody(t, system, fmt.Sprintf("What is step %d?", i))))
+	}
+	rep, err := Check(bodies, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var split, noncanon []Finding
+	for _, f := range rep.Findings {
+		switch f.RuleID {
+		case ruleSplitGroup:
+			split = append(split, f)
+		case ruleNoncanonical:
+			noncanon = append(noncanon, f)
+		}
+	}
+	if len(split) != 1 || len(split[0].Requests) != 20 || split[0].JSONPath != "messages[0].content" || split[0].Offset != len("Ticket opened ") {
+		t.Errorf("split-group %+v, want one finding over 20 requests at messages[0].content@14", split)
+	}
+	if rep.Summary.SuggestedPrefixLength != 0 || !strings.Contains(rep.Summary.Advice, "messages[0].content@") {
+		t.Errorf("summary suggests %d (hit rate %.2f), advice %q; want no suggestion and where the keys split",
+			rep.Summary.SuggestedPrefixLength, rep.Summary.ExpectedHitRate, rep.Summary.Advice)
+	}
+	// json.dumps output: one corpus-wide noncanonical line, not 40.
+	if len(noncanon) != 1 || noncanon[0].RequestIndex != corpusRequestIndex || len(noncanon[0].Requests) != 20 {
+		t.Errorf("noncanonical findings %d (%+v), want one corpus-wide finding over 20 requests", len(noncanon), noncanon)
+	}
+}
+
+func TestInjectedDateIsReportedOnce(t *testing.T) {
+	body := chatBody(t, "You are helpful. Current date: 2026-11-30T08:00:00Z. Answer briefly.", "hi")
+	rep, err := Check([][]byte{body}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for _, f := range rep.Findings {
+		if f.Severity >= Warning {
+			rules = append(rules, f.RuleID)
+		}
+		if strings.Contains(f.Message, "character ") {
+			t.Errorf("%s: message carries a second position: %s", f.RuleID, f.Message)
+		}
+	}
+	if fmt.Sprint(rules) != "[date-injection]" {
+		t.Errorf("warnings %v, want only date-injection", rules)
 	}
 }
 
@@ -342,5 +470,101 @@ func TestParseSeverity(t *testing.T) {
 	}
 	if _, err := ParseSeverity("fatal"); err == nil {
 		t.Error("ParseSeverity(fatal) succeeded")
+	}
+}
+
+// TestPathsStayBounded: a long member name above many values must not give
+// every value a copy of it (memory quadratic in the body).
+func TestPathsStayBounded(t *testing.T) {
+	name := strings.Repeat("n", 64<<10)
+	body := []byte(`{"prompt":"x","` + name + `":[` + strings.TrimSuffix(strings.Repeat(`{"a":1},`, 2000), ",") + `]}`)
+	root, _, err := parseTree(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	longest, paths := 0, map[string]bool{}
+	root.walk(func(n *node) {
+		longest = max(longest, len(n.path))
+		paths[n.path] = true
+	})
+	if longest > maxPathLen+24 {
+		t.Errorf("longest path %d bytes, want at most %d", longest, maxPathLen+24)
+	}
+	if len(paths) != 3+2000*2 {
+		t.Errorf("%d distinct paths, want %d: cut paths must stay distinct", len(paths), 3+2000*2)
+	}
+	if _, err := Check([][]byte{body}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// allocatedBy returns the bytes allocated while f runs.
+func allocatedBy(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestWorkGrowsLinearly: attacker-shaped bodies (many strings in tools,
+// many short volatile-looking values, many members) cost work in
+// proportion to their size. Allocation is the measure (deterministic,
+// unlike time): ten times the input must not cost a hundred times the
+// bytes, as a quadratic loop would.
+func TestWorkGrowsLinearly(t *testing.T) {
+	shapes := map[string]func(n int) []byte{
+		"tools of many strings": func(n int) []byte {
+			return []byte(`{"model":"m","tools":[` + strings.TrimSuffix(strings.Repeat(`"x",`, n), ",") + `],"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}`)
+		},
+		"many ten-digit runs": func(n int) []byte {
+			// n/4 of them, so that the larger body still fits the window
+			// (a scan stops at the window).
+			return []byte(`{"prompt":"` + strings.Repeat("1764512521 ", n/4) + `"}`)
+		},
+		"many members": func(n int) []byte {
+			var b strings.Builder
+			b.WriteString(`{"prompt":"p","parameters":{`)
+			for i := 0; i < n; i++ {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, `"k%d":%d`, n-i, i)
+			}
+			b.WriteString(`}}`)
+			return []byte(b.String())
+		},
+	}
+	for name, shape := range shapes {
+		small, large := shape(2000), shape(20000)
+		cost := func(body []byte) uint64 {
+			return allocatedBy(func() {
+				if _, err := Check([][]byte{body, body}, Options{PrefixLength: 65536}); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+		cost(small) // warm up
+		a, b := cost(small), cost(large)
+		if ratio := float64(b) / float64(a); ratio > 30 {
+			t.Errorf("%s: 10× the input allocates %.0f× the bytes (%d vs %d): superlinear", name, ratio, b, a)
+		}
+	}
+}
+
+// BenchmarkFindVolatile measures the volatile scan on a window full of
+// Unix times, the most matches per byte: the time per match must not grow
+// with the number of matches (docs/lint.md has the numbers).
+func BenchmarkFindVolatileMatches(b *testing.B) {
+	for _, n := range []int{500, 5000} {
+		s := strings.Repeat("1764512521 ", n)
+		b.Run(fmt.Sprintf("matches=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if got := len(findVolatile(s)); got != n {
+					b.Fatalf("%d matches, want %d", got, n)
+				}
+			}
+		})
 	}
 }

@@ -34,8 +34,9 @@ func checkOne(index int, body []byte, opts Options) ([]Finding, *request) {
 	req := &request{index: index, body: body, canon: canon, mode: mode, info: info}
 	req.rt = buildRoutingText(mode, canon, ctree, rtree)
 	var out []Finding
-	out = append(out, volatileFindings(req, opts)...)
-	out = append(out, dateInjectionFindings(req, ctree, rtree)...)
+	injections := dateInjectionFindings(req, ctree, rtree)
+	out = append(out, withoutInjectedDates(volatileFindings(req, opts), injections)...)
+	out = append(out, injections...)
 	out = append(out, metadataFindings(req, rtree, opts)...)
 	out = append(out, noncanonicalFindings(req, rtree, ctree, lay, opts)...)
 	if req.rt.whole && req.rt.units < opts.PrefixLength && req.rt.units > 0 {
@@ -51,6 +52,29 @@ func checkOne(index int, body []byte, opts Options) ([]Finding, *request) {
 		out = append(out, f)
 	}
 	return out, req
+}
+
+// withoutInjectedDates drops the volatile-date and volatile-timestamp
+// findings of the dates that a date-injection finding already reports, so
+// that one value is reported once, by the rule that names its cause.
+func withoutInjectedDates(vols, injections []Finding) []Finding {
+	if len(injections) == 0 {
+		return vols
+	}
+	out := vols[:0]
+	for _, v := range vols {
+		covered := false
+		for _, in := range injections {
+			if (v.RuleID == ruleDate || v.RuleID == ruleTimestamp) && v.JSONPath == in.JSONPath && v.Offset >= in.Offset && v.Offset < in.spanEnd {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func unitName(m normalize.Mode) string {
@@ -127,7 +151,7 @@ func volatileFindings(req *request, opts Options) []Finding {
 			out = append(out, Finding{
 				RuleID: m.rule, Severity: Warning, RequestIndex: req.index,
 				JSONPath: seg.path, Offset: chars, BodyOffset: rawOffset(req.body, seg.raw, chars),
-				Message: fmt.Sprintf("%s %q at %s %d of the routing window (N=%d)", m.what, clip(text[m.start:m.end], 48), unitName(rt.mode)[:len(unitName(rt.mode))-1], pos, opts.PrefixLength),
+				Message: fmt.Sprintf("%s %q inside the routing window (N=%d)", m.what, clip(text[m.start:m.end], 48), opts.PrefixLength),
 				Hint:    volatileHints[m.rule],
 			})
 		}
@@ -210,7 +234,7 @@ func dateInjectionFindings(req *request, ctree, rtree *node) []Finding {
 		off := charCount(head[:m.start])
 		out = append(out, Finding{
 			RuleID: ruleDateInjection, Severity: Warning, RequestIndex: req.index,
-			JSONPath: t.path, Offset: off, BodyOffset: rawOffset(req.body, raw[t.path], off),
+			JSONPath: t.path, Offset: off, BodyOffset: rawOffset(req.body, raw[t.path], off), spanEnd: charCount(head[:m.end]),
 			Message: fmt.Sprintf("today's date is injected near the start of the prompt (%q): every day gets new keys and a cold cache", clip(m.what, 60)),
 			Hint:    "put the date in the final user message or at the end of the system prompt, after the stable instructions",
 		})
@@ -273,8 +297,10 @@ func quoteAll(s []string) []string {
 	return out
 }
 
-// noncanonicalFindings reports, one finding per kind, what the normalizer
-// changes: whitespace, member order, string escapes, number spelling.
+// noncanonicalFindings reports in one finding what the normalizer changes:
+// whitespace, member order, string escapes, number spelling. The finding
+// points at the earliest of them; the message names every kind without
+// positions of its own, so that a finding shows one position.
 func noncanonicalFindings(req *request, rtree, ctree *node, lay layout, opts Options) []Finding {
 	if bytes.Equal(req.body, req.canon) {
 		return nil
@@ -285,13 +311,17 @@ func noncanonicalFindings(req *request, rtree, ctree *node, lay layout, opts Opt
 		sev = Warning
 		hint = "a byte-prefix router keys on the bytes as sent: serialize canonically (the SDKs do) or put prefixgate's normalizer in front"
 	}
-	var out []Finding
-	add := func(path string, off, bodyOff int, msg string) {
-		out = append(out, Finding{RuleID: ruleNoncanonical, Severity: sev, RequestIndex: req.index,
-			JSONPath: path, Offset: off, BodyOffset: bodyOff, Message: msg, Hint: hint})
+	var f *Finding
+	var parts, kinds []string
+	add := func(kind, path string, off, bodyOff int, msg string) {
+		parts, kinds = append(parts, msg), append(kinds, kind)
+		if f == nil || bodyOff < f.BodyOffset {
+			f = &Finding{RuleID: ruleNoncanonical, Severity: sev, RequestIndex: req.index,
+				JSONPath: path, Offset: off, BodyOffset: bodyOff, Hint: hint}
+		}
 	}
 	if lay.wsBytes > 0 {
-		add(lay.wsPath, 0, lay.wsAt, fmt.Sprintf("whitespace: %d byte%s of insignificant whitespace, the first at byte %d", lay.wsBytes, plural(lay.wsBytes), lay.wsAt))
+		add("whitespace", lay.wsPath, 0, lay.wsAt, fmt.Sprintf("whitespace (%d byte%s between tokens)", lay.wsBytes, plural(lay.wsBytes)))
 	}
 	cidx := pathIndex(ctree)
 	var orderAt, escAt, numAt *node
@@ -332,25 +362,30 @@ func noncanonicalFindings(req *request, rtree, ctree *node, lay layout, opts Opt
 		}
 	})
 	if orderAt != nil {
-		where := "nested object (JCS order)"
+		where := orderAt.path + " not in JCS order"
 		if orderAt.path == "" {
-			where = fmt.Sprintf("top level (%s schema order: prompt first, parameters, then metadata)", req.mode)
+			where = fmt.Sprintf("top level not in %s schema order: prompt first, parameters, then metadata", req.mode)
 		}
-		add(orderAt.path, 0, orderAt.start, fmt.Sprintf("member order: %s differs from the canonical order", where))
+		add("member order", orderAt.path, 0, orderAt.start, fmt.Sprintf("member order (%s)", where))
 	}
 	if escCount > 0 {
 		switch {
 		case escAt != nil:
 			off := firstEscape(req.body[escAt.start+1 : escAt.end-1])
-			add(escAt.path, off.chars, escAt.start+1+off.bytes, fmt.Sprintf("escapes: %d string%s escaped differently from RFC 8785 (for example \\u escapes of printable characters or \\/)", escCount, plural(escCount)))
+			add("escapes", escAt.path, off.chars, escAt.start+1+off.bytes, fmt.Sprintf("escapes (%d string%s escaped differently from RFC 8785, for example \\u escapes of printable characters or \\/)", escCount, plural(escCount)))
 		default:
-			add("", 0, escNameAt, fmt.Sprintf("escapes: %d string%s escaped differently from RFC 8785, first the member name %q", escCount, plural(escCount), escName))
+			add("escapes", "", 0, escNameAt, fmt.Sprintf("escapes (%d string%s escaped differently from RFC 8785, first the member name %q)", escCount, plural(escCount), escName))
 		}
 	}
 	if numCount > 0 {
-		add(numAt.path, 0, numAt.start, fmt.Sprintf("number spelling: %d number%s not in shortest ECMAScript form, for example %s → %s", numCount, plural(numCount), numFrom, numTo))
+		add("number spelling", numAt.path, 0, numAt.start, fmt.Sprintf("number spelling (%d number%s not in shortest ECMAScript form, for example %s → %s)", numCount, plural(numCount), numFrom, numTo))
 	}
-	return out
+	if f == nil {
+		return nil
+	}
+	f.Message = "not in canonical form: " + strings.Join(parts, "; ")
+	f.kinds = kinds
+	return []Finding{*f}
 }
 
 func sameOrder(a, b *node) bool {

@@ -136,9 +136,11 @@ func (tb *textBuilder) value(n *node) {
 }
 
 // canonical adds the canonical JSON of n (a node of the canonical tree),
-// recording a segment for every string and number inside it.
+// recording a segment for every string and number inside it. Positions are
+// measured from the previous value on, not from the start of n each time:
+// that would be quadratic in a tools array of many strings.
 func (tb *textBuilder) canonical(n *node) {
-	base := tb.units
+	pos, prev := tb.units, n.start
 	src := tb.canon[n.start:n.end]
 	n.walk(func(v *node) {
 		if v.kind != kString && v.kind != kNumber {
@@ -148,9 +150,10 @@ func (tb *textBuilder) canonical(n *node) {
 		if v.kind == kString {
 			at++
 		}
+		pos += tb.rt.measure(string(tb.canon[prev:at]), false)
+		prev = at
 		tb.rt.segs = append(tb.rt.segs, segment{
-			path: v.path, text: v.text, escaped: v.kind == kString, raw: tb.raw[v.path],
-			start: base + tb.rt.measure(string(tb.canon[n.start:at]), false),
+			path: v.path, text: v.text, escaped: v.kind == kString, raw: tb.raw[v.path], start: pos,
 		})
 	})
 	tb.plain(string(src))
@@ -204,7 +207,30 @@ func buildRoutingText(mode normalize.Mode, canon []byte, ctree, rtree *node) *ro
 				tb.plain(recordSep)
 			}
 		}
-	default:
+	case normalize.ModeNative, normalize.ModeAuto:
+		if ctree.kind == kObject {
+			// The canonical object with its routing members only.
+			names := make([]string, len(ctree.members))
+			for i, m := range ctree.members {
+				names[i] = m.name
+			}
+			keep := normalize.NativeRoutingMember(names)
+			tb.plain("{")
+			first := true
+			for _, m := range ctree.members {
+				if !keep(m.name) {
+					continue
+				}
+				if !first {
+					tb.plain(",")
+				}
+				first = false
+				tb.plain(string(canon[m.nameStart:m.value.start]))
+				tb.canonical(m.value)
+			}
+			tb.plain("}")
+			break
+		}
 		ctree.walk(func(v *node) {
 			if v.kind != kString && v.kind != kNumber {
 				return

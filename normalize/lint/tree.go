@@ -2,6 +2,7 @@ package lint
 
 import (
 	"errors"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -110,15 +111,37 @@ func (p *treeParser) ws(path string) {
 func memberPath(parent, name string) string {
 	if isIdent(name) {
 		if parent == "" {
-			return name
+			return boundPath(name)
 		}
-		return parent + "." + name
+		return boundPath(parent + "." + name)
 	}
-	return parent + "[" + strconv.Quote(name) + "]"
+	return boundPath(parent + "[" + strconv.Quote(name) + "]")
 }
 
 func indexPath(parent string, i int) string {
-	return parent + "[" + strconv.Itoa(i) + "]"
+	return boundPath(parent + "[" + strconv.Itoa(i) + "]")
+}
+
+// maxPathLen bounds a node's path. Every node keeps its path, and a path
+// repeats its parent's: unbounded, one long member name above many values
+// (or 128 levels of long names) costs memory quadratic in the body.
+const maxPathLen = 200
+
+// boundPath cuts a path longer than maxPathLen and appends a hash of the
+// whole of it, so that different paths stay different and the same path
+// is cut the same way in the body as sent and in its canonical form (the
+// linter matches nodes of the two by path).
+func boundPath(p string) string {
+	if len(p) <= maxPathLen {
+		return p
+	}
+	h := fnv.New64a()
+	h.Write([]byte(p))
+	cut := maxPathLen - 40
+	for cut > 0 && p[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return p[:cut] + "…#" + strconv.FormatUint(h.Sum64(), 16)
 }
 
 func isIdent(s string) bool {

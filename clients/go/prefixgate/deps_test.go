@@ -14,7 +14,7 @@ func TestNoServerDependencies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
-	out, err := exec.Command("go", "list", "-deps", ".", "../cmd/prefixgate-sdk").CombinedOutput()
+	out, err := exec.Command("go", "list", "-deps", ".", "../cmd/prefixgate-go").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}

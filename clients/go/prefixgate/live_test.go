@@ -280,7 +280,7 @@ func TestLiveLint(t *testing.T) {
 	}
 	c := prefixgate.NewClient(nil, routerURL(t))
 	ctx := liveCtx(t)
-	system := "You are the support assistant. Current time: 2026-11-30T09:15:00Z. " + strings.Repeat("Follow the refund policy carefully. ", 20)
+	system := "You are the support assistant. Shift log 2026-11-30T09:15:00Z. " + strings.Repeat("Follow the refund policy carefully. ", 20)
 	res, err := c.Lint(ctx, [][]byte{
 		[]byte(`{"model":"vllmsim/tiny","messages":[{"role":"system","content":"` + system + `"},{"role":"user","content":"hi"}]}`),
 		[]byte(`{"model":"vllmsim/tiny",}`),

@@ -5,6 +5,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from prefixgate import CanonicalError, Mode, build_json, canonicalize, routing_key
+from prefixgate.canonical import canonicalize_full
+from prefixgate.key import format_key, route_key_of
+
 VECTORS = Path(__file__).resolve().parents[2] / "conformance" / "vectors.json"
 
 
@@ -18,3 +22,38 @@ def vector_input(v: dict[str, Any]) -> bytes:
     if "input_base64" in v:
         return base64.b64decode(v["input_base64"])
     return str(v.get("input", "")).encode("utf-8")
+
+
+def check_vector(v: dict[str, Any]) -> None:
+    """Assert that this SDK gives exactly what the vector expects: the
+    verdict, canonical bytes, error code and offset, keys."""
+    data = vector_input(v)
+    mode = Mode.parse(v["mode"])
+    group = v.get("group", "")
+    prefix = v.get("prefix_length", 0)
+    try:
+        if v["kind"] == "build":
+            got = build_json(data)
+        else:
+            got = canonicalize(data, mode)
+    except CanonicalError as e:
+        assert "error" in v, f"unexpected error {e}"
+        assert (e.offset, e.code) == (v["error"]["offset"], v["error"]["code"]), str(e)
+        assert str(e).startswith(f"offset {e.offset}: ")
+        return
+    assert "error" not in v, f"accepted, want {v['error']}"
+    assert got == v["canonical"].encode("utf-8")
+    try:
+        if v["kind"] == "build":
+            ri = route_key_of(canonicalize_full(got, Mode.CHAT), group, prefix)
+        else:
+            ri = routing_key(data, mode, group, prefix)
+    except CanonicalError as e:
+        assert "key_error" in v, f"unexpected key error {e}"
+        assert (e.offset, e.code) == (v["key_error"]["offset"], v["key_error"]["code"]), str(e)
+        return
+    assert "key_error" not in v
+    assert ri.key_hex == v["key"]
+    assert [format_key(k) for k in ri.spill_keys] == v.get("spill_keys", [])
+    assert str(ri.mode) == v["key_mode"]
+    assert ri.routing_text_length == v.get("routing_text_length", 0)

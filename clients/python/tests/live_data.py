@@ -26,7 +26,7 @@ COMPLETION = CompletionSpec(
 NATIVE_BODY = b'{"parameters": {"max_new_tokens": 3}, "inputs": "Tell me a story about caches."}'
 
 SYSTEM_WITH_TIME = (
-    "You are the support assistant. Current time: 2026-11-30T09:15:00Z. "
+    "You are the support assistant. Shift log 2026-11-30T09:15:00Z. "
     + "Follow the refund policy carefully. " * 20
 )
 LINT_CORPUS = [

@@ -126,6 +126,31 @@ function utf8Len(s: Uint8Array, i: number): number {
   return 0;
 }
 
+/**
+ * Whether cp is one of the 66 noncharacters I-JSON (RFC 7493 section 2.1)
+ * forbids: U+FDD0..U+FDEF and the last two code points of every plane.
+ */
+function isNoncharacter(cp: number): boolean {
+  return (cp >= 0xfdd0 && cp <= 0xfdef) || (cp & 0xfffe) === 0xfffe;
+}
+
+/**
+ * Whether the valid 3- or 4-byte UTF-8 sequence at s[i] encodes a
+ * noncharacter: EF B7 90..AF, EF BF BE/BF, or a 4-byte sequence whose low
+ * 16 bits are all ones but the last.
+ */
+function rawNoncharacter(s: Uint8Array, i: number, size: number): boolean {
+  if (size === 3) {
+    return s[i] === 0xef && ((s[i + 1] === 0xb7 && s[i + 2]! >= 0x90 && s[i + 2]! <= 0xaf) || (s[i + 1] === 0xbf && s[i + 2]! >= 0xbe));
+  }
+  return (s[i + 1]! & 0x0f) === 0x0f && s[i + 2] === 0xbf && s[i + 3]! >= 0xbe;
+}
+
+function noncharacterError(off: number, cp: number): CanonicalError {
+  const hex = cp.toString(16).toUpperCase().padStart(4, "0");
+  return new CanonicalError(off, "noncharacter", `noncharacter U+${hex} is not allowed in I-JSON`);
+}
+
 function quoteShort(s: string): string {
   const b = encoder.encode(s);
   const cut = b.length > 64 ? decoder.decode(b.subarray(0, 64)) : s;
@@ -292,6 +317,7 @@ class Parser {
       } else {
         const size = utf8Len(s, i);
         if (size === 0) throw this.err(i, "invalid-utf8", `invalid UTF-8 ${describe(c)} in string`);
+        if (size >= 3 && rawNoncharacter(s, i, size)) throw noncharacterError(i, decoder.decode(s.subarray(i, i + size)).codePointAt(0)!);
         i += size;
       }
     }
@@ -336,10 +362,15 @@ class Parser {
     if (u >= 0xd800 && u <= 0xdbff) {
       if (i + 7 < this.n && s[i + 6] === 0x5c && s[i + 7] === 0x75) {
         const lo = this.hex4(i + 6);
-        if (lo >= 0xdc00 && lo <= 0xdfff) return [String.fromCharCode(u, lo), 12];
+        if (lo >= 0xdc00 && lo <= 0xdfff) {
+          const cp = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
+          if (isNoncharacter(cp)) throw noncharacterError(i, cp);
+          return [String.fromCharCode(u, lo), 12];
+        }
       }
       throw this.err(i, "lone-surrogate", `high surrogate \\u${h4} not followed by a low surrogate`);
     }
+    if (isNoncharacter(u)) throw noncharacterError(i, u);
     return [String.fromCharCode(u), 6];
   }
 
@@ -382,8 +413,10 @@ class Parser {
       while (i < n && isDigit(s[i]!)) i++;
       if (i === d) throw this.err(start, "invalid-number", "want a digit after the decimal point");
     }
+    let expAt = -1;
     if (i < n && (s[i] === 0x65 || s[i] === 0x45)) {
       frac = true;
+      expAt = i;
       i++;
       if (i < n && (s[i] === 0x2b || s[i] === 0x2d)) i++;
       const d = i;
@@ -397,10 +430,18 @@ class Parser {
       throw this.err(start, "string-limit", `number literal of ${i - start} bytes is over the limit of ${MAX_STRING_BYTES} bytes`);
     }
     const lit = decoder.decode(s.subarray(start, i));
-    // A literal without an exponent and at most 300 characters cannot
-    // overflow a double; Number() reads the rest as the reference does.
-    if (frac && !Number.isFinite(Number(lit))) {
-      throw this.err(start, "number-range", `number ${JSON.stringify(lit.slice(0, 64))}${lit.length > 64 ? "..." : ""} is outside the range of a double`);
+    // The range rule (docs/normalize.md): a literal must neither overflow a
+    // double nor turn a non-zero value into zero. Only a literal with an
+    // exponent, one over 300 characters, or an integer of 309 or more digits
+    // can break it; Number() rounds as the reference does.
+    const digits = i - start - (s[start] === 0x2d ? 1 : 0);
+    if ((frac && (expAt >= 0 || i - start > 300)) || (!frac && digits >= 309)) {
+      const f = Number(lit);
+      const shown = `${JSON.stringify(lit.slice(0, 64))}${lit.length > 64 ? "..." : ""}`;
+      if (!Number.isFinite(f)) throw this.err(start, "number-range", `number ${shown} is outside the range of a double`);
+      if (f === 0 && /^[^eE]*[1-9]/.test(lit)) {
+        throw this.err(start, "number-range", `number ${shown} is too small for a double: it would become 0`);
+      }
     }
     return [new JSONNumber(lit), i];
   }

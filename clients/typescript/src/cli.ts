@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// prefixgate canonicalize|key|build: reads standard input, writes one result
+// prefixgate-ts canonicalize|key|build: reads standard input, writes one result
 // and a newline. Exit status 0 ok, 1 invalid input ("offset N: reason" on
 // standard error), 2 usage error.
 
@@ -8,7 +8,7 @@ import { canonicalize, parseMode } from "./canonical.js";
 import { CanonicalError, OptionError, SpecError } from "./errors.js";
 import { checkOptions, routingKey } from "./key.js";
 
-const USAGE = `usage: prefixgate COMMAND [flags] < input
+const USAGE = `usage: prefixgate-ts COMMAND [flags] < input
 
 commands:
   canonicalize [--mode M]                          canonical form of a request body
@@ -25,7 +25,7 @@ async function readStdin(): Promise<Uint8Array> {
 }
 
 function usage(msg: string): number {
-  process.stderr.write(`prefixgate: ${msg}\n${USAGE}`);
+  process.stderr.write(`prefixgate-ts: ${msg}\n${USAGE}`);
   return 2;
 }
 
@@ -71,7 +71,7 @@ async function main(argv: string[]): Promise<number> {
     if (cmd === "key") checkOptions(group, prefixLength);
   } catch (e) {
     if (e instanceof OptionError) {
-      process.stderr.write(`prefixgate ${cmd}: ${e.message}\n`);
+      process.stderr.write(`prefixgate-ts ${cmd}: ${e.message}\n`);
       return 2;
     }
     throw e;
@@ -98,7 +98,7 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (e: unknown) => {
-    process.stderr.write(`prefixgate: ${String(e)}\n`);
+    process.stderr.write(`prefixgate-ts: ${String(e)}\n`);
     process.exitCode = 1;
   },
 );

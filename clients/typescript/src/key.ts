@@ -4,13 +4,17 @@
 // window, each preceded by its length as a 32-bit little-endian integer.
 
 import {
+  CHAT_PROMPT,
+  COMPLETION_PROMPT,
   Canonical,
   JSONValue,
+  VOLATILE_MEMBERS,
   Mode,
   ModeName,
   canonicalizeFull,
   concat,
   encode,
+  encodeString,
   isObject,
   parseMode,
 } from "./canonical.js";
@@ -133,6 +137,31 @@ function promptText(c: Canonical): Uint8Array {
   return out.done();
 }
 
+/** The routing members of a native body: its "parameters" are generation parameters. */
+const NATIVE_ROUTING = ["inputs"];
+
+/**
+ * The native routing text: the canonical body with only its routing members,
+ * chosen by the schema the members show (chat, completion, native inputs; any
+ * other object: all but the volatile metadata).
+ */
+function nativeText(c: Canonical): Uint8Array {
+  if (!isObject(c.value)) return c.body;
+  const root = c.value;
+  const hasOwn = (k: string): boolean => Object.prototype.hasOwnProperty.call(root, k);
+  let keep: (k: string) => boolean;
+  if (hasOwn("messages")) keep = (k) => CHAT_PROMPT.includes(k);
+  else if (hasOwn("prompt")) keep = (k) => COMPLETION_PROMPT.includes(k);
+  else if (hasOwn("inputs")) keep = (k) => NATIVE_ROUTING.includes(k);
+  else keep = (k) => !VOLATILE_MEMBERS.has(k);
+  // c.offsets holds the members in canonical order.
+  const members: string[] = [];
+  for (const k of c.offsets.keys()) {
+    if (keep(k)) members.push(encodeString(k) + ":" + encode(root[k]!));
+  }
+  return encoder.encode("{" + members.join(",") + "}");
+}
+
 /** Byte length of the first n characters (bytes when native) and whether the text is longer. */
 function cut(text: Uint8Array, n: number, native: boolean): [number, boolean] {
   if (text.length <= n) return [text.length, false];
@@ -179,7 +208,7 @@ export function routeKeyOf(c: Canonical, group = "", prefixLength = 0): RouteInf
     }
     text = promptText(c);
   } else {
-    text = c.body;
+    text = nativeText(c);
   }
   const native = mode === Mode.Native;
   const gb = encoder.encode(g);

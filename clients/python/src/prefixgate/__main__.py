@@ -1,4 +1,4 @@
-"""Command line: ``python -m prefixgate canonicalize|key|build < input``.
+"""Command line: ``prefixgate-py canonicalize|key|build < input`` (or ``python -m prefixgate``).
 
 Reads standard input and writes one result and a newline: the canonical
 bytes, the routing key (16 hex digits) or the built request in canonical
@@ -25,7 +25,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = _Parser(prog="prefixgate", description="Canonical JSON, routing keys and prompts.")
+    p = _Parser(prog="prefixgate-py", description="Canonical JSON, routing keys and prompts.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     c = sub.add_parser("canonicalize", help="canonical form of a request body")
     c.add_argument("--mode", default="auto", help="auto, chat, completion or native")

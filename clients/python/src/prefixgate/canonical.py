@@ -100,7 +100,29 @@ _PLAIN = re.compile(
     rb"|[\xe1-\xec\xee\xef][\x80-\xbf]{2}|\xed[\x80-\x9f][\x80-\xbf]"
     rb"|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2})*"
 )
+# Noncharacters as UTF-8, which I-JSON (RFC 7493 section 2.1) forbids:
+# U+FDD0..U+FDEF (EF B7 90..AF), U+FFFE and U+FFFF (EF BF BE/BF), and the
+# last two code points of planes 1 to 16 (a 4-byte sequence whose second
+# byte ends in F, then BF, then BE or BF). Searched only inside runs that
+# _PLAIN has already found well-formed, where a lead byte cannot be taken
+# for a continuation byte.
+_NONCHAR = re.compile(
+    rb"\xef\xb7[\x90-\xaf]|\xef\xbf[\xbe\xbf]|[\xf0-\xf4][\x8f\x9f\xaf\xbf]\xbf[\xbe\xbf]"
+)
 _HEX = b"0123456789abcdefABCDEF"
+# A number literal whose value is not zero: a non-zero digit before any
+# exponent.
+_NONZERO_MANTISSA = re.compile(r"[^eE]*[1-9]")
+
+
+def _is_noncharacter(cp: int) -> bool:
+    return 0xFDD0 <= cp <= 0xFDEF or cp & 0xFFFE == 0xFFFE
+
+
+def _noncharacter_error(off: int, cp: int) -> CanonicalError:
+    return CanonicalError(off, "noncharacter", f"noncharacter U+{cp:04X} is not allowed in I-JSON")
+
+
 _SIMPLE_ESCAPES = {
     ord('"'): '"',
     ord("\\"): "\\",
@@ -294,6 +316,10 @@ class _Parser:
             m = _PLAIN.match(s, i)
             assert m is not None
             if m.end() > i:
+                bad = _NONCHAR.search(s, i, m.end())
+                if bad is not None:
+                    at = bad.start()
+                    raise _noncharacter_error(at, ord(s[at : bad.end()].decode("utf-8")))
                 parts.append(s[i : m.end()].decode("utf-8"))
                 i = m.end()
             if i >= n:
@@ -343,12 +369,17 @@ class _Parser:
             if i + 7 < n and s[i + 6] == 0x5C and s[i + 7] == 0x75:
                 lo = self.hex4(i + 6)
                 if 0xDC00 <= lo <= 0xDFFF:
-                    return chr(0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00)), 12
+                    cp = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00)
+                    if _is_noncharacter(cp):
+                        raise _noncharacter_error(i, cp)
+                    return chr(cp), 12
             raise self.err(
                 i,
                 "lone-surrogate",
                 f"high surrogate \\u{u:04x} not followed by a low surrogate",
             )
+        if _is_noncharacter(u):
+            raise _noncharacter_error(i, u)
         return chr(u), 6
 
     def hex4(self, i: int) -> int:
@@ -388,8 +419,10 @@ class _Parser:
                 i += 1
             if i == d:
                 raise self.err(start, "invalid-number", "want a digit after the decimal point")
+        exp_at = -1
         if i < n and s[i] in (0x65, 0x45):
             frac = True
+            exp_at = i
             i += 1
             if i < n and s[i] in (0x2B, 0x2D):
                 i += 1
@@ -409,13 +442,23 @@ class _Parser:
                 f"number literal of {i - start} bytes is over the limit of {MAX_STRING_BYTES} bytes",
             )
         lit = s[start:i].decode("ascii")
-        # Only a literal with a fraction or exponent is read as a double; a
-        # literal of at most 300 characters without an exponent cannot
-        # overflow one.
-        if frac and not math.isfinite(float(lit)):
-            raise self.err(
-                start, "number-range", f"number {_quote(lit)} is outside the range of a double"
-            )
+        # The range rule (docs/normalize.md): a literal must neither overflow
+        # a double nor turn a non-zero value into zero. Only a literal with
+        # an exponent, one over 300 characters, or an integer of 309 or more
+        # digits can break it; float() reads it in linear time.
+        digits = i - start - (1 if s[start] == 0x2D else 0)
+        if (frac and (exp_at >= 0 or i - start > 300)) or (not frac and digits >= 309):
+            f = float(lit)
+            if not math.isfinite(f):
+                raise self.err(
+                    start, "number-range", f"number {_quote(lit)} is outside the range of a double"
+                )
+            if f == 0 and _NONZERO_MANTISSA.match(lit):
+                raise self.err(
+                    start,
+                    "number-range",
+                    f"number {_quote(lit)} is too small for a double: it would become 0",
+                )
         return Number(lit), i
 
 

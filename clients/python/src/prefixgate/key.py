@@ -12,7 +12,17 @@ from dataclasses import dataclass, field
 
 import xxhash
 
-from .canonical import Canonical, JSONValue, Mode, canonicalize_full, encode
+from .canonical import (
+    CHAT_PROMPT,
+    COMPLETION_PROMPT,
+    VOLATILE_MEMBERS,
+    Canonical,
+    JSONValue,
+    Mode,
+    canonicalize_full,
+    encode,
+    encode_string,
+)
 from .errors import CanonicalError, OptionError
 
 DEFAULT_PREFIX_LENGTH = 4096
@@ -120,6 +130,33 @@ def _prompt_text(c: Canonical) -> bytes:
     return bytes(out)
 
 
+# The routing members of a native body: its "parameters" are generation
+# parameters.
+_NATIVE_ROUTING = ("inputs",)
+
+
+def _native_text(c: Canonical) -> bytes:
+    """The native routing text: the canonical body with only its routing
+    members, chosen by the schema the members show (chat, completion, native
+    inputs; any other object: all but the volatile metadata)."""
+    root = c.value
+    if not isinstance(root, dict):
+        return c.body
+    if "messages" in root:
+        keep = set(CHAT_PROMPT)
+    elif "prompt" in root:
+        keep = set(COMPLETION_PROMPT)
+    elif "inputs" in root:
+        keep = set(_NATIVE_ROUTING)
+    else:
+        keep = {k for k in root if k not in VOLATILE_MEMBERS}
+    # c.offsets lists the members in canonical order.
+    members = [
+        (encode_string(k) + ":").encode("utf-8") + _canon(root[k]) for k in c.offsets if k in keep
+    ]
+    return b"{" + b",".join(members) + b"}"
+
+
 def _cut(text: bytes, n: int, native: bool) -> tuple[int, bool]:
     """Byte length of the first n characters (bytes in native mode) and
     whether the text is longer."""
@@ -156,7 +193,7 @@ def route_key_of(c: Canonical, group: str = "", prefix_length: int = 0) -> Route
             raise CanonicalError(0, "schema", "a completion request needs a prompt")
         text = _prompt_text(c)
     else:
-        text = c.body
+        text = _native_text(c)
     native = mode == Mode.NATIVE
     gb = g.encode("utf-8")
     head = (

@@ -89,7 +89,7 @@ const COMPLETION: CompletionSpec = {
 };
 const NATIVE_BODY = '{"parameters": {"max_new_tokens": 3}, "inputs": "Tell me a story about caches."}';
 const SYSTEM_WITH_TIME =
-  "You are the support assistant. Current time: 2026-11-30T09:15:00Z. " + "Follow the refund policy carefully. ".repeat(20);
+  "You are the support assistant. Shift log 2026-11-30T09:15:00Z. " + "Follow the refund policy carefully. ".repeat(20);
 const LINT_CORPUS = [
   `{"model":"vllmsim/tiny","messages":[{"role":"system","content":"${SYSTEM_WITH_TIME}"},{"role":"user","content":"hi"}]}`,
   '{"model":"vllmsim/tiny",}',

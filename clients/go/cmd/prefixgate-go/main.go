@@ -1,10 +1,10 @@
-// Command prefixgate-sdk is the Go SDK's command line: it canonicalizes
+// Command prefixgate-go is the Go SDK's command line: it canonicalizes
 // request bodies, computes routing keys and builds prompts locally, byte for
 // byte as the router and the Python and TypeScript SDKs do.
 //
-//	prefixgate-sdk canonicalize [--mode M]                         < body.json
-//	prefixgate-sdk key [--mode M] [--group G] [--prefix-length N]  < body.json
-//	prefixgate-sdk build                                           < spec.json
+//	prefixgate-go canonicalize [--mode M]                         < body.json
+//	prefixgate-go key [--mode M] [--group G] [--prefix-length N]  < body.json
+//	prefixgate-go build                                           < spec.json
 //
 // Each reads standard input and writes one result and a newline. Exit status:
 // 0 ok, 1 invalid input ("offset N: reason" on standard error), 2 usage.
@@ -20,7 +20,7 @@ import (
 	"github.com/prefixgate/prefixgate/clients/go/prefixgate"
 )
 
-const usage = `usage: prefixgate-sdk COMMAND [flags] < input
+const usage = `usage: prefixgate-go COMMAND [flags] < input
 
 commands:
   canonicalize [--mode M]                          canonical form of a request body
@@ -58,7 +58,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		prefixLen = fs.Int("prefix-length", 0, "routing window N, 1024..65536 (default 4096)")
 	case "build":
 	default:
-		fmt.Fprintf(stderr, "prefixgate-sdk: unknown command %q\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "prefixgate-go: unknown command %q\n%s", cmd, usage)
 		return 2
 	}
 	if err := fs.Parse(args[1:]); err != nil {
@@ -68,14 +68,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "prefixgate-sdk %s: unexpected argument %q (input is read from standard input)\n", cmd, fs.Arg(0))
+		fmt.Fprintf(stderr, "prefixgate-go %s: unexpected argument %q (input is read from standard input)\n", cmd, fs.Arg(0))
 		return 2
 	}
 	mode := prefixgate.ModeAuto
 	if modeName != nil {
 		m, err := prefixgate.ParseMode(*modeName)
 		if err != nil {
-			fmt.Fprintf(stderr, "prefixgate-sdk %s: %v\n", cmd, err)
+			fmt.Fprintf(stderr, "prefixgate-go %s: %v\n", cmd, err)
 			return 2
 		}
 		mode = m
@@ -86,13 +86,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// Check the options before reading input, so a bad flag is a usage
 		// error whatever the body.
 		if _, err := prefixgate.Key([]byte(`{}`), prefixgate.KeyOptions{Mode: prefixgate.ModeNative, Group: kopts.Group, PrefixLength: kopts.PrefixLength}); err != nil {
-			fmt.Fprintf(stderr, "prefixgate-sdk %s: %v\n", cmd, err)
+			fmt.Fprintf(stderr, "prefixgate-go %s: %v\n", cmd, err)
 			return 2
 		}
 	}
 	in, err := io.ReadAll(stdin)
 	if err != nil {
-		fmt.Fprintf(stderr, "prefixgate-sdk %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "prefixgate-go %s: %v\n", cmd, err)
 		return 1
 	}
 	var out []byte

@@ -1,0 +1,149 @@
+package normalize
+
+import "sync"
+
+// Native routing text. Native mode keys on the canonical body's bytes, but
+// a body also carries members that must never move a key: sampling
+// parameters ("temperature") and volatile metadata ("user", "stream"). So
+// the native routing text is the canonical body with only its routing
+// members, in canonical order:
+//
+//   - a chat body (top-level "messages"): the chat prompt-defining members
+//     (model, chat_template, chat_template_kwargs, tools, documents,
+//     messages, add_generation_prompt, continue_final_message);
+//   - a completion body ("prompt"): model, prompt, suffix;
+//   - a native body ("inputs"): inputs alone, since its "parameters" object
+//     holds the generation parameters;
+//   - any other object: every member except the volatile metadata, since
+//     which of its members are parameters is unknown;
+//   - a body that is not an object: all of it.
+//
+// The schema is the one the body's members show, whatever mode the caller
+// chose: "--mode native" on a chat body still leaves its temperature out.
+
+// nativeRoutingPrompt lists the routing members of a native body.
+var nativeRoutingPrompt = []string{"inputs"}
+
+// memberSpan is one top-level member of a canonical body: b[start] is the
+// opening quote of its name, b[start+1:nameEnd] the name, b[start:end] the
+// whole member.
+type memberSpan struct{ start, nameEnd, end int }
+
+var spanPool = sync.Pool{New: func() any { s := make([]memberSpan, 0, 32); return &s }}
+
+// appendNativeText appends the native routing text of the canonical body b
+// to dst, at most limit bytes of it (the caller cuts windows from it). It
+// reads the top level once, recording where each member is, then copies
+// the routing members.
+func appendNativeText(dst, b []byte, limit int) ([]byte, error) {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return append(dst, b[:min(len(b), limit)]...), nil
+	}
+	sp := spanPool.Get().(*[]memberSpan)
+	defer spanPool.Put(sp)
+	spans := (*sp)[:0]
+	var hasMessages, hasPrompt, hasInputs bool
+	for i = skipWS(b, i+1); i < len(b) && b[i] != '}'; {
+		if b[i] != '"' {
+			return dst, structErr(i, "want a member name")
+		}
+		ke, err := stringEnd(b, i)
+		if err != nil {
+			return dst, err
+		}
+		switch string(b[i+1 : ke-1]) {
+		case "messages":
+			hasMessages = true
+		case "prompt":
+			hasPrompt = true
+		case "inputs":
+			hasInputs = true
+		}
+		c := skipWS(b, ke)
+		if c >= len(b) || b[c] != ':' {
+			return dst, structErr(c, "want ':'")
+		}
+		ve, err := valueEnd(b, skipWS(b, c+1))
+		if err != nil {
+			return dst, err
+		}
+		spans = append(spans, memberSpan{start: i, nameEnd: ke - 1, end: ve})
+		i = skipWS(b, ve)
+		if i < len(b) && b[i] == ',' {
+			if i = skipWS(b, i+1); i < len(b) && b[i] == '}' {
+				return dst, structErr(i, "trailing comma")
+			}
+		} else if i >= len(b) || b[i] != '}' {
+			return dst, structErr(i, "want ',' or '}'")
+		}
+	}
+	*sp = spans
+	if i >= len(b) {
+		return dst, structErr(i, "unterminated object")
+	}
+	keep := nativeKeep(hasMessages, hasPrompt, hasInputs)
+	start := len(dst)
+	dst = append(dst, '{')
+	first := true
+	for _, m := range spans {
+		if len(dst)-start > limit {
+			break
+		}
+		if !keep(b[m.start+1 : m.nameEnd]) {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, b[m.start:m.end]...)
+	}
+	dst = append(dst, '}')
+	if len(dst)-start > limit {
+		dst = dst[:start+limit]
+	}
+	return dst, nil
+}
+
+// nativeKeep returns the test for routing members of an object that has
+// (or lacks) messages, prompt and inputs members.
+func nativeKeep(hasMessages, hasPrompt, hasInputs bool) func(name []byte) bool {
+	switch {
+	case hasMessages:
+		return func(name []byte) bool { return inList(name, chatPrompt) }
+	case hasPrompt:
+		return func(name []byte) bool { return inList(name, completionPrompt) }
+	case hasInputs:
+		return func(name []byte) bool { return inList(name, nativeRoutingPrompt) }
+	}
+	return func(name []byte) bool { return !isVolatile(name) }
+}
+
+// NativeRoutingMember returns the test that picks, among the top-level
+// member names of an object, those in its native routing text. The linter
+// uses it to lay out the routing text the way the key does.
+func NativeRoutingMember(names []string) func(name string) bool {
+	var hasMessages, hasPrompt, hasInputs bool
+	for _, n := range names {
+		switch n {
+		case "messages":
+			hasMessages = true
+		case "prompt":
+			hasPrompt = true
+		case "inputs":
+			hasInputs = true
+		}
+	}
+	keep := nativeKeep(hasMessages, hasPrompt, hasInputs)
+	return func(name string) bool { return keep([]byte(name)) }
+}
+
+func inList(name []byte, list []string) bool {
+	for _, n := range list {
+		if string(name) == n {
+			return true
+		}
+	}
+	return false
+}
