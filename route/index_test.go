@@ -428,15 +428,18 @@ func TestPrefixIndexManyMembers(t *testing.T) {
 }
 
 // TestPrefixIndexShortSharedPrefix: a prefix shorter than warmTokens that
-// some members hold does not decide placement; the ring key past it does,
+// several members hold does not decide placement; the ring key past it does,
 // so two routers that learned different holders agree.
 func TestPrefixIndexShortSharedPrefix(t *testing.T) {
 	a := indexRouter(t, Config{VirtualNodes: 64}, fleet(5))
 	b := indexRouter(t, Config{VirtualNodes: 64}, fleet(5))
 	sys := chain(42, 8) // 128 tokens, under warmTokens
-	// a learns the system prompt on one member, b on all.
-	d, _ := a.TryPick(Request{Key: 1, Blocks: sys, PromptTokens: 128})
-	d.Done()
+	// a learns the system prompt on two members, b on all. (A short
+	// prefix only one member holds counts as that member's own history.)
+	for _, name := range []string{"vllm-1", "vllm-3"} {
+		d, _ := a.PickMember(name, Request{Key: 1, Blocks: sys, PromptTokens: 128}, false)
+		d.Done()
+	}
 	for i := range 5 {
 		d, _ := b.PickMember(fmt.Sprintf("vllm-%d", i), Request{Key: 1, Blocks: sys, PromptTokens: 128}, false)
 		d.Done()

@@ -30,13 +30,14 @@ const missWeight = 8
 const marginRequests = 4
 
 // A prompt is warm when some candidate holds at least warmBlocks blocks
-// and warmTokens tokens more of it than every candidate does; else it is
-// cold and the ring places it. The token floor keeps short shared prefixes
-// (a chat's system prompt) from deciding placement: each router knows only
-// the holders it sent them to, so routers that pick among those holders
-// disagree, while the ring key past the prefix is the same for all. 160 was
-// chosen on sharegpt (docs/routing.md): 4 routers lost 23 points of hit rate
-// to one router with no floor, 1.2 with it.
+// more of it than every candidate does, and, if several candidates hold
+// that longest match, warmTokens tokens more; else it is cold and the ring
+// places it. The token floor keeps short shared prefixes (a chat's system
+// prompt) from deciding placement: each router knows only the holders it
+// sent them to, so routers that pick among those holders disagree, while
+// the ring key past the prefix is the same for all. A short match only one
+// candidate holds (a conversation's own history) stays warm. 160 was
+// chosen on sharegpt (docs/routing.md).
 const (
 	warmBlocks = 1
 	warmTokens = 160
@@ -110,15 +111,21 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 		id := e.s.members[i].st.id
 		sc.cand[id>>6] |= 1 << (id & 63)
 	}
-	common, best := ix.match(req.Blocks, sc.cand), 0
+	common, best, nBest := ix.match(req.Blocks, sc.cand), 0, 0
 	for _, i := range order {
 		m := int(ix.matched[e.s.members[i].st.id])
-		common, best = min(common, m), max(best, m)
+		common = min(common, m)
+		switch {
+		case m > best:
+			best, nBest = m, 1
+		case m == best:
+			nBest++
+		}
 	}
 	nb := len(req.Blocks)
 	tokens := func(blocks int) int64 { return int64(blocks) * int64(req.PromptTokens) / int64(nb) }
 
-	if best-common < warmBlocks || tokens(best-common) < warmTokens {
+	if best-common < warmBlocks || tokens(best-common) < warmTokens && nBest > 1 {
 		key := req.Key
 		if k := heldSamples(best, nb); best > 0 && k < samples(nb) {
 			// The start is held everywhere, or is too short to matter (a
