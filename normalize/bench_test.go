@@ -119,6 +119,17 @@ func BenchmarkRouteKey(b *testing.B) {
 			}
 		})
 	}
+	// With the prefix blocks of the whole prompt (the server's pass).
+	b.Run("32KiB/N=4096/blocks", func(b *testing.B) {
+		b.SetBytes(int64(len(canon)))
+		b.ReportAllocs()
+		defer cpuPerOp(b)()
+		for b.Loop() {
+			if _, err := RouteKey(canon, KeyOptions{Blocks: true}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 func BenchmarkNormalize(b *testing.B) {

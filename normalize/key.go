@@ -39,7 +39,14 @@ type KeyOptions struct {
 	// points) in chat and completion mode, bytes in native mode. 0 means
 	// 4096; otherwise it must be within 1024..65536.
 	PrefixLength int
+	// Blocks asks for RouteInfo.Blocks and PromptTokens: the prefix blocks
+	// of the whole prompt, for the router's prefix index. It makes the pass
+	// read the whole prompt rather than stop past the longest window.
+	Blocks bool
 }
+
+// BlockSize is the routing text bytes per prefix block (RouteInfo.Blocks).
+const BlockSize = 64
 
 // RouteInfo is the routing key of a request and what it was computed from.
 type RouteInfo struct {
@@ -58,6 +65,19 @@ type RouteInfo struct {
 	// RoutingTextLen is the length of the text under Key: characters in chat
 	// and completion mode, bytes in native mode; at most N.
 	RoutingTextLen int
+	// Blocks are chained hashes of the whole prompt's routing text in blocks
+	// of BlockSize bytes (KeyOptions.Blocks; nil otherwise): Blocks[i]
+	// depends on the group, the model and every byte up to the end of block
+	// i, so two requests share their first k blocks exactly when they share
+	// that much prefix. In chat mode blocks are message-aligned: each
+	// message record (role, text) is cut on its own and its trailing
+	// partial block is hashed too, so a conversation's next turn, which
+	// repeats the messages, repeats their blocks. See docs/normalize.md.
+	Blocks []uint64
+	// PromptTokens estimates the prompt's tokens: characters of the routing
+	// text (all of it, tools and every message) divided by 4 (bytes in
+	// native mode); set with Blocks.
+	PromptTokens int
 }
 
 // KeyHex returns the key as 16 lowercase hex digits.
@@ -73,7 +93,47 @@ func FormatKey(k uint64) string {
 	return string(b[:])
 }
 
-type keyScratch struct{ frame, chat, prompt, role []byte }
+type keyScratch struct {
+	frame, chat, prompt, role []byte
+	bh                        blockHasher
+}
+
+// blockHasher cuts records into BlockSize chunks and chains their hashes:
+// chain = xxh3(chunk, seed = chain). The chain of the message records
+// starts at 0 and is mixed with the seed (group, model, tools) once those
+// are known, since canonical order puts them after the messages.
+type blockHasher struct {
+	chain  uint64
+	blocks []uint64
+	chars  int
+}
+
+func (h *blockHasher) reset() {
+	h.chain, h.blocks, h.chars = 0, h.blocks[:0], 0
+}
+
+// record hashes one record, its last partial block included.
+func (h *blockHasher) record(rec []byte) {
+	for len(rec) > 0 {
+		n := min(BlockSize, len(rec))
+		h.chain = xxh3.HashSeed(rec[:n], h.chain)
+		h.blocks = append(h.blocks, h.chain)
+		for _, c := range rec[:n] {
+			if c&0xC0 != 0x80 {
+				h.chars++
+			}
+		}
+		rec = rec[n:]
+	}
+}
+
+// seedBlock mixes a message block's chain value with the seed.
+func seedBlock(c, seed uint64) uint64 {
+	z := c ^ (seed * 0x9e3779b97f4a7c15)
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
 
 var keyPool = sync.Pool{New: func() any { return new(keyScratch) }}
 
@@ -124,6 +184,11 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 	// Text past 8N characters cannot change any key; 4 bytes per character
 	// bounds how much to collect.
 	budget := 4*spillCap(n) + 4
+	var bh *blockHasher
+	if opts.Blocks {
+		bh = &ks.bh
+		bh.reset()
+	}
 	b := canonical
 	var (
 		model, tools, pk     span
@@ -172,7 +237,7 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 				hasMessages = true
 				if wantChat && b[vs] == '[' {
 					chatOK = true
-					chatText, ve, chatErr = appendMessages(chatText, b, vs, budget, &ks.role)
+					chatText, ve, chatErr = appendMessages(chatText, b, vs, budget, &ks.role, bh)
 					if chatErr != nil {
 						return RouteInfo{}, chatErr
 					}
@@ -180,7 +245,11 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 			case "prompt":
 				hasPrompt = true
 				if wantPrompt {
-					promptText, ve, promptErr = appendPrompt(promptText, b, vs, budget)
+					pb := budget
+					if bh != nil {
+						pb = len(b) // the whole prompt, for its blocks
+					}
+					promptText, ve, promptErr = appendPrompt(promptText, b, vs, pb)
 					if promptErr != nil && !isSchema(promptErr) {
 						return RouteInfo{}, promptErr
 					}
@@ -300,7 +369,44 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 		end, longer = cur.cut(text, w)
 		ri.SpillKeys = append(ri.SpillKeys, hashFrame(f, tstart, end))
 	}
+	if bh != nil {
+		ri.Blocks, ri.PromptTokens = prefixBlocks(bh, f[:tstart-4], mode, b, tools, promptText)
+	}
 	return ri, nil
+}
+
+// prefixBlocks assembles RouteInfo.Blocks: head (mode, group and model, as
+// in the key's frame) seeds the chain; in chat mode the tools record comes
+// first, then the message blocks bh collected; in completion mode the
+// prompt text; in native mode the canonical body.
+func prefixBlocks(bh *blockHasher, head []byte, mode Mode, body []byte, tools span, promptText []byte) ([]uint64, int) {
+	seed := xxh3.Hash(head)
+	var t blockHasher
+	t.chain = seed
+	switch mode {
+	case ModeChat:
+		if tools.ok() {
+			rec := make([]byte, 0, len("tools")+2+tools.end-tools.start)
+			rec = append(rec, "tools"...)
+			rec = append(rec, unitSep)
+			rec = append(rec, body[tools.start:tools.end]...)
+			rec = append(rec, recordSep)
+			t.record(rec)
+		}
+	case ModeCompletion:
+		bh.reset()
+		bh.record(promptText)
+	default:
+		bh.reset()
+		bh.record(body)
+		bh.chars = len(body)
+	}
+	out := make([]uint64, 0, len(t.blocks)+len(bh.blocks))
+	out = append(out, t.blocks...)
+	for _, c := range bh.blocks {
+		out = append(out, seedBlock(c, t.chain))
+	}
+	return out, (t.chars + bh.chars + 3) / 4
 }
 
 func fixEnd(s span, vs, ve int) int {
@@ -507,7 +613,10 @@ func appendString(dst, b []byte, i int) ([]byte, int, error) {
 // appendMessages appends the chat routing records of the messages array at
 // b[i] == '[': every message but the final one (a lone message counts).
 // It returns the index after the array.
-func appendMessages(dst, b []byte, i, budget int, role *[]byte) ([]byte, int, error) {
+//
+// With bh set, every message is read (past the budget too) and its record
+// hashed into blocks; records past the budget are not kept in dst.
+func appendMessages(dst, b []byte, i, budget int, role *[]byte, bh *blockHasher) ([]byte, int, error) {
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return dst, i + 1, nil
@@ -522,13 +631,19 @@ func appendMessages(dst, b []byte, i, budget int, role *[]byte) ([]byte, int, er
 		start := len(dst)
 		var end int
 		var err error
-		if full {
+		if full && bh == nil {
 			end, err = valueEnd(b, i)
 		} else {
 			dst, end, err = appendMessage(dst, b, i, role)
 		}
 		if err != nil {
 			return dst, end, err
+		}
+		if bh != nil {
+			bh.record(dst[start:])
+			if full {
+				dst = dst[:start]
+			}
 		}
 		next := skipWS(b, end)
 		if next >= len(b) || (b[next] != ',' && b[next] != ']') {

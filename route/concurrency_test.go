@@ -295,7 +295,7 @@ func TestMembersKeepCounters(t *testing.T) {
 // max(ceil(c·total/n), ceil(total/n)+Slack) before spilling.
 func TestSlack(t *testing.T) {
 	for _, slack := range []int{0, 1, 3, 6} {
-		r := mustNew(t, Config{VirtualNodes: 64, Slack: slack}, fleet(4))
+		r := mustNew(t, Config{Policy: "prefix-aware", VirtualNodes: 64, Slack: slack}, fleet(4))
 		s := slack
 		if s == 0 {
 			s = DefaultSlack

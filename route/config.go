@@ -9,12 +9,17 @@ import (
 // Defaults applied by New for zero Config fields.
 const (
 	// DefaultPolicy is the policy used when Config.Policy is empty.
-	DefaultPolicy = "prefix-aware"
+	DefaultPolicy = "prefix-index"
 	// DefaultLoadFactor is c in the bound ceil(c·(total+1)/n).
 	DefaultLoadFactor = 1.25
 	// DefaultSlack is Config.Slack when it is 0: the bound stays at least 3
 	// above the mean in-flight count (see docs/routing.md for the sweep).
 	DefaultSlack = 3
+	// DefaultIndexSlack is Config.Slack when it is 0 and the policy is
+	// prefix-index: its cost model balances work, so the bound only has to
+	// stop a hot prefix from piling up, and a tighter one sends requests to
+	// cold replicas that pay a full prefill (see docs/routing.md).
+	DefaultIndexSlack = 12
 	// DefaultVirtualNodes is the number of ring positions per backend. It is
 	// the smallest power of two that keeps every backend's share of keys
 	// within ±5% of 1/n at 7 backends (see TestBalanceSevenBackends and
@@ -28,6 +33,17 @@ const (
 	// DefaultQueueWait is how long a request waits for capacity.
 	DefaultQueueWait = 250 * time.Millisecond
 
+	// DefaultCacheTokens is Config.DefaultCacheTokens when it is 0: a
+	// replica's KV cache in tokens when its Member.CacheTokens is not set
+	// (about what one 80 GB GPU left for a 70B model's cache holds).
+	DefaultCacheTokens = 1 << 20
+	// DefaultDecodeWeight is Config.DecodeWeight when it is 0 (see
+	// docs/routing.md for the sweep).
+	DefaultDecodeWeight = 8
+	// MaxCacheTokens bounds Member.CacheTokens and Config.DefaultCacheTokens
+	// (the index allocates up to CacheTokens/IndexBlockTokens ring slots).
+	MaxCacheTokens = 1 << 28
+
 	// MaxThreshold is the largest allowed concurrency threshold.
 	MaxThreshold = 1024
 	// MaxVirtualNodes is the largest allowed Config.VirtualNodes.
@@ -36,8 +52,9 @@ const (
 
 // Config configures a Router. The zero value is valid and means defaults.
 type Config struct {
-	// Policy names the routing policy: "prefix-aware" (default),
-	// "least-outstanding", "random" or "consistent-hash". See Policies.
+	// Policy names the routing policy: "prefix-index" (default),
+	// "prefix-aware", "least-outstanding", "random" or "consistent-hash".
+	// See Policies.
 	Policy string
 	// LoadFactor is c in the load bound ceil(c·(total+1)/n); 0 means 1.25.
 	// It must be at least 1.
@@ -48,7 +65,8 @@ type Config struct {
 	// (ceil(1.25·2) = 3 over a mean of 2), so a home spills on ordinary
 	// fluctuation; with Slack it does not until it holds Slack more than the
 	// mean. At high load (mean ≥ Slack/(c−1)) the load factor governs and
-	// Slack changes nothing. 0 means DefaultSlack (3); negative means none
+	// Slack changes nothing. 0 means DefaultSlack (3), for prefix-index
+	// DefaultIndexSlack (12); negative means none
 	// (the plain ceil(c·(total+1)/n)).
 	Slack int
 	// VirtualNodes is the number of ring positions per backend; 0 means
@@ -66,6 +84,13 @@ type Config struct {
 	// DisableSpillChain makes prefix-aware skip Request.SpillKeys and walk
 	// clockwise from the key's home at once (for measuring the chain's gain).
 	DisableSpillChain bool
+	// DefaultCacheTokens is the KV cache size, in tokens, of members whose
+	// CacheTokens is 0 (prefix-index); 0 means DefaultCacheTokens.
+	DefaultCacheTokens int
+	// DecodeWeight is what prefix-index charges, in prompt tokens of
+	// prefill work, for each request a candidate holds (its decode slows
+	// every step); 0 means DefaultDecodeWeight, negative means 0.
+	DecodeWeight int
 	// Seed seeds the random tie-breaks of the random and least-outstanding
 	// policies; 0 seeds from the clock.
 	Seed uint64
@@ -87,6 +112,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Slack == 0 {
 		c.Slack = DefaultSlack
+		if c.Policy == "prefix-index" {
+			c.Slack = DefaultIndexSlack
+		}
 	}
 	if c.Slack > MaxThreshold {
 		return c, fmt.Errorf("route: config Slack %d above %d", c.Slack, MaxThreshold)
@@ -102,6 +130,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DefaultThreshold < 1 || c.DefaultThreshold > MaxThreshold {
 		return c, fmt.Errorf("route: config DefaultThreshold %d out of range 1..%d", c.DefaultThreshold, MaxThreshold)
+	}
+	if c.DefaultCacheTokens == 0 {
+		c.DefaultCacheTokens = DefaultCacheTokens
+	}
+	if c.DefaultCacheTokens < 0 || c.DefaultCacheTokens > MaxCacheTokens {
+		return c, fmt.Errorf("route: config DefaultCacheTokens %d out of range 1..%d", c.DefaultCacheTokens, MaxCacheTokens)
+	}
+	if c.DecodeWeight == 0 {
+		c.DecodeWeight = DefaultDecodeWeight
 	}
 	if c.QueueDepth == 0 {
 		c.QueueDepth = DefaultQueueDepth

@@ -59,6 +59,15 @@ type Request struct {
 	SpillKeys []uint64
 	// Model is the model or LoRA adapter; empty matches every member.
 	Model string
+	// Blocks are chained hashes of the fixed-size blocks of the whole
+	// prompt's routing text (normalize.RouteInfo.Blocks): Blocks[i] stands
+	// for the prompt up to the end of block i, so two prompts share their
+	// first k blocks exactly when they share that prefix. Only the
+	// prefix-index policy reads them; empty routes by Key alone. The router
+	// does not keep the slice past the pick.
+	Blocks []uint64
+	// PromptTokens estimates the prompt's length in tokens (characters/4).
+	PromptTokens int
 }
 
 // Decision is where a request goes and why. It is a plain value: a pick
@@ -85,6 +94,12 @@ type Decision struct {
 	// Bound is the load bound in force for this pick (the smaller of the
 	// bounded-load limit and Backend's threshold); 0 when the policy has none.
 	Bound int
+	// MatchedTokens is how many leading prompt tokens the prefix index
+	// predicts Backend holds (prefix-index only, else 0).
+	MatchedTokens int
+	// Cost is the predicted work of the pick in prompt tokens: uncached
+	// prefill plus Backend's queued work (prefix-index only, else 0).
+	Cost int
 
 	rel release
 }
@@ -99,9 +114,39 @@ type release struct {
 }
 
 type releaseSlot struct {
-	gen atomic.Uint64
-	st  *memberState
-	r   *Router
+	// state is gen<<3 | flags: the generation advances at Done, the flags
+	// say which one-time effects of Report already ran for it.
+	state atomic.Uint64
+	st    *memberState
+	r     *Router
+	// What a prefix-index pick charged and predicted (zero otherwise).
+	ix       *prefixIndex
+	id       int32
+	prefill  int64 // tokens added to st.prefill
+	matched  int   // blocks predicted held
+	blocks   int   // blocks of the request
+	estimate int   // Request.PromptTokens
+}
+
+const (
+	flagPrefill  = 1 << iota // the prefill charge was released
+	flagFeedback             // CachedTokens was compared
+	flagLearn                // Outcome.Blocks were learned
+	flagBits     = 3
+)
+
+// setFlag claims effect f for generation gen; false if it already ran or
+// the pick is done.
+func (s *releaseSlot) setFlag(gen, f uint64) bool {
+	for {
+		old := s.state.Load()
+		if old>>flagBits != gen || old&f != 0 {
+			return false
+		}
+		if s.state.CompareAndSwap(old, old|f) {
+			return true
+		}
+	}
 }
 
 // slots recycles release slots; a slot is in the pool only between a Done
@@ -118,13 +163,51 @@ type Outcome struct {
 	FirstByte bool
 	// PromptTokens and CachedTokens are the backend's reported usage
 	// (usage.prompt_tokens and usage.prompt_tokens_details.cached_tokens or
-	// the engine's equivalent); -1 when the response did not say.
+	// the engine's equivalent); -1 when the response did not say. Feedback
+	// needs both: PromptTokens > 0 and CachedTokens >= 0.
 	PromptTokens, CachedTokens int
+	// Blocks, if set, are what the backend holds once it has answered: the
+	// request's Blocks followed by the blocks of the generated text, hashed
+	// as the next turn's prompt will be (the answer becomes its prefix).
+	// The prefix index learns them for the chosen member.
+	Blocks []uint64
 }
 
-// DoneWith is Done with the request's outcome. Like Done it is idempotent:
-// only the first of Done and DoneWith counts.
+// Report tells the router what is known of the request so far without
+// ending it: FirstByte (or Err) releases the prefill work charged at the
+// pick; reported usage is compared with the prediction (see DoneWith);
+// Blocks are learned. Each effect happens at most once per pick, so a
+// Report at the first byte and a DoneWith at the end may carry the same
+// fields. Call it before Done, from the goroutine that calls Done or one
+// ordered before it; after Done it does nothing.
+func (d *Decision) Report(o Outcome) {
+	s := d.rel.slot
+	if s == nil {
+		return
+	}
+	gen := d.rel.gen
+	if (o.FirstByte || o.Err != nil) && s.setFlag(gen, flagPrefill) {
+		s.st.prefill.Add(-s.prefill)
+	}
+	if s.ix == nil {
+		return
+	}
+	if o.Err == nil && o.PromptTokens > 0 && o.CachedTokens >= 0 && s.setFlag(gen, flagFeedback) {
+		s.ix.feedback(s.id, s.matched, s.blocks, o.CachedTokens, o.PromptTokens)
+	}
+	if o.Err == nil && len(o.Blocks) > 0 && s.setFlag(gen, flagLearn) {
+		s.ix.learn(s.id, o.Blocks)
+	}
+}
+
+// DoneWith is Done with the request's outcome: it does what Report does,
+// then Done. With prefix-index, when the backend reports fewer cached
+// tokens than the index predicted (beyond block rounding), the index
+// forgets as many of that member's least recently used blocks (its cache
+// holds less than the index thought) and counts a misprediction. Like Done
+// it is idempotent: only the first of Done and DoneWith counts.
 func (d *Decision) DoneWith(o Outcome) {
+	d.Report(o)
 	d.Done()
 }
 
@@ -132,12 +215,25 @@ func (d *Decision) DoneWith(o Outcome) {
 // call from several goroutines; the zero Decision's Done does nothing.
 func (d *Decision) Done() {
 	s := d.rel.slot
-	if s == nil || !s.gen.CompareAndSwap(d.rel.gen, d.rel.gen+1) {
+	if s == nil {
 		return
 	}
-	st, r := s.st, s.r
-	s.st, s.r = nil, nil
+	var old uint64
+	for {
+		old = s.state.Load()
+		if old>>flagBits != d.rel.gen {
+			return
+		}
+		if s.state.CompareAndSwap(old, (d.rel.gen+1)<<flagBits) {
+			break
+		}
+	}
+	st, r, prefill := s.st, s.r, s.prefill
+	s.st, s.r, s.ix, s.prefill = nil, nil, nil, 0
 	slots.Put(s)
+	if old&flagPrefill == 0 && prefill != 0 {
+		st.prefill.Add(-prefill)
+	}
 	st.inflight.Add(-1)
 	r.total.Add(-1)
 	if r.waiters.Load() > 0 {
@@ -147,7 +243,7 @@ func (d *Decision) Done() {
 
 // Released reports whether Done has run for this pick.
 func (d *Decision) Released() bool {
-	return d.rel.slot == nil || d.rel.slot.gen.Load() != d.rel.gen
+	return d.rel.slot == nil || d.rel.slot.state.Load()>>flagBits != d.rel.gen
 }
 
 type pickStatus uint8
@@ -167,6 +263,14 @@ type result struct {
 	dist   int
 	load   int64
 	bound  int64
+	// prefix-index: the charge and prediction kept in the release slot.
+	ix      *prefixIndex
+	id      int32
+	prefill int64
+	matched int
+	blocks  int
+	tokens  int // predicted matched tokens
+	cost    int64
 }
 
 // TryPick picks a backend without waiting: when every candidate is full it
@@ -280,13 +384,17 @@ func (r *Router) tryPick(req *Request) (Decision, pickStatus, int) {
 	m := &s.members[res.idx]
 	slot := slots.Get().(*releaseSlot)
 	slot.st, slot.r = m.st, r
+	slot.ix, slot.id, slot.prefill = res.ix, res.id, res.prefill
+	slot.matched, slot.blocks, slot.estimate = res.matched, res.blocks, req.PromptTokens
 	d := Decision{
-		Backend:  m.name,
-		Reason:   res.reason,
-		Distance: res.dist,
-		Load:     int(res.load),
-		Bound:    int(res.bound),
-		rel:      release{slot: slot, gen: slot.gen.Load()},
+		Backend:       m.name,
+		Reason:        res.reason,
+		Distance:      res.dist,
+		Load:          int(res.load),
+		Bound:         int(res.bound),
+		MatchedTokens: res.tokens,
+		Cost:          int(res.cost),
+		rel:           release{slot: slot, gen: slot.state.Load() >> flagBits},
 	}
 	if res.home >= 0 {
 		d.Home = s.members[res.home].name

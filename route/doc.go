@@ -1,7 +1,8 @@
 // Package route decides which backend replica serves a request.
 //
 // It owns the consistent-hash ring with bounded loads (Mirrokni, Thorup,
-// Zadimoghaddam), the routing policies picked by name (prefix-aware,
+// Zadimoghaddam), the routing policies picked by name (prefix-index, the
+// default, with its per-member prefix index and cost model; prefix-aware,
 // least-outstanding, random, and the consistent-hash reference), the spill
 // chain for hot prefixes, candidate filtering by health and model/LoRA
 // adapter, in-flight accounting, and the bounded wait queue used when every
@@ -13,9 +14,11 @@
 //
 // The read path is lock-free: the Router holds an immutable snapshot (ring,
 // members, candidate counts) behind an atomic.Pointer that writers replace.
-// A pick takes no lock and allocates nothing; the Decision it returns is a
-// plain value whose Done releases the in-flight slot exactly once, however
-// many times (or from however many copies) it is called.
+// A pick allocates nothing and, except with prefix-index (whose index is
+// guarded by one mutex, held for the walk of the request's blocks), takes
+// no lock; the Decision it returns is a plain value whose Done releases the
+// in-flight slot exactly once, however many times (or from however many
+// copies) it is called.
 //
 // See docs/routing.md for the design and docs/benchmarks.md for numbers.
 package route

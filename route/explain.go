@@ -22,9 +22,27 @@ type Explanation struct {
 	TotalInFlight int
 	// Skipped lists members passed over, in the order they were considered.
 	Skipped []Skip
+	// Costs lists, for prefix-index, every candidate in ring order from the
+	// key's home with what the policy predicted for it.
+	Costs []CandidateCost
 	// Err is ErrNoCandidates, ErrUnknownModel or ErrSaturated when the
 	// request would not be placed at once.
 	Err error
+}
+
+// CandidateCost is prefix-index's prediction for one candidate.
+type CandidateCost struct {
+	Backend string
+	// MatchedTokens is the prompt prefix, in tokens, the index says the
+	// candidate holds.
+	MatchedTokens int
+	// Cost is the predicted work in prompt tokens: uncached prefill plus
+	// queued prefill plus DecodeWeight per request held.
+	Cost int
+	// Load is the requests it holds (with load hints); Bound what it may.
+	Load, Bound int
+	// Why it lost ("chosen" for the winner).
+	Why string
 }
 
 // Skip is one member passed over and why.
@@ -61,6 +79,9 @@ func (r *Router) Explain(req Request) Explanation {
 	n := s.candidates(req.Model)
 	total := r.total.Load() + r.hints.Load() + 1
 	x := Explanation{Policy: r.cfg.Policy, Candidates: n, TotalInFlight: int(total - 1), Bound: int(r.bound(total, n))}
+	if req.Blocks != nil {
+		req.Blocks = slices.Clone(req.Blocks) // Explain may run while the caller reuses it
+	}
 	if n == 0 {
 		x.Err = s.noCandidates(req.Model)
 		return x

@@ -36,7 +36,11 @@ func (r *Router) PickMember(name string, req Request, bounded bool) (Decision, e
 	m := &s.members[idx]
 	slot := slots.Get().(*releaseSlot)
 	slot.st, slot.r = m.st, r
-	d := Decision{Backend: m.name, Reason: ReasonSpill, Load: int(load), rel: release{slot: slot, gen: slot.gen.Load()}}
+	d := Decision{Backend: m.name, Reason: ReasonSpill, Load: int(load), rel: release{slot: slot, gen: slot.state.Load() >> flagBits}}
+	if p, ok := r.policy.(*prefixIndexPolicy); ok && len(req.Blocks) > 0 {
+		// The member gets the prompt whatever chose it: index it there.
+		p.ix.learn(m.st.id, req.Blocks)
+	}
 	if bounded {
 		d.Bound = int(lim)
 	}

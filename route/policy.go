@@ -44,10 +44,13 @@ func (r *Router) dispatch(e *pickEnv, req *Request) result {
 		return p.pick(e, req)
 	case randomPolicy:
 		return p.pick(e, req)
+	case *prefixIndexPolicy:
+		return p.pick(e, req)
 	}
 	ec, rc := new(pickEnv), new(Request)
 	*ec = *e
 	rc.Key, rc.SpillKeys, rc.Model = req.Key, slices.Clone(req.SpillKeys), strings.Clone(req.Model)
+	rc.Blocks, rc.PromptTokens = slices.Clone(req.Blocks), req.PromptTokens
 	return r.policy.pick(ec, rc)
 }
 

@@ -4,7 +4,7 @@ func init() {
 	register("prefix-aware", func(c Config) policy { return prefixAware{chain: !c.DisableSpillChain} })
 }
 
-// prefixAware is the default policy: the key's home on the ring while it is
+// prefixAware is the stateless ring policy: the key's home on the ring while it is
 // below its bound, else the homes of the spill keys (longer shared prefixes,
 // so related requests spill to the same secondary), else the next candidate
 // clockwise with room.
@@ -13,11 +13,16 @@ type prefixAware struct{ chain bool }
 func (prefixAware) name() string { return "prefix-aware" }
 
 func (p prefixAware) pick(e *pickEnv, req *Request) result {
+	return p.pickKey(e, req, req.Key)
+}
+
+// pickKey places req as if its key were key (prefix-index's cold path).
+func (p prefixAware) pickKey(e *pickEnv, req *Request, key uint64) result {
 	rg := e.s.ring
 	if len(rg.vn) == 0 {
 		return result{status: noCandidates}
 	}
-	hv, home := e.firstCandidate(rg.search(req.Key), req.Model)
+	hv, home := e.firstCandidate(rg.search(key), req.Model)
 	if home < 0 {
 		return result{status: noCandidates}
 	}

@@ -44,6 +44,9 @@ const (
 	ReasonLeastOutstanding
 	// ReasonRandom: a uniformly random candidate with room.
 	ReasonRandom
+	// ReasonPrefixMatch: prefix-index predicted the least work there (its
+	// cached prefix outweighs its queue); it is not the key's home.
+	ReasonPrefixMatch
 )
 
 func (r Reason) String() string {
@@ -58,6 +61,8 @@ func (r Reason) String() string {
 		return "least-outstanding"
 	case ReasonRandom:
 		return "random"
+	case ReasonPrefixMatch:
+		return "prefix-match"
 	}
 	return fmt.Sprintf("reason(%d)", int(r))
 }

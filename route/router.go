@@ -20,7 +20,9 @@ type Member struct {
 	// Config.DefaultThreshold.
 	Threshold int
 	// CacheTokens is the member's prefix-cache capacity in tokens as its
-	// engine states it; 0 when unknown.
+	// engine states it (for vLLM num_gpu_blocks × block_size); the
+	// prefix-index policy remembers about that much of what it sent there.
+	// 0 when unknown: Config.DefaultCacheTokens.
 	CacheTokens int
 }
 
@@ -33,9 +35,15 @@ type memberState struct {
 	// SetLoadHint: the reported load minus this router's in-flight count at
 	// that moment, never negative. The bound and threshold are checked
 	// against inflight + hint.
-	hint   atomic.Int64
-	health atomic.Int32
-	_      [44]byte // keep hot counters of different members off one cache line
+	hint atomic.Int64
+	// prefill is the prompt tokens charged to the member by prefix-index
+	// picks whose first byte has not come back yet: queued prefill work.
+	prefill atomic.Int64
+	health  atomic.Int32
+	// id is the member's stable small number (index bitsets, Decision
+	// slots); it lasts as long as the state, across SetMembers.
+	id int32
+	_  [32]byte // keep hot counters of different members off one cache line
 }
 
 // load is what the member holds as far as this router knows: its own
@@ -120,8 +128,28 @@ type Router struct {
 	waiters atomic.Int64
 	wake    atomic.Pointer[chan struct{}]
 
-	mu     sync.Mutex // serializes writers (SetMembers, SetHealth)
-	states map[string]*memberState
+	mu      sync.Mutex // serializes writers (SetMembers, SetHealth)
+	states  map[string]*memberState
+	freeIDs []int32 // ids of forgotten states, reused lowest first
+	nextID  int32
+}
+
+// indexed is implemented by policies that keep per-member state keyed by
+// memberState.id; SetMembers tells them sizes and forgotten ids (under r.mu).
+type indexed interface {
+	setMember(id int32, cacheTokens int)
+	dropMember(id int32)
+}
+
+func (r *Router) newID() int32 {
+	if k := len(r.freeIDs); k > 0 {
+		slices.Sort(r.freeIDs)
+		id := r.freeIDs[0]
+		r.freeIDs = r.freeIDs[1:]
+		return id
+	}
+	r.nextID++
+	return r.nextID - 1
 }
 
 // New returns a Router for members under cfg, or an error naming the invalid
@@ -162,6 +190,7 @@ func (r *Router) SetMembers(members []Member) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	views := make([]memberView, len(members))
+	caches := make(map[string]int, len(members))
 	for i, m := range members {
 		if m.Name == "" {
 			return fmt.Errorf("route: member %d: Name is empty", i)
@@ -169,6 +198,11 @@ func (r *Router) SetMembers(members []Member) error {
 		if m.Threshold < 0 || m.Threshold > MaxThreshold {
 			return fmt.Errorf("route: member %q: Threshold %d out of range 1..%d (0 = default)", m.Name, m.Threshold, MaxThreshold)
 		}
+		if m.CacheTokens < 0 {
+			return fmt.Errorf("route: member %q: CacheTokens %d is negative (0 = unknown)", m.Name, m.CacheTokens)
+		}
+		// An engine may state more than the index will size for.
+		caches[m.Name] = min(m.CacheTokens, MaxCacheTokens)
 		th := m.Threshold
 		if th == 0 {
 			th = r.cfg.DefaultThreshold
@@ -188,11 +222,18 @@ func (r *Router) SetMembers(members []Member) error {
 	for i := range views {
 		st := r.states[views[i].name]
 		if st == nil {
-			st = new(memberState)
+			st = &memberState{id: r.newID()}
 			r.states[views[i].name] = st
 		}
 		views[i].st = st
 		byName[views[i].name] = int32(i)
+		if ix, ok := r.policy.(indexed); ok {
+			c := caches[views[i].name]
+			if c == 0 {
+				c = r.cfg.DefaultCacheTokens
+			}
+			ix.setMember(st.id, c)
+		}
 	}
 	// Forget removed members once idle; one removed with requests in flight
 	// keeps its state so that, if it comes back, its load is still counted.
@@ -204,6 +245,10 @@ func (r *Router) SetMembers(members []Member) error {
 		r.hints.Add(-st.hint.Swap(0))
 		if st.inflight.Load() == 0 {
 			delete(r.states, name)
+			if ix, ok := r.policy.(indexed); ok {
+				ix.dropMember(st.id)
+			}
+			r.freeIDs = append(r.freeIDs, st.id)
 		}
 	}
 	s := &snapshot{ring: rg, members: views, byName: byName}

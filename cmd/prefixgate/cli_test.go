@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/prefixgate/prefixgate/route"
 )
 
 func runMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -197,7 +199,7 @@ func TestServeLogLevelAndPolicy(t *testing.T) {
 		out := logs.String()
 		switch level {
 		case "":
-			if !strings.Contains(out, "msg=serving") || !strings.Contains(out, "policy=prefix-aware") {
+			if !strings.Contains(out, "msg=serving") || !strings.Contains(out, "policy="+route.DefaultPolicy) {
 				t.Errorf("default level: start-up line without the effective policy:\n%s", out)
 			}
 		case "warn":

@@ -18,7 +18,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var opts demo.Options
-	policies := fs.String("policies", "random,least-outstanding,consistent-hash,prefix-aware", "comma-separated routing policies to compare")
+	policies := fs.String("policies", "random,least-outstanding,consistent-hash,prefix-aware,prefix-index", "comma-separated routing policies to compare")
 	fs.IntVar(&opts.Replicas, "replicas", 7, "simulated vLLM replicas")
 	fs.IntVar(&opts.Requests, "requests", 420, "requests per policy")
 	fs.IntVar(&opts.Concurrency, "concurrency", 14, "requests in flight at once")

@@ -165,7 +165,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.backends, "backend", "backend base URL, optionally ENGINE+URL with ENGINE auto, vllm, sglang or llamacpp (repeatable, or comma-separated)")
 	// Flag defaults are the owning packages' defaults, shown by --help; a
 	// flag overrides the file only when given.
-	fs.StringVar(&f.policy, "policy", route.DefaultPolicy, "routing policy: prefix-aware, least-outstanding or random")
+	fs.StringVar(&f.policy, "policy", route.DefaultPolicy, "routing policy: prefix-index, prefix-aware, least-outstanding, random or consistent-hash")
 	fs.Float64Var(&f.loadFactor, "load-factor", route.DefaultLoadFactor, "bounded-load factor c (>= 1)")
 	fs.IntVar(&f.threshold, "threshold", route.DefaultThreshold, fmt.Sprintf("per-backend concurrency threshold (1..%d)", route.MaxThreshold))
 	fs.IntVar(&f.prefixLength, "prefix-length", normalize.DefaultPrefixLength, fmt.Sprintf("routing window N in characters (%d..%d)", normalize.MinPrefixLength, normalize.MaxPrefixLength))

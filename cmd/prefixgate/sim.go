@@ -28,13 +28,15 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	routers := fs.Int("routers", 1, "independent routers over one fleet, each with its own load view")
 	loadHint := fs.Duration("load-hint", 0, "give every router the fleet's per-replica in-flight counts this often in virtual time (e.g. 100ms; 0: each router counts only its own)")
 	loadFactor := fs.Float64("load-factor", 0, "c of the bounded-load ring (0: route's default, 1.25)")
-	slack := fs.Int("slack", 0, "keep the bound at least this far above the mean in-flight count (route.Config.Slack; 0: route's default, 3; -1: none)")
+	slack := fs.Int("slack", 0, "keep the bound at least this far above the mean in-flight count (route.Config.Slack; 0: route's default for the policy, 3, prefix-index 12; -1: none)")
 	spillChain := fs.Bool("spill-chain", true, "let prefix-aware use the spill chain (false: plain clockwise walk)")
 	prefixLength := fs.Int("prefix-length", 0, "routing window N in characters (0: normalize's default)")
 	threshold := fs.Int("threshold", 0, "per-replica concurrency threshold (0: route's default, 64)")
 	rate := fs.Float64("rate", 1, "multiply the workload's arrival rate by this (think times within a session stay)")
 	rates := fs.String("rates", "", "sweep: comma-separated rate multipliers (e.g. 0.5,1,2,4); each runs the whole comparison with --requests requests (0: 10000)")
 	slo := fs.Duration("slo", sim.DefaultSLO, "TTFT objective for goodput and the sustainable rate")
+	decodeWeight := fs.Int("decode-weight", 0, "prefix-index: prompt tokens of work charged per request a replica holds (0: route's default)")
+	noAnswers := fs.Bool("no-answers", false, "prefix-index: do not learn the answers' blocks")
 	asJSON := fs.Bool("json", false, "print exactly one JSON object instead of the table")
 	plot := fs.String("plot", "", "write SVG charts into this directory")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
@@ -57,6 +59,7 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		Routers: *routers, NoSpillChain: !*spillChain, PrefixLength: *prefixLength, Threshold: *threshold,
 		LoadHintInterval: *loadHint, LoadFactor: *loadFactor, Slack: *slack,
 		Rate: *rate, SLO: *slo,
+		DecodeWeight: *decodeWeight, NoAnswers: *noAnswers,
 	}
 	if !(*rate > 0) || math.IsInf(*rate, 0) {
 		fmt.Fprintf(stderr, "prefixgate sim: --rate %v must be a positive number\n", *rate)

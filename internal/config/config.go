@@ -64,6 +64,7 @@ type Routing struct {
 	Policy       string   `yaml:"policy"`
 	LoadFactor   float64  `yaml:"load_factor"`
 	Threshold    int      `yaml:"threshold"`
+	CacheTokens  int      `yaml:"cache_tokens"`
 	PrefixLength int      `yaml:"prefix_length"`
 	QueueDepth   int      `yaml:"queue_depth"`
 	QueueWait    Duration `yaml:"queue_wait"`
@@ -345,6 +346,7 @@ func (f File) ServerConfig(lookup func(string) (string, bool)) (server.Config, e
 		Policy:          f.Routing.Policy,
 		LoadFactor:      f.Routing.LoadFactor,
 		Threshold:       f.Routing.Threshold,
+		CacheTokens:     f.Routing.CacheTokens,
 		PrefixLength:    f.Routing.PrefixLength,
 		QueueDepth:      f.Routing.QueueDepth,
 		QueueWait:       time.Duration(f.Routing.QueueWait),

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prefixgate/prefixgate/backends/vllmsim"
 	"github.com/prefixgate/prefixgate/internal/server"
+	"github.com/prefixgate/prefixgate/route"
 )
 
 // Options shape a demo run. Zero values take the defaults in parentheses.
@@ -29,7 +30,7 @@ type Options struct {
 	Concurrency int      // requests in flight at once (14)
 	Speed       float64  // simulated clock speed-up (10)
 	CacheBlocks int      // KV cache blocks per replica (1,650: about 8 documents, 29% of them)
-	Policies    []string // policies to compare (random, least-outstanding, consistent-hash, prefix-aware)
+	Policies    []string // policies to compare (random, least-outstanding, consistent-hash, prefix-aware, prefix-index)
 	Seed        uint64   // workload seed (1)
 	// Progress, when set, receives one line per finished policy.
 	Progress io.Writer
@@ -58,7 +59,7 @@ func (o *Options) defaults() {
 		o.CacheBlocks = 1650
 	}
 	if len(o.Policies) == 0 {
-		o.Policies = []string{"random", "least-outstanding", "consistent-hash", "prefix-aware"}
+		o.Policies = []string{"random", "least-outstanding", "consistent-hash", "prefix-aware", route.DefaultPolicy}
 	}
 	if o.Seed == 0 {
 		o.Seed = 1
@@ -121,7 +122,7 @@ func runPolicy(ctx context.Context, opts Options, policy string, docs []Document
 	}
 	defer fleet.Close()
 
-	srv, err := server.New(server.Config{Backends: fleet.URLs(), Policy: policy},
+	srv, err := server.New(server.Config{Backends: fleet.URLs(), Policy: policy, CacheTokens: opts.CacheBlocks * vllmsim.BlockSize},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return Result{}, err
@@ -277,21 +278,25 @@ func PrintTable(w io.Writer, opts Options, results []Result) {
 	fmt.Fprintf(w, "\n%d simulated replicas (Llama 3.1 70B on 8×H100 timing, clock ×%g), %d requests per policy,\n", opts.Replicas, opts.Speed, opts.Requests)
 	fmt.Fprintf(w, "%d shared documents of about %d words, each request a new question; cold caches per policy.\n\n", opts.Documents, opts.Words)
 	fmt.Fprintf(w, "%-18s %8s %9s %14s %14s %10s %7s\n", "policy", "ok", "hit rate", "TTFT p50 (ms)", "TTFT p90 (ms)", "max share", "failed")
-	var baseline *Result
-	for i := range results {
-		if results[i].Policy == "random" {
-			baseline = &results[i]
-		}
-	}
 	for _, r := range results {
 		fmt.Fprintf(w, "%-18s %8d %8.1f%% %14.0f %14.0f %9.2fx %7d\n", r.Policy, r.OK, 100*r.HitRate, r.TTFTp50, r.TTFTp90, r.MaxShareRatio, r.Failed)
 	}
-	if baseline != nil && baseline.TTFTp50 > 0 {
+	// The default policy against each other one, in numbers from this run
+	// only: no claim that a run could contradict.
+	var def *Result
+	for i := range results {
+		if results[i].Policy == route.DefaultPolicy {
+			def = &results[i]
+		}
+	}
+	if def != nil {
+		fmt.Fprintln(w)
 		for _, r := range results {
-			if r.Policy == "prefix-aware" {
-				fmt.Fprintf(w, "\nprefix-aware vs random: hit rate %.1f%% vs %.1f%%, P50 TTFT %+.0f%%, P90 TTFT %+.0f%%.\n",
-					100*r.HitRate, 100*baseline.HitRate, 100*(r.TTFTp50/baseline.TTFTp50-1), 100*(r.TTFTp90/baseline.TTFTp90-1))
+			if r.Policy == def.Policy || r.TTFTp50 <= 0 || r.TTFTp90 <= 0 {
+				continue
 			}
+			fmt.Fprintf(w, "%s (default) vs %s: hit rate %.1f%% vs %.1f%%, P50 TTFT %+.0f%%, P90 TTFT %+.0f%%.\n",
+				def.Policy, r.Policy, 100*def.HitRate, 100*r.HitRate, 100*(def.TTFTp50/r.TTFTp50-1), 100*(def.TTFTp90/r.TTFTp90-1))
 		}
 	}
 	fmt.Fprintln(w, "TTFT is measured at the client in simulated milliseconds (wall time × clock speed-up);")

@@ -15,7 +15,7 @@ func TestPrefixAwareBeatsRandom(t *testing.T) {
 		t.Skip("starts a simulated fleet")
 	}
 	opts := Options{Replicas: 3, Documents: 12, Words: 600, Requests: 120, Concurrency: 6, Speed: 20, CacheBlocks: 450,
-		Policies: []string{"random", "prefix-aware"}}
+		Policies: []string{"random", "prefix-aware", "prefix-index"}}
 	results, err := Run(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -34,9 +34,12 @@ func TestPrefixAwareBeatsRandom(t *testing.T) {
 	if aware.HitRate <= random.HitRate+0.2 {
 		t.Errorf("prefix-aware hit rate %.2f, random %.2f: want prefix-aware at least 20 points ahead", aware.HitRate, random.HitRate)
 	}
+	if index := byPolicy["prefix-index"]; index.HitRate <= random.HitRate+0.2 {
+		t.Errorf("prefix-index hit rate %.2f, random %.2f: want prefix-index at least 20 points ahead", index.HitRate, random.HitRate)
+	}
 	var out bytes.Buffer
 	PrintTable(&out, opts, results)
-	for _, want := range []string{"random", "prefix-aware", "hit rate"} {
+	for _, want := range []string{"random", "prefix-aware", "hit rate", "prefix-index (default) vs random"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -297,11 +298,36 @@ func modeName(m pb.RequestMode) string {
 
 // routeRequest turns a key into the router's request.
 func routeRequest(info normalize.RouteInfo) route.Request {
-	return route.Request{Key: info.Key, SpillKeys: info.SpillKeys, Model: info.Model}
+	return route.Request{Key: info.Key, SpillKeys: info.SpillKeys, Model: info.Model, Blocks: info.Blocks, PromptTokens: info.PromptTokens}
 }
 
-// explainSentence says in one sentence why the router chose what it chose.
+// explainSentence says in one sentence why the router chose what it chose;
+// for prefix-index it goes on with every candidate's prediction.
 func explainSentence(ex route.Explanation) string {
+	s := reasonSentence(ex)
+	if len(ex.Costs) == 0 {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s)
+	b.WriteString("; candidates in ring order from the key's home (matched prompt tokens, predicted cost in tokens of work, load/bound):")
+	for i, c := range ex.Costs {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		fmt.Fprintf(&b, " %s matched %d, cost %d, load %d/%d, %s", c.Backend, c.MatchedTokens, c.Cost, c.Load, c.Bound, c.Why)
+	}
+	return b.String()
+}
+
+func reasonSentence(ex route.Explanation) string {
+	if len(ex.Costs) > 0 && (ex.Reason == route.ReasonAffinity || ex.Reason == route.ReasonPrefixMatch) {
+		for _, c := range ex.Costs {
+			if c.Backend == ex.Backend && c.Why == "chosen" && c.MatchedTokens > 0 {
+				return fmt.Sprintf("%s holds %d tokens of the prompt and has the least predicted work, %d tokens, below its bound of %d", ex.Backend, c.MatchedTokens, c.Cost, c.Bound)
+			}
+		}
+	}
 	switch ex.Reason {
 	case route.ReasonAffinity:
 		return fmt.Sprintf("%s owns the key on the ring and is below its bound of %d", ex.Backend, ex.Bound)
@@ -313,6 +339,8 @@ func explainSentence(ex route.Explanation) string {
 		return fmt.Sprintf("%s has the fewest requests in flight", ex.Backend)
 	case route.ReasonRandom:
 		return fmt.Sprintf("%s was drawn at random", ex.Backend)
+	case route.ReasonPrefixMatch:
+		return fmt.Sprintf("%s has the least predicted work below its bound", ex.Backend)
 	}
 	return ex.Reason.String()
 }

@@ -30,8 +30,8 @@ const (
 type Config struct {
 	// Backends are the base URLs of OpenAI-compatible replicas.
 	Backends []string
-	// Policy is prefix-aware, least-outstanding or random; empty is
-	// route.DefaultPolicy.
+	// Policy is prefix-index, prefix-aware, least-outstanding, random or
+	// consistent-hash; empty is route.DefaultPolicy (prefix-index).
 	Policy string
 	// LoadFactor is c in the bound ceil(c·(total+1)/n); 0 is
 	// route.DefaultLoadFactor.
@@ -39,6 +39,10 @@ type Config struct {
 	// Threshold is the per-backend concurrency threshold (1..1024); 0 is
 	// route.DefaultThreshold.
 	Threshold int
+	// CacheTokens is each backend's KV cache in tokens (for vLLM:
+	// num_gpu_blocks × block_size); prefix-index remembers about that much
+	// of what it sent to each. 0 means route.DefaultCacheTokens.
+	CacheTokens int
 	// PrefixLength is the routing window N (1024..65536).
 	PrefixLength int
 	// QueueDepth and QueueWait bound the wait when every backend is full;
@@ -122,6 +126,9 @@ func (c Config) Validate() error {
 	}
 	if c.LoadFactor != 0 && !(c.LoadFactor >= 1) {
 		return fmt.Errorf("load_factor: %v is below 1", c.LoadFactor)
+	}
+	if c.CacheTokens < 0 || c.CacheTokens > route.MaxCacheTokens {
+		return fmt.Errorf("cache_tokens: %d is outside 1..%d (0 = default)", c.CacheTokens, route.MaxCacheTokens)
 	}
 	if c.Threshold < 0 || c.Threshold > route.MaxThreshold {
 		return fmt.Errorf("threshold: %d is outside 1..%d", c.Threshold, route.MaxThreshold)

@@ -12,14 +12,14 @@ import (
 // reasons: a reason without a Decision value would reach clients as
 // UNSPECIFIED.
 func TestEveryReasonHasADecision(t *testing.T) {
-	for r := route.ReasonAffinity; r <= route.ReasonRandom; r++ {
+	for r := route.ReasonAffinity; r <= route.ReasonPrefixMatch; r++ {
 		got := decisionProto(r)
 		want := "DECISION_" + strings.ToUpper(strings.ReplaceAll(r.String(), "-", "_"))
 		if got.String() != want {
 			t.Errorf("reason %s maps to %s; want %s", r, got, want)
 		}
 	}
-	if decisionProto(route.ReasonRandom+1) != pb.Decision_DECISION_UNSPECIFIED {
+	if decisionProto(route.ReasonPrefixMatch+1) != pb.Decision_DECISION_UNSPECIFIED {
 		t.Errorf("an unknown reason should map to UNSPECIFIED")
 	}
 }

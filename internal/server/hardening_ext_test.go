@@ -508,7 +508,10 @@ func TestExplainOverREST(t *testing.T) {
 func TestDrainFinishesInFlight(t *testing.T) {
 	// At speed 2 the tiny engine takes about 2 s for 400 tokens: the stream
 	// is still running while the test drains its backend.
-	h := startHarness(t, 2, server.Config{}, vllmsim.Config{Preset: "tiny", Speed: 2})
+	// prefix-aware: the test checks that an undrained backend gets its keys
+	// back by affinity; prefix-index would keep the prompt where it was
+	// cached while its home drained.
+	h := startHarness(t, 2, server.Config{Policy: "prefix-aware"}, vllmsim.Config{Preset: "tiny", Speed: 2})
 	doc := strings.Repeat("Shared handbook text for the drain test. ", 40)
 	streamBody, _ := json.Marshal(map[string]any{
 		"model": "vllmsim/tiny", "stream": true, "max_tokens": 400, "ignore_eos": true,
@@ -586,7 +589,9 @@ func TestDrainFromConfig(t *testing.T) {
 	}
 	defer fleet.Close()
 	drained := strings.TrimPrefix(fleet.URLs()[1], "http://")
-	cfg := server.Config{Backends: fleet.URLs(), Drain: []string{drained}}
+	// prefix-aware: prefix-index would keep these prompts on the backend
+	// that cached them while the other was drained.
+	cfg := server.Config{Backends: fleet.URLs(), Drain: []string{drained}, Policy: "prefix-aware"}
 	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -162,6 +162,8 @@ func decisionProto(r route.Reason) pb.Decision {
 		return pb.Decision_DECISION_LEAST_OUTSTANDING
 	case route.ReasonRandom:
 		return pb.Decision_DECISION_RANDOM
+	case route.ReasonPrefixMatch:
+		return pb.Decision_DECISION_PREFIX_MATCH
 	}
 	return pb.Decision_DECISION_UNSPECIFIED
 }

@@ -86,6 +86,30 @@ func newMetrics() *metrics {
 	return m
 }
 
+// registerIndex adds the prefix index's series; they read the router in
+// force at scrape time and are 0 for policies without an index.
+func (m *metrics) registerIndex(s *Server) {
+	m.registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "prefixgate_route_index_mispredictions_total",
+			Help: "Responses whose reported cached prompt tokens fell short of what the prefix index predicted.",
+		}, func() float64 {
+			n := s.mispredictionsBefore.Load()
+			if st, ok := s.rt().IndexStats(); ok {
+				n += st.Mispredictions
+			}
+			return float64(n)
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "prefixgate_route_index_bytes",
+			Help: "Memory held by the prefix index, estimated from its tables.",
+		}, func() float64 {
+			st, _ := s.rt().IndexStats()
+			return float64(st.Bytes)
+		}),
+	)
+}
+
 // setHealthy sets a backend's prefixgate_backend_healthy series.
 func (m *metrics) setHealthy(name string, st backends.State) {
 	v := 0.0

@@ -57,7 +57,9 @@ func (s *Server) prepare(ctx context.Context, raw []byte, mode normalize.Mode, g
 		prefixLength = s.cfg.PrefixLength
 	}
 	opts := normalize.Options{Mode: mode, MaxBodyBytes: int(s.cfg.MaxDecodedBytes), MaxDepth: s.cfg.MaxDepth, MaxStringBytes: s.cfg.MaxStringBytes}
-	kopts := normalize.KeyOptions{Mode: mode, Group: group, PrefixLength: prefixLength}
+	// Only prefix-index reads the prompt's blocks; other policies skip
+	// hashing the whole prompt.
+	kopts := normalize.KeyOptions{Mode: mode, Group: group, PrefixLength: prefixLength, Blocks: s.rt().Config().Policy == "prefix-index"}
 	start := time.Now()
 	body, info, err := normalize.Normalize(make([]byte, 0, len(raw)), raw, opts, kopts)
 	s.metrics.normalizeSeconds.Observe(time.Since(start).Seconds())
@@ -159,6 +161,7 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 			return nil, nil, upstreamError(err)
 		}
 		s.metrics.firstByteSeconds.WithLabelValues(b.Name).Observe(time.Since(sent).Seconds())
+
 		if d.Reason == route.ReasonSpill || d.Reason == route.ReasonSpillChain {
 			s.metrics.spills.Inc()
 		}

@@ -51,6 +51,9 @@ type Server struct {
 	// engines is the engine label last published per backend (usage.go).
 	enginesMu sync.Mutex
 	engines   map[string]string
+	// mispredictionsBefore counts the prefix index's mispredictions of
+	// routers replaced by Reload, so the counter never goes back.
+	mispredictionsBefore atomic.Uint64
 }
 
 // New builds a server from cfg (after Defaults and Validate).
@@ -64,6 +67,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, metrics: newMetrics(), routing: routerConfig(cfg),
 		drained: map[string]bool{}, seen: map[string]bool{}}
+	s.metrics.registerIndex(s)
 	tr, err := newTracing(cfg.TraceEndpoint)
 	if err != nil {
 		return nil, err
@@ -239,6 +243,8 @@ func routerConfig(cfg Config) route.Config {
 		DefaultThreshold: cfg.Threshold,
 		QueueDepth:       cfg.QueueDepth,
 		QueueWait:        cfg.QueueWait,
+		// DefaultCacheTokens 0 is route's default.
+		DefaultCacheTokens: cfg.CacheTokens,
 	}
 }
 
@@ -272,6 +278,9 @@ func (s *Server) Reload(next Config) error {
 			if !b.Healthy() {
 				r.SetHealth(b.Name, route.HealthEjected)
 			}
+		}
+		if st, ok := s.rt().IndexStats(); ok {
+			s.mispredictionsBefore.Add(st.Mispredictions)
 		}
 		s.router.Store(r)
 		s.routing = want

@@ -148,7 +148,7 @@ func (p *dynamoPicker) prune(now time.Time) {
 }
 
 // firstToken ends the request's prefill in the router's view.
-func (p *dynamoPicker) firstToken(fl *flight) {
+func (p *dynamoPicker) firstToken(fl *flight, _, _ int) {
 	df := fl.peer.(*dynFlight)
 	if !df.prefilled {
 		df.prefilled = true
@@ -157,7 +157,7 @@ func (p *dynamoPicker) firstToken(fl *flight) {
 }
 
 func (p *dynamoPicker) done(fl *flight) {
-	p.firstToken(fl)
+	p.firstToken(fl, 0, 0)
 	df := fl.peer.(*dynFlight)
 	w := p.workers[fl.replica]
 	for _, h := range df.blocks {

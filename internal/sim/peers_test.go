@@ -122,7 +122,7 @@ func TestDynamoPicksMinCost(t *testing.T) {
 	// b's 124.5: a wins.
 	p = newDynamoPicker(testFleet(2), 1).(*dynamoPicker)
 	flx, a := pickAt(t, p, x, epoch)
-	p.firstToken(flx)
+	p.firstToken(flx, 0, 0)
 	if _, got := pickAt(t, p, completion([2]int{1, 1000}), epoch.Add(time.Second)); got != a {
 		t.Fatalf("after a's prefill: went to %d, want %d (cost 62.5 < 124.5)", got, a)
 	}

@@ -68,16 +68,21 @@ type picker interface {
 }
 
 // firstTokener is a picker that learns when a request's prefill is done
-// (the router sees the first token come back).
+// (the router sees the first token come back), with the engine's cached
+// and prompt token counts as the answer's usage reports them.
 type firstTokener interface {
-	firstToken(f *flight)
+	firstToken(f *flight, cached, prompt int)
 }
 
 // routePicker is a real route.Router.
 type routePicker struct {
-	r     *route.Router
-	names []string // replica index -> member name
-	idx   map[string]int
+	r      *route.Router
+	names  []string // replica index -> member name
+	idx    map[string]int
+	blocks []uint64 // scratch: a request's blocks
+	// withBlocks passes prompt blocks (only prefix-index reads them);
+	// learn also hands it the answers' blocks.
+	withBlocks, learn bool
 }
 
 func replicaName(i int) string { return fmt.Sprintf("r%d", i) }
@@ -90,12 +95,12 @@ func members(active []int, threshold int) []route.Member {
 	return ms
 }
 
-func newRoutePicker(cfg route.Config, active []int, threshold int) (*routePicker, error) {
+func newRoutePicker(cfg route.Config, active []int, threshold int, learn bool) (*routePicker, error) {
 	r, err := route.New(cfg, members(active, threshold))
 	if err != nil {
 		return nil, err
 	}
-	p := &routePicker{r: r, idx: map[string]int{}}
+	p := &routePicker{r: r, idx: map[string]int{}, withBlocks: cfg.Policy == "prefix-index", learn: learn}
 	p.index(active)
 	return p, nil
 }
@@ -107,7 +112,12 @@ func (p *routePicker) index(active []int) {
 }
 
 func (p *routePicker) pick(f *flight) (int, bool) {
-	d, err := p.r.TryPick(f.req.key)
+	req := f.req.key
+	if p.withBlocks {
+		p.blocks = f.req.appendBlocks(p.blocks[:0])
+		req.Blocks, req.PromptTokens = p.blocks, f.req.est
+	}
+	d, err := p.r.TryPick(req)
 	if err != nil {
 		if errors.Is(err, route.ErrSaturated) || errors.Is(err, route.ErrNoCandidates) {
 			return 0, false
@@ -119,7 +129,22 @@ func (p *routePicker) pick(f *flight) (int, bool) {
 	return p.idx[d.Backend], true
 }
 
-func (p *routePicker) done(f *flight) { f.dec.Done() }
+// firstToken feeds the engine's cached-token count back to the router:
+// the prefill charge ends and the index checks its prediction.
+func (p *routePicker) firstToken(f *flight, cached, prompt int) {
+	f.dec.Report(route.Outcome{FirstByte: true, CachedTokens: cached, PromptTokens: prompt})
+}
+
+// done ends the request; the replica now holds the answer too, which is
+// the next turn's prefix, so the index learns it.
+func (p *routePicker) done(f *flight) {
+	o := route.Outcome{PromptTokens: -1, CachedTokens: -1}
+	if p.withBlocks && p.learn && f.req.answer != nil {
+		p.blocks = append(f.req.appendBlocks(p.blocks[:0]), f.req.answer...)
+		o.Blocks = p.blocks
+	}
+	f.dec.DoneWith(o)
+}
 
 func (p *routePicker) setMembers(active []int) error {
 	p.index(active)

@@ -32,6 +32,125 @@ type Request struct {
 	dropped bool     // cut by the request count
 
 	key route.Request // filled by keyer
+	// Prefix-index blocks, filled by keyer.blocks: per message (or prompt
+	// segment) its run of block hashes, shared with every request that has
+	// the same history; answer is the run of the answer this request got,
+	// when a later request of the workload carries it.
+	blk    [][]uint64
+	chain  []uint64 // chain value before each message
+	out    uint64   // chain value after the last
+	answer []uint64
+	parent *Request // the previous turn, whose answer this one carries
+	est    int      // PromptTokens estimate: routing characters / 4
+}
+
+// routeBlockWords is how many segment words (tokens, 4 characters each) one
+// routing block covers: normalize's 64-character blocks.
+const routeBlockWords = 64 / charsPerTok
+
+// blockRun is one message's blocks and the chain value after them.
+type blockRun struct {
+	blocks []uint64
+	out    uint64
+	chars  int
+}
+
+// blocks fills r's prefix-index blocks with normalize's layout: the group
+// and model seed the chain; each message (a completion prompt: each
+// segment) starts with its role and is cut into blocks of 64 characters,
+// its trailing partial block hashed too, the chain running on into the next
+// message. Hashes are over word ids, not text (the sim never builds the
+// text), and runs are cached by chain value and content, so a history shared
+// by many requests is hashed once.
+func (k *keyer) blocks(r *Request) {
+	chain := mix(0x5eed ^ xxh3.HashString(simModel) ^ xxh3.HashString(r.Group)<<1)
+	chars := 0
+	add := func(role string, segs []Segment) {
+		run := k.run(chain, role, segs)
+		r.chain = append(r.chain, chain)
+		r.blk = append(r.blk, run.blocks)
+		chain = run.out
+		chars += run.chars
+	}
+	if r.Messages == nil {
+		for i := range r.Prompt {
+			add("", r.Prompt[i:i+1])
+		}
+	} else {
+		for _, m := range r.Messages {
+			add(m.Role, m.Content)
+		}
+	}
+	r.out = chain
+	r.est = max(1, chars/charsPerTok)
+}
+
+func (k *keyer) run(chain uint64, role string, segs []Segment) blockRun {
+	b := binary.LittleEndian.AppendUint64(k.idBuf[:0], chain)
+	b = append(b, role...)
+	b = append(b, 0)
+	for _, s := range segs {
+		b = binary.LittleEndian.AppendUint64(b, s.ID)
+		b = binary.LittleEndian.AppendUint32(b, uint32(s.Tokens))
+	}
+	k.idBuf = b
+	id := xxh3.Hash(b)
+	if run, ok := k.runs[id]; ok {
+		return run
+	}
+	h := mix(chain ^ xxh3.HashString(role))
+	var run blockRun
+	in := 0
+	words := 0
+	for _, s := range segs {
+		for j := range s.Tokens {
+			h = mix(h ^ uint64(wordAt(s.ID, j)))
+			if in++; in == routeBlockWords {
+				run.blocks = append(run.blocks, h)
+				in = 0
+			}
+		}
+		words += s.Tokens
+	}
+	if in > 0 || len(run.blocks) == 0 {
+		run.blocks = append(run.blocks, h)
+	}
+	run.out = h
+	run.chars = len(role) + 2 + words*charsPerTok
+	k.runs[id] = run
+	return run
+}
+
+// linkAnswers gives each chat request the blocks of its answer: a later
+// request whose history is this request's messages followed by an
+// assistant message (and its next user or tool message) carries it.
+func linkAnswers(reqs []*Request) {
+	byOut := make(map[uint64]*Request, len(reqs))
+	for _, r := range reqs {
+		if r.Messages != nil {
+			byOut[r.out] = r
+		}
+	}
+	for _, r := range reqs {
+		n := len(r.Messages)
+		if n < 3 || r.Messages[n-2].Role != "assistant" {
+			continue
+		}
+		if parent := byOut[r.chain[n-2]]; parent != nil && parent.At <= r.At {
+			if parent.answer == nil {
+				parent.answer = r.blk[n-2]
+			}
+			r.parent = parent
+		}
+	}
+}
+
+// appendBlocks appends r's prompt blocks to dst.
+func (r *Request) appendBlocks(dst []uint64) []uint64 {
+	for _, b := range r.blk {
+		dst = append(dst, b...)
+	}
+	return dst
 }
 
 // PromptTokens is the prompt length in engine tokens.
@@ -70,6 +189,8 @@ type keyer struct {
 	cache map[uint64]route.Request
 	body  []byte
 	dst   []byte
+	runs  map[uint64]blockRun
+	idBuf []byte
 }
 
 func newKeyer(prefixLength int) *keyer {
@@ -80,6 +201,7 @@ func newKeyer(prefixLength int) *keyer {
 		opts:  normalize.KeyOptions{PrefixLength: prefixLength},
 		limit: 8*prefixLength + 64,
 		cache: make(map[uint64]route.Request),
+		runs:  make(map[uint64]blockRun),
 	}
 }
 

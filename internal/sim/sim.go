@@ -45,8 +45,15 @@ type Options struct {
 	// LoadFactor is c of the bounded-load ring; 0 means route's 1.25.
 	LoadFactor float64
 	// Slack is route.Config.Slack: the bound is at least the mean plus
-	// Slack. 0 means route's default (3), negative none.
+	// Slack. 0 means route's default for the policy (3; prefix-index 12),
+	// negative none.
 	Slack int
+	// DecodeWeight is route.Config.DecodeWeight (prefix-index); 0 means
+	// route's default.
+	DecodeWeight int
+	// NoAnswers keeps prefix-index from learning answers (for measuring
+	// what learning them gains).
+	NoAnswers bool
 	// Progress, if set, is called with finished and total request counts
 	// over all policies; it may be called from several goroutines.
 	Progress func(done, total int)
@@ -118,7 +125,7 @@ type PolicyResult struct {
 	// MaxShareRatio is the largest share × the number of replicas.
 	MaxShareRatio float64 `json:"max_share_ratio"`
 	// SpillRate is the fraction of requests not placed at their key's home
-	// (ring policies) or placed by the balance rule (cache-aware-tree).
+	// (ring policies) or placed by the balance rule (sglang-cache-aware).
 	SpillRate float64 `json:"spill_rate"`
 	// MaxInflightOverBound is the largest excess of a replica's fleet-wide
 	// in-flight count over the bound, ceil(c·total/n) (or ceil(total/n) +
@@ -127,6 +134,10 @@ type PolicyResult struct {
 	// KeysMovedFraction is the largest share of distinct keys whose home
 	// changed at a scale event (ring policies; null for the others).
 	KeysMovedFraction *float64 `json:"keys_moved_fraction"`
+	// SameReplicaTurns is the fraction of later turns (requests carrying
+	// an earlier request's answer) placed on the previous turn's replica;
+	// null when the workload has none.
+	SameReplicaTurns *float64 `json:"later_turns_on_previous_replica"`
 
 	// Role is "route" (a policy serve accepts), "peer" (a reference
 	// implementation of another router) or "oracle".
@@ -203,9 +214,6 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 	if opts.LoadFactor == 0 {
 		opts.LoadFactor = route.DefaultLoadFactor
 	}
-	if opts.Slack == 0 {
-		opts.Slack = route.DefaultSlack
-	}
 	if opts.SLO == 0 {
 		opts.SLO = DefaultSLO
 	}
@@ -230,7 +238,11 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 		if r.key, err = k.key(r); err != nil {
 			return nil, err
 		}
+		if r.blk == nil {
+			k.blocks(r)
+		}
 	}
+	linkAnswers(w.Requests)
 	span := w.Requests[len(w.Requests)-1].At
 	scale, err := resolveScale(opts.Scale, span, opts.Replicas)
 	if err != nil {
@@ -361,6 +373,7 @@ type fleet struct {
 	total    int
 	active   []int
 	nextHint time.Duration // virtual time of the next load-hint refresh
+	slack    int           // the routers' Slack in force (for the bound check)
 
 	// results
 	ttfts          []float64
@@ -386,11 +399,12 @@ type fleet struct {
 
 	// onFinish, if set, sees every request that finished and when (tests).
 	onFinish func(fl *flight, at time.Time)
+	placedOn       map[*Request]int // first replica of each request
 }
 
 func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progress func()) (*fleet, error) {
 	f := &fleet{w: w, opts: opts, policy: policy, scale: scale, progress: progress,
-		bucketC: make([]int64, hitBuckets), bucketP: make([]int64, hitBuckets), first: -1}
+		bucketC: make([]int64, hitBuckets), bucketP: make([]int64, hitBuckets), first: -1, placedOn: map[*Request]int{}}
 	for range opts.Replicas {
 		if err := f.addReplica(); err != nil {
 			return nil, err
@@ -398,6 +412,10 @@ func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progres
 	}
 	for i := range opts.Routers {
 		var p picker
+		f.slack = opts.Slack
+		if f.slack == 0 {
+			f.slack = route.DefaultSlack
+		}
 		if build, ok := peerBuilders[policy]; ok {
 			p = build(f, opts.Seed+uint64(i)*7919)
 		} else {
@@ -405,10 +423,13 @@ func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progres
 				Policy: policy, DisableSpillChain: opts.NoSpillChain,
 				Seed: opts.Seed + uint64(i)*7919, DefaultThreshold: opts.Threshold,
 				LoadFactor: opts.LoadFactor, Slack: opts.Slack,
-			}, f.active, opts.Threshold)
+				DefaultCacheTokens: w.Engine.CacheBlocks * vllmsim.BlockSize,
+				DecodeWeight:       opts.DecodeWeight,
+			}, f.active, opts.Threshold, !opts.NoAnswers)
 			if err != nil {
 				return nil, err
 			}
+			f.slack = rp.r.Config().Slack
 			p = rp
 		}
 		f.pickers = append(f.pickers, p)
@@ -558,8 +579,8 @@ func (f *fleet) dispatch(fl *flight, now time.Time) bool {
 	f.total++
 	nAct := len(f.active)
 	bound := int(math.Ceil(f.opts.LoadFactor * float64(f.total) / float64(nAct)))
-	if f.opts.Slack > 0 {
-		bound = max(bound, (f.total+nAct-1)/nAct+f.opts.Slack)
+	if f.slack > 0 {
+		bound = max(bound, (f.total+nAct-1)/nAct+f.slack)
 	}
 	if over := f.inflight[idx] - bound; over > f.maxOver {
 		f.maxOver = over
@@ -569,6 +590,9 @@ func (f *fleet) dispatch(fl *flight, now time.Time) bool {
 	}
 	rep := f.reps[idx]
 	rep.count++
+	if _, ok := f.placedOn[fl.req]; !ok {
+		f.placedOn[fl.req] = idx
+	}
 	er := vllmsim.Request{Prompt: fl.prompt(), MaxTokens: fl.req.Output}
 	if f.w.Salted {
 		er.CacheSalt = fl.req.Group
@@ -613,7 +637,7 @@ func (f *fleet) engineEvents(i int, now time.Time) {
 			f.cached += int64(ev.CachedTokens)
 			f.prompt += int64(ev.PromptTokens)
 			if ft, ok := f.pickers[fl.router].(firstTokener); ok {
-				ft.firstToken(fl)
+				ft.firstToken(fl, ev.CachedTokens, ev.PromptTokens)
 			}
 			b := f.bucket(fl.at)
 			f.bucketC[b] += int64(ev.CachedTokens)
@@ -696,6 +720,22 @@ func (f *fleet) result(elapsed time.Duration) PolicyResult {
 		res.SpillRate = float64(f.spilled) / float64(placed)
 	}
 	res.MaxInflightOverBound = f.maxOver
+	later, same := 0, 0
+	for r, at := range f.placedOn {
+		if r.parent == nil {
+			continue
+		}
+		if prev, ok := f.placedOn[r.parent]; ok {
+			later++
+			if prev == at {
+				same++
+			}
+		}
+	}
+	if later > 0 {
+		v := float64(same) / float64(later)
+		res.SameReplicaTurns = &v
+	}
 	for b := range hitBuckets {
 		v := math.NaN()
 		if f.bucketP[b] > 0 {

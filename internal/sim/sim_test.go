@@ -171,7 +171,7 @@ func TestJSONShape(t *testing.T) {
 		t.Fatalf("%d policies", len(pols))
 	}
 	p := pols[1].(map[string]any)
-	if got, want := strings.Join(keys(p), ","), "goodput,goodput_rps,hit_rate,keys_moved_fraction,max_inflight_over_bound,max_share_ratio,name,output_tokens_per_s,role,share,spill_rate,throughput_rps,ttft_ms"; got != want {
+	if got, want := strings.Join(keys(p), ","), "goodput,goodput_rps,hit_rate,keys_moved_fraction,later_turns_on_previous_replica,max_inflight_over_bound,max_share_ratio,name,output_tokens_per_s,role,share,spill_rate,throughput_rps,ttft_ms"; got != want {
 		t.Fatalf("policy keys %s, want %s", got, want)
 	}
 	if got := strings.Join(keys(p["ttft_ms"].(map[string]any)), ","); got != "p50,p90,p99" {
@@ -297,5 +297,61 @@ func TestLoadHintsMakeRoutersOne(t *testing.T) {
 	}
 	if hinted.MaxInflightOverBound >= blind.MaxInflightOverBound || hinted.MaxInflightOverBound > 4 {
 		t.Errorf("with hints %d over the fleet-wide bound, without %d", hinted.MaxInflightOverBound, blind.MaxInflightOverBound)
+	}
+}
+
+// TestPrefixIndexBeatsPrefixAwareMultiTurn: on multi-turn chats behind a few
+// shared system prompts (sharegpt), the prefix index finds each turn's
+// history where the previous turn left it, where the key (which leaves out
+// the final message) sends turn 1 and turn 2 to different homes. Ratios
+// from one run.
+func TestPrefixIndexBeatsPrefixAwareMultiTurn(t *testing.T) {
+	rep := small(t, Options{Workload: "sharegpt", Requests: 3000, Policies: []string{"prefix-aware", "prefix-index"}})
+	pa, pi := rep.Policies[0], rep.Policies[1]
+	t.Logf("prefix-aware hit %.3f p90 %.0f ms same-replica %.3f; prefix-index hit %.3f p90 %.0f ms same-replica %.3f; pooled %.3f",
+		pa.HitRate, pa.TTFT.P90, *pa.SameReplicaTurns, pi.HitRate, pi.TTFT.P90, *pi.SameReplicaTurns, rep.PooledBoundHit)
+	if pi.HitRate < 1.3*pa.HitRate {
+		t.Errorf("prefix-index hit rate %.3f not 1.3× prefix-aware's %.3f", pi.HitRate, pa.HitRate)
+	}
+	if pi.TTFT.P90 > pa.TTFT.P90 {
+		t.Errorf("prefix-index p90 TTFT %.0f ms above prefix-aware's %.0f ms", pi.TTFT.P90, pa.TTFT.P90)
+	}
+	if *pi.SameReplicaTurns < 0.85 || *pi.SameReplicaTurns < 2*(*pa.SameReplicaTurns) {
+		t.Errorf("later turns on the previous replica: prefix-index %.3f, prefix-aware %.3f", *pi.SameReplicaTurns, *pa.SameReplicaTurns)
+	}
+	if pi.MaxInflightOverBound != 0 {
+		t.Errorf("prefix-index exceeded the bound by %d", pi.MaxInflightOverBound)
+	}
+}
+
+// TestKeyerBlocksCarryTurns: a later turn's blocks begin with the previous
+// turn's blocks and its answer's, which is what the index learns at Done.
+func TestKeyerBlocksCarryTurns(t *testing.T) {
+	w, err := BuildWorkload("sharegpt", 400, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := newKeyer(0)
+	for _, r := range w.Requests {
+		k.blocks(r)
+	}
+	linkAnswers(w.Requests)
+	later := 0
+	for _, r := range w.Requests {
+		if r.parent == nil {
+			continue
+		}
+		later++
+		prev := append(r.parent.appendBlocks(nil), r.parent.answer...)
+		cur := r.appendBlocks(nil)
+		if len(cur) <= len(prev) || !slices.Equal(prev, cur[:len(prev)]) {
+			t.Fatalf("turn's blocks do not start with the previous turn and its answer")
+		}
+		if r.est <= r.parent.est {
+			t.Fatalf("later turn estimated at %d tokens, previous %d", r.est, r.parent.est)
+		}
+	}
+	if later < 100 {
+		t.Fatalf("only %d later turns linked", later)
 	}
 }

@@ -94,6 +94,10 @@ const (
 	// The home was at its bound; the request went to the home of a longer
 	// window of the same prompt, which requests sharing that prefix also reach.
 	Decision_DECISION_SPILL_CHAIN Decision = 5
+	// The prefix-index policy predicted the least work there: the backend
+	// holds the longest useful part of the prompt for its queue. It is not
+	// the key's home.
+	Decision_DECISION_PREFIX_MATCH Decision = 6
 )
 
 // Enum value maps for Decision.
@@ -105,6 +109,7 @@ var (
 		3: "DECISION_LEAST_OUTSTANDING",
 		4: "DECISION_RANDOM",
 		5: "DECISION_SPILL_CHAIN",
+		6: "DECISION_PREFIX_MATCH",
 	}
 	Decision_value = map[string]int32{
 		"DECISION_UNSPECIFIED":       0,
@@ -113,6 +118,7 @@ var (
 		"DECISION_LEAST_OUTSTANDING": 3,
 		"DECISION_RANDOM":            4,
 		"DECISION_SPILL_CHAIN":       5,
+		"DECISION_PREFIX_MATCH":      6,
 	}
 )
 
@@ -305,14 +311,15 @@ const file_prefixgate_v1_routing_proto_rawDesc = "" +
 	"\x18REQUEST_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11REQUEST_MODE_CHAT\x10\x01\x12\x1b\n" +
 	"\x17REQUEST_MODE_COMPLETION\x10\x02\x12\x17\n" +
-	"\x13REQUEST_MODE_NATIVE\x10\x03*\x9e\x01\n" +
+	"\x13REQUEST_MODE_NATIVE\x10\x03*\xb9\x01\n" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DECISION_AFFINITY\x10\x01\x12\x12\n" +
 	"\x0eDECISION_SPILL\x10\x02\x12\x1e\n" +
 	"\x1aDECISION_LEAST_OUTSTANDING\x10\x03\x12\x13\n" +
 	"\x0fDECISION_RANDOM\x10\x04\x12\x18\n" +
-	"\x14DECISION_SPILL_CHAIN\x10\x05BAZ?github.com/prefixgate/prefixgate/gen/prefixgate/v1;prefixgatev1b\x06proto3"
+	"\x14DECISION_SPILL_CHAIN\x10\x05\x12\x19\n" +
+	"\x15DECISION_PREFIX_MATCH\x10\x06BAZ?github.com/prefixgate/prefixgate/gen/prefixgate/v1;prefixgatev1b\x06proto3"
 
 var (
 	file_prefixgate_v1_routing_proto_rawDescOnce sync.Once

@@ -1,0 +1,338 @@
+package route
+
+import (
+	"math/bits"
+	"sync"
+	"sync/atomic"
+)
+
+// IndexBlockTokens is the number of prompt tokens one index block stands
+// for: a block is 64 characters of routing text (normalize.BlockSize), about
+// 16 tokens, the size of a vLLM KV block. Member.CacheTokens is divided by
+// it to give the member's index capacity in blocks.
+const IndexBlockTokens = 16
+
+// prefixIndex remembers, per member, the prompt blocks the router sent
+// there, as far as the member's KV cache can hold them.
+//
+// One map goes from block hash to an entry; an entry holds two bitsets over
+// member ids: who holds the block and who used it since the clock hand last
+// passed (the CLOCK approximation of LRU). A pick walks the request's blocks
+// once, intersecting holder sets, and stops when no candidate is left, so
+// its cost is one map lookup per matched block whatever the fleet size.
+//
+// Each member has a ring of the entries it holds, in insertion order, at
+// most its capacity long. Adding a block to a full member advances its clock
+// hand: entries used since the last pass get a second chance (moved to the
+// back, bit cleared), the first unused one is evicted. Every entry moves at
+// most once per use, so eviction is amortized O(1).
+//
+// All of it is guarded by mu: picks with the prefix-index policy serialize
+// on it (see BenchmarkPrefixIndex).
+type prefixIndex struct {
+	mu     sync.Mutex
+	words  int               // bitset words per set: ceil(ids/64)
+	table  map[uint64]uint32 // block hash -> entry
+	hashes []uint64          // entry -> block hash (for deletion)
+	sets   []uint64          // entry e: holders at [2e·words, (2e+1)·words), used bits after
+	free   []uint32          // free entries
+	mem    []idxMember       // by member id
+
+	// Pick scratch, valid while mu is held.
+	matched []int32  // by member id: blocks matched from the start
+	walk    []uint32 // entries of the blocks walked
+	cur     []uint64 // the walk's candidate set
+	scratch pickScratch
+
+	mispredictions atomic.Uint64
+	corrections    atomic.Uint64 // blocks evicted by feedback
+}
+
+// idxMember is one member's clock: a ring of the entries it holds.
+type idxMember struct {
+	ring     []uint32 // grows by doubling up to capacity
+	head, n  int
+	capacity int // in blocks; 0 for an unused id
+}
+
+func newPrefixIndex() *prefixIndex {
+	return &prefixIndex{table: make(map[uint64]uint32), words: 1, cur: make([]uint64, 1)}
+}
+
+func (ix *prefixIndex) holders(e uint32) []uint64 {
+	o := int(e) * 2 * ix.words
+	return ix.sets[o : o+ix.words]
+}
+
+func (ix *prefixIndex) used(e uint32) []uint64 {
+	o := (int(e)*2 + 1) * ix.words
+	return ix.sets[o : o+ix.words]
+}
+
+// setMember sizes member id's index to capacity blocks, growing the id
+// space if needed, and trims it if it shrank. Caller holds mu.
+func (ix *prefixIndex) setMember(id int32, capacity int) {
+	ix.grow(int(id) + 1)
+	m := &ix.mem[id]
+	m.capacity = max(1, capacity)
+	for m.n > m.capacity {
+		ix.evictOne(id)
+	}
+}
+
+// grow makes room for ids 0..n-1: the member table and, when n passes a
+// multiple of 64, wider bitsets (every entry is copied once).
+func (ix *prefixIndex) grow(n int) {
+	for len(ix.mem) < n {
+		ix.mem = append(ix.mem, idxMember{})
+		ix.matched = append(ix.matched, 0)
+	}
+	w := (n + 63) / 64
+	if w <= ix.words {
+		return
+	}
+	sets := make([]uint64, len(ix.hashes)*2*w)
+	for e := range ix.hashes {
+		copy(sets[e*2*w:], ix.holders(uint32(e)))
+		copy(sets[(e*2+1)*w:], ix.used(uint32(e)))
+	}
+	ix.sets, ix.words = sets, w
+	ix.cur = make([]uint64, w)
+}
+
+// dropMember forgets everything member id holds (the id is being freed).
+// Caller holds mu.
+func (ix *prefixIndex) dropMember(id int32) {
+	if int(id) >= len(ix.mem) {
+		return
+	}
+	m := &ix.mem[id]
+	for m.n > 0 {
+		e := m.ring[m.head]
+		m.head = (m.head + 1) % len(m.ring)
+		m.n--
+		ix.unhold(e, id)
+	}
+	*m = idxMember{}
+}
+
+func (ix *prefixIndex) unhold(e uint32, id int32) {
+	w, b := id>>6, uint64(1)<<(id&63)
+	h, u := ix.holders(e), ix.used(e)
+	h[w] &^= b
+	u[w] &^= b
+	for _, x := range h {
+		if x != 0 {
+			return
+		}
+	}
+	delete(ix.table, ix.hashes[e])
+	ix.free = append(ix.free, e)
+}
+
+// evictOne advances member id's clock hand until it evicts one entry.
+func (ix *prefixIndex) evictOne(id int32) {
+	m := &ix.mem[id]
+	w, b := id>>6, uint64(1)<<(id&63)
+	for m.n > 0 {
+		e := m.ring[m.head]
+		m.head++
+		if m.head == len(m.ring) {
+			m.head = 0
+		}
+		u := ix.used(e)
+		if u[w]&b != 0 && m.n > 1 {
+			// Second chance: clear the bit and requeue at the back.
+			u[w] &^= b
+			m.ring[(m.head+m.n-1)%len(m.ring)] = e
+			continue
+		}
+		m.n--
+		ix.unhold(e, id)
+		return
+	}
+}
+
+// entry returns the entry of hash h, creating it.
+func (ix *prefixIndex) entry(h uint64) uint32 {
+	if e, ok := ix.table[h]; ok {
+		return e
+	}
+	var e uint32
+	if k := len(ix.free); k > 0 {
+		e = ix.free[k-1]
+		ix.free = ix.free[:k-1]
+		clear(ix.sets[int(e)*2*ix.words : (int(e)+1)*2*ix.words])
+		ix.hashes[e] = h
+	} else {
+		e = uint32(len(ix.hashes))
+		ix.hashes = append(ix.hashes, h)
+		for range 2 * ix.words {
+			ix.sets = append(ix.sets, 0)
+		}
+	}
+	ix.table[h] = e
+	return e
+}
+
+// hold records that member id holds entry e, marking it used.
+func (ix *prefixIndex) hold(e uint32, id int32) {
+	w, b := id>>6, uint64(1)<<(id&63)
+	h := ix.holders(e)
+	if h[w]&b != 0 {
+		ix.used(e)[w] |= b
+		return
+	}
+	m := &ix.mem[id]
+	if m.capacity == 0 {
+		return
+	}
+	if m.n == m.capacity {
+		ix.evictOne(id)
+	}
+	if m.n == len(m.ring) {
+		// Grow the ring in order (head first) up to capacity.
+		ring := make([]uint32, min(m.capacity, max(64, 2*len(m.ring))))
+		for i := range m.n {
+			ring[i] = m.ring[(m.head+i)%len(m.ring)]
+		}
+		m.ring, m.head = ring, 0
+	}
+	m.ring[(m.head+m.n)%len(m.ring)] = e
+	m.n++
+	h = ix.holders(e) // evictOne may not move sets, but stay safe
+	h[w] |= b
+}
+
+// indexStride is how many request blocks one index entry stands for: the
+// index keeps every fourth block of a prompt (positions 3, 7, 11, ...) and
+// its last one. A chained hash stands for the whole prefix before it, so a
+// sampled block held means every block before it is too; matching loses at
+// most three blocks (about 48 tokens) at the end of a match, and picks and
+// memory are four times cheaper.
+const indexStride = 4
+
+// samples is how many index entries a prompt of n blocks has.
+func samples(n int) int { return (n + indexStride - 1) / indexStride }
+
+// samplePos is the block position of sample i of a prompt of n blocks.
+func samplePos(i, n int) int { return min((i+1)*indexStride-1, n-1) }
+
+// match walks the sampled blocks from the start with the candidate set cand
+// (a bitset over ids, ix.words long) and leaves in ix.matched[id] how many
+// leading blocks each candidate holds (to its last sampled block held), and
+// in ix.walk the entries walked. It stops at the first block no candidate
+// still in the walk holds, and returns the number of blocks matched by
+// anyone. Caller holds mu.
+func (ix *prefixIndex) match(blocks []uint64, cand []uint64) int {
+	cur := ix.cur[:ix.words]
+	copy(cur, cand)
+	ix.walk = ix.walk[:0]
+	n := len(blocks)
+	reached := 0
+	for i := range samples(n) {
+		pos := samplePos(i, n)
+		e, ok := ix.table[blocks[pos]]
+		if !ok {
+			break
+		}
+		h := ix.holders(e)
+		left := uint64(0)
+		for w := range cur {
+			nw := cur[w] & h[w]
+			ix.setMatched(w, cur[w]&^nw, reached)
+			cur[w] = nw
+			left |= nw
+		}
+		if left == 0 {
+			break
+		}
+		ix.walk = append(ix.walk, e)
+		reached = pos + 1
+	}
+	for w := range cur {
+		ix.setMatched(w, cur[w], reached)
+	}
+	return reached
+}
+
+func (ix *prefixIndex) setMatched(w int, set uint64, k int) {
+	for set != 0 {
+		t := bits.TrailingZeros64(set)
+		set &= set - 1
+		ix.matched[w*64+t] = int32(k)
+	}
+}
+
+// insert records that member id now holds blocks (a prompt it was sent, or
+// a prompt and its answer). The sampled blocks it already held (held, in
+// samples, from match on the same blocks) are marked used first, so that
+// making room cannot evict them; the rest are added from the end backwards,
+// so that the clock, like vLLM's free queue, evicts a prompt's tail before
+// its head. The first len(ix.walk) samples' entries come from match. A
+// member holds at most its capacity: of a longer prompt, the first
+// capacity samples.
+func (ix *prefixIndex) insert(id int32, blocks []uint64, held int) {
+	if int(id) >= len(ix.mem) {
+		return
+	}
+	n := len(blocks)
+	count := min(samples(n), ix.mem[id].capacity)
+	held = min(held, count, len(ix.walk))
+	for i := range held {
+		ix.hold(ix.walk[i], id)
+	}
+	for i := count - 1; i >= held; i-- {
+		if i < len(ix.walk) {
+			ix.hold(ix.walk[i], id)
+		} else {
+			ix.hold(ix.entry(blocks[samplePos(i, n)]), id)
+		}
+	}
+}
+
+// heldSamples is how many leading samples of an n-block prompt a member
+// matching matched blocks holds.
+func heldSamples(matched, n int) int {
+	if matched >= n {
+		return samples(n)
+	}
+	return (matched + 1) / indexStride
+}
+
+// forget evicts k of member id's least recently used blocks: the member
+// held less than the index predicted, so its cache is under more pressure
+// than the capacity says.
+func (ix *prefixIndex) forget(id int32, k int) {
+	if int(id) >= len(ix.mem) {
+		return
+	}
+	for ; k > 0 && ix.mem[id].n > 0; k-- {
+		ix.evictOne(id)
+		ix.corrections.Add(indexStride)
+	}
+}
+
+// memory reports the bytes the index holds for member id (its ring and its
+// share of the entries it holds) and in all (the map, the entry slabs and
+// every ring). The map's cost is estimated at 24 bytes per entry.
+func (ix *prefixIndex) memory(id int32) (member, total int64) {
+	entryBytes := int64(8 + 2*8*ix.words + 24)
+	total = int64(len(ix.hashes))*entryBytes + int64(cap(ix.free))*4
+	for i := range ix.mem {
+		total += int64(cap(ix.mem[i].ring)) * 4
+	}
+	if int(id) < len(ix.mem) && id >= 0 {
+		m := &ix.mem[id]
+		member = int64(cap(m.ring))*4 + int64(m.n)*entryBytes
+	}
+	return member, total
+}
+
+// held is the number of index entries (sampled blocks) member id holds.
+func (ix *prefixIndex) held(id int32) int {
+	if int(id) >= len(ix.mem) {
+		return 0
+	}
+	return ix.mem[id].n
+}

@@ -1,0 +1,457 @@
+package route
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+)
+
+// chain returns n chained block hashes of a prompt named by seed; two
+// prompts share their first k blocks when they were built with the same
+// seed and prefix.
+func chain(seed uint64, n int) []uint64 {
+	out := make([]uint64, n)
+	h := splitmix(seed)
+	for i := range out {
+		h = splitmix(h ^ uint64(i+1))
+		out[i] = h
+	}
+	return out
+}
+
+// extend appends n blocks that continue blocks with a new tail named by seed.
+func extend(blocks []uint64, seed uint64, n int) []uint64 {
+	out := append([]uint64(nil), blocks...)
+	h := blocks[len(blocks)-1] ^ splitmix(seed)
+	for i := range n {
+		h = splitmix(h ^ uint64(i+1))
+		out = append(out, h)
+	}
+	return out
+}
+
+func indexRouter(t testing.TB, cfg Config, ms []Member) *Router {
+	t.Helper()
+	cfg.Policy = "prefix-index"
+	return mustNew(t, cfg, ms)
+}
+
+func idxOf(r *Router) *prefixIndex { return r.policy.(*prefixIndexPolicy).ix }
+
+func idOf(r *Router, name string) int32 {
+	s := r.snap.Load()
+	return s.members[s.byName[name]].st.id
+}
+
+// checkIndex verifies the index's invariants: every member holds at most its
+// capacity, its ring lists exactly the entries whose holder bit it has, and
+// the table maps each live entry's hash to it.
+func checkIndex(t *testing.T, ix *prefixIndex) {
+	t.Helper()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for id := range ix.mem {
+		m := &ix.mem[id]
+		if m.n > m.capacity {
+			t.Fatalf("member %d holds %d blocks over its capacity %d", id, m.n, m.capacity)
+		}
+		seen := map[uint32]bool{}
+		for k := range m.n {
+			e := m.ring[(m.head+k)%len(m.ring)]
+			if seen[e] {
+				t.Fatalf("member %d: entry %d twice in its ring", id, e)
+			}
+			seen[e] = true
+			if ix.holders(e)[id>>6]&(1<<(id&63)) == 0 {
+				t.Fatalf("member %d: entry %d in its ring without its holder bit", id, e)
+			}
+		}
+		for e := range ix.hashes {
+			if ix.holders(uint32(e))[id>>6]&(1<<(id&63)) != 0 && !seen[uint32(e)] {
+				t.Fatalf("member %d: holder bit on entry %d not in its ring", id, e)
+			}
+		}
+	}
+	for h, e := range ix.table {
+		if ix.hashes[e] != h {
+			t.Fatalf("table maps %x to entry %d holding %x", h, e, ix.hashes[e])
+		}
+	}
+}
+
+func TestPrefixIndexMatch(t *testing.T) {
+	r := indexRouter(t, Config{VirtualNodes: 64, Seed: 1}, fleet(4))
+	doc := chain(1, 40)
+	d, err := r.TryPick(Request{Key: 7, Blocks: doc, PromptTokens: 640})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.MatchedTokens != 0 {
+		t.Errorf("first pick matched %d tokens, want 0 (cold)", d.MatchedTokens)
+	}
+	first := d.Backend
+	d.DoneWith(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
+	// A longer prompt with the same 40-block prefix, under another key:
+	// the index finds the prefix where the first went.
+	turn2 := extend(doc, 2, 10)
+	d2, err := r.TryPick(Request{Key: 99, Blocks: turn2, PromptTokens: 800})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d2.Backend != first || d2.MatchedTokens != 640 {
+		t.Errorf("turn 2 went to %s matching %d tokens; want %s matching 640", d2.Backend, d2.MatchedTokens, first)
+	}
+	d2.Done()
+	ex := r.Explain(Request{Key: 99, Blocks: turn2, PromptTokens: 800})
+	if len(ex.Costs) != 4 || ex.Backend != first {
+		t.Fatalf("Explain = %+v, want 4 candidate costs and %s", ex, first)
+	}
+	for _, c := range ex.Costs {
+		switch {
+		case c.Backend == first && (c.Why != "chosen" || c.MatchedTokens != 800):
+			t.Errorf("winner %+v: want chosen with 800 matched tokens", c)
+		case c.Backend != first && (c.MatchedTokens != 0 || c.Cost <= 0 || c.Why == ""):
+			t.Errorf("loser %+v: want no match, a cost and a reason", c)
+		}
+	}
+	checkIndex(t, idxOf(r))
+}
+
+func TestPrefixIndexLRUBound(t *testing.T) {
+	// Capacity 10 entries (40 blocks, 640 tokens), one member.
+	r := indexRouter(t, Config{VirtualNodes: 16}, []Member{{Name: "a", CacheTokens: 640}})
+	ix := idxOf(r)
+	id := idOf(r, "a")
+	hot := chain(1, 4)
+	for i := range 20 {
+		d, err := r.TryPick(Request{Key: 1, Blocks: hot, PromptTokens: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Done()
+		// Cold 3-block prompts push the member over its capacity.
+		d, err = r.TryPick(Request{Key: uint64(i + 2), Blocks: chain(uint64(100+i), 3), PromptTokens: 48})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Done()
+		checkIndex(t, ix)
+		if n := ix.held(id); n > 10 {
+			t.Fatalf("after %d rounds member holds %d entries, capacity 10", i, n)
+		}
+	}
+	// The hot prompt was used every round, so the clock kept it.
+	ix.mu.Lock()
+	cand := []uint64{1 << id}
+	if got := ix.match(hot, cand); got != 4 {
+		t.Errorf("hot prompt: %d of 4 blocks still indexed", got)
+	}
+	// The oldest cold prompt was evicted.
+	if got := ix.match(chain(100, 3), cand); got != 0 {
+		t.Errorf("oldest cold prompt: %d blocks still indexed, want 0", got)
+	}
+	ix.mu.Unlock()
+	stats, ok := r.IndexStats()
+	if !ok || stats.MemberEntries["a"] != ix.held(id) || stats.Bytes <= 0 || stats.MemberBytes["a"] <= 0 {
+		t.Errorf("IndexStats = %+v, %v", stats, ok)
+	}
+}
+
+func TestPrefixIndexStableIDs(t *testing.T) {
+	r := indexRouter(t, Config{VirtualNodes: 64}, fleet(3))
+	doc := chain(5, 20)
+	d, err := r.TryPick(Request{Key: 3, Blocks: doc, PromptTokens: 320})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Report(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1}) // its prefill is done
+	idBefore := idOf(r, d.Backend)
+	// Reload with the same members in another order plus a new one.
+	ms := fleet(4)
+	ms[0], ms[3] = ms[3], ms[0]
+	if err := r.SetMembers(ms); err != nil {
+		t.Fatal(err)
+	}
+	if got := idOf(r, d.Backend); got != idBefore {
+		t.Fatalf("%s's id moved from %d to %d across SetMembers", d.Backend, idBefore, got)
+	}
+	if st := r.Status(); st[r.snap.Load().byName[d.Backend]].InFlight != 1 {
+		t.Errorf("in-flight count lost across SetMembers: %+v", st)
+	}
+	d2, err := r.TryPick(Request{Key: 1234, Blocks: extend(doc, 1, 2), PromptTokens: 352})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d2.Backend != d.Backend || d2.MatchedTokens != 320 {
+		t.Errorf("after reload: %s matching %d, want %s matching 320 (index kept)", d2.Backend, d2.MatchedTokens, d.Backend)
+	}
+	d.Done()
+	d2.Done()
+	// Removing the member (idle) frees its id and forgets its blocks; a
+	// new member may take the id but starts empty.
+	var rest []Member
+	for _, m := range ms {
+		if m.Name != d.Backend {
+			rest = append(rest, m)
+		}
+	}
+	if err := r.SetMembers(append(rest, Member{Name: "newcomer"})); err != nil {
+		t.Fatal(err)
+	}
+	if got := idxOf(r).held(idOf(r, "newcomer")); got != 0 {
+		t.Errorf("newcomer inherits %d blocks", got)
+	}
+	checkIndex(t, idxOf(r))
+}
+
+func TestPrefixIndexFeedback(t *testing.T) {
+	r := indexRouter(t, Config{VirtualNodes: 64}, fleet(2))
+	ix := idxOf(r)
+	// Fill the member with 30 older blocks, then the 20-block document.
+	d, err := r.TryPick(Request{Key: 9, Blocks: chain(8, 30), PromptTokens: 480})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Done()
+	home := d.Backend
+	doc := chain(9, 20)
+	d, err = r.TryPick(Request{Key: 9, Blocks: doc, PromptTokens: 320})
+	if err != nil || d.Backend != home {
+		t.Fatalf("pick = %s, %v; want %s", d.Backend, err, home)
+	}
+	d.Done()
+	held := ix.held(idOf(r, home))
+	d, err = r.TryPick(Request{Key: 9, Blocks: extend(doc, 3, 4), PromptTokens: 384})
+	if err != nil || d.MatchedTokens != 320 {
+		t.Fatalf("pick matched %d, %v; want 320", d.MatchedTokens, err)
+	}
+	// The engine held only 64 of the 320 predicted tokens: 16 blocks short,
+	// less the tolerance of 2 + 20/32 → 14 blocks, 4 index entries of 4
+	// blocks forgotten.
+	d.Report(Outcome{FirstByte: true, PromptTokens: 384, CachedTokens: 64})
+	d.Report(Outcome{FirstByte: true, PromptTokens: 384, CachedTokens: 64}) // counted once
+	d.DoneWith(Outcome{PromptTokens: 384, CachedTokens: 64})
+	stats, _ := r.IndexStats()
+	if stats.Mispredictions != 1 || stats.CorrectedBlocks != 16 {
+		t.Errorf("mispredictions %d, corrected %d; want 1 and 16", stats.Mispredictions, stats.CorrectedBlocks)
+	}
+	// The pick added one entry (blocks 20-23), feedback removed four.
+	if got, want := ix.held(idOf(r, home)), held+1-4; got != want {
+		t.Errorf("member holds %d blocks, want %d", got, want)
+	}
+	// A correct prediction changes nothing.
+	d, _ = r.TryPick(Request{Key: 9, Blocks: extend(doc, 3, 4), PromptTokens: 384})
+	d.DoneWith(Outcome{PromptTokens: 384, CachedTokens: d.MatchedTokens})
+	if s, _ := r.IndexStats(); s.Mispredictions != 1 {
+		t.Errorf("a correct prediction counted as a misprediction")
+	}
+	// Prefill charge: released by FirstByte, not twice by Done.
+	st := r.snap.Load().members[r.snap.Load().byName[home]].st
+	d, _ = r.TryPick(Request{Key: 9, Blocks: chain(77, 10), PromptTokens: 160})
+	if st.prefill.Load() == 0 && d.Backend == home {
+		t.Errorf("no prefill charged for a cold prompt")
+	}
+	d.Report(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
+	d.Done()
+	if st.prefill.Load() != 0 {
+		t.Errorf("prefill charge left after FirstByte and Done: %d", st.prefill.Load())
+	}
+	checkIndex(t, ix)
+}
+
+func TestPrefixIndexLearnsAnswer(t *testing.T) {
+	r := indexRouter(t, Config{VirtualNodes: 64}, fleet(5))
+	turn1 := chain(11, 3)
+	d, err := r.TryPick(Request{Key: 1, Blocks: turn1, PromptTokens: 48})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withAnswer := extend(turn1, 12, 20)
+	d.DoneWith(Outcome{PromptTokens: -1, CachedTokens: -1, Blocks: withAnswer})
+	d2, err := r.TryPick(Request{Key: 2, Blocks: extend(withAnswer, 13, 2), PromptTokens: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The index samples every fourth block: turn 2 (25 blocks) matches
+	// through its sample at block 19, 20 of the 23 blocks learned.
+	if d2.Backend != d.Backend || d2.MatchedTokens != 20*400/25 {
+		t.Errorf("turn 2: %s matching %d; want %s matching %d (the answer learned)", d2.Backend, d2.MatchedTokens, d.Backend, 20*400/25)
+	}
+	d2.Done()
+}
+
+// TestCostModel: a warm member with a slightly longer queue beats a cold
+// idle one; an idle member beats a warm one whose queue costs more than the
+// prefill it would save.
+func TestCostModel(t *testing.T) {
+	r := indexRouter(t, Config{VirtualNodes: 64, DecodeWeight: 512, Slack: 100, DefaultThreshold: 200}, fleet(2))
+	doc := chain(21, 125) // 2,000 tokens
+	d, err := r.TryPick(Request{Key: 5, Blocks: doc, PromptTokens: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm := d.Backend
+	d.Report(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
+	held := []Decision{d}
+	// Two requests decoding on the warm member: 2·512 tokens of queue
+	// against 2,000 of prefill saved, counted missWeight (8) times.
+	d, _ = r.TryPick(Request{Key: 5, Blocks: extend(doc, 1, 1), PromptTokens: 2016})
+	d.Report(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
+	held = append(held, d)
+	d, err = r.TryPick(Request{Key: 5, Blocks: extend(doc, 2, 1), PromptTokens: 2016})
+	if err != nil || d.Backend != warm || d.Reason == ReasonSpill {
+		t.Fatalf("warm with 2 in flight vs cold idle: went to %s (%v), want %s", d.Backend, err, warm)
+	}
+	d.Report(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
+	held = append(held, d)
+	// Load the warm member with 40 decoding requests: 40·512 = 20,480
+	// tokens of queue outweigh the 8·2,016 = 16,128 of the cold member's
+	// prefill.
+	for i := range 37 {
+		d, _ = r.TryPick(Request{Key: 5, Blocks: extend(doc, uint64(10+i), 1), PromptTokens: 2016})
+		d.Report(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
+		held = append(held, d)
+	}
+	ex := r.Explain(Request{Key: 5, Blocks: extend(doc, 99, 1), PromptTokens: 2016})
+	if ex.Backend == warm {
+		t.Errorf("overloaded warm member chosen over an idle one: %+v", ex.Costs)
+	}
+	for _, c := range ex.Costs {
+		if c.Backend == warm && c.Why == "" {
+			t.Errorf("loser without a reason: %+v", c)
+		}
+	}
+	for _, h := range held {
+		h.Done()
+	}
+	if r.InFlight() != 0 {
+		t.Errorf("in flight %d after all Done", r.InFlight())
+	}
+}
+
+// TestPrefixIndexColdPlacement: prompts no one holds go to the ring home of
+// their key, as prefix-aware would send them, so independent routers agree.
+func TestPrefixIndexColdPlacement(t *testing.T) {
+	a := indexRouter(t, Config{Seed: 1}, fleet(7))
+	b := mustNew(t, Config{Policy: "prefix-aware"}, fleet(7))
+	for i := range 200 {
+		key := splitmix(uint64(i) + 77)
+		req := Request{Key: key, Blocks: chain(key, 8), PromptTokens: 128}
+		da, err := a.TryPick(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, _ := b.TryPick(req)
+		if da.Backend != db.Backend {
+			t.Fatalf("cold prompt %d: prefix-index chose %s, the ring home is %s", i, da.Backend, db.Backend)
+		}
+		da.Done()
+		db.Done()
+	}
+}
+
+// TestPrefixIndexConcurrent runs picks, reports, answers and reloads
+// together (run it with -race); afterwards nothing is in flight, no prefill
+// is charged and the index's invariants hold.
+func TestPrefixIndexConcurrent(t *testing.T) {
+	r := indexRouter(t, Config{VirtualNodes: 32, DefaultCacheTokens: 4096, DefaultThreshold: 1024}, fleet(6))
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(g), 1))
+			for i := range 400 {
+				doc := chain(uint64(rnd.IntN(30)), 1+rnd.IntN(40))
+				req := Request{Key: doc[0], Blocks: extend(doc, uint64(i), 2), PromptTokens: 16 * (len(doc) + 2)}
+				d, err := r.TryPick(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%3 == 0 {
+					d.Report(Outcome{FirstByte: true, PromptTokens: req.PromptTokens, CachedTokens: rnd.IntN(req.PromptTokens)})
+				}
+				d.DoneWith(Outcome{PromptTokens: -1, CachedTokens: -1, Blocks: extend(req.Blocks, 5, 3)})
+				if i%50 == 0 {
+					_ = r.Explain(req)
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range 20 {
+			ms := fleet(6)
+			if i%2 == 1 {
+				ms = append(ms[:2], ms[3:]...)
+			}
+			if err := r.SetMembers(ms); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	wg.Wait()
+	if r.InFlight() != 0 {
+		t.Errorf("in flight %d", r.InFlight())
+	}
+	for _, m := range r.snap.Load().members {
+		if p := m.st.prefill.Load(); p != 0 {
+			t.Errorf("%s: prefill charge %d left", m.name, p)
+		}
+	}
+	checkIndex(t, idxOf(r))
+}
+
+// TestPrefixIndexManyMembers crosses the 64-id word boundary: the bitsets
+// widen and every member still matches its own prompts.
+func TestPrefixIndexManyMembers(t *testing.T) {
+	r := indexRouter(t, Config{VirtualNodes: 16, Slack: 1000, DefaultThreshold: 1024}, fleet(130))
+	docs := map[string][]uint64{}
+	for i := range 400 {
+		doc := chain(uint64(i), 40)
+		d, err := r.TryPick(Request{Key: splitmix(uint64(i)), Blocks: doc, PromptTokens: 640})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Done()
+		docs[fmt.Sprint(i)] = doc
+		d2, _ := r.TryPick(Request{Key: 1, Blocks: extend(doc, 1, 1), PromptTokens: 656})
+		if d2.Backend != d.Backend {
+			t.Fatalf("doc %d: went to %s, then its follow-up to %s", i, d.Backend, d2.Backend)
+		}
+		d2.Done()
+	}
+	checkIndex(t, idxOf(r))
+}
+
+// TestPrefixIndexShortSharedPrefix: a prefix shorter than warmTokens that
+// several members hold does not decide placement; the ring key past it does,
+// so two routers that learned different holders agree.
+func TestPrefixIndexShortSharedPrefix(t *testing.T) {
+	a := indexRouter(t, Config{VirtualNodes: 64}, fleet(5))
+	b := indexRouter(t, Config{VirtualNodes: 64}, fleet(5))
+	sys := chain(42, 8) // 128 tokens, under warmTokens
+	// a learns the system prompt on two members, b on all. (A short
+	// prefix only one member holds counts as that member's own history.)
+	for _, name := range []string{"vllm-1", "vllm-3"} {
+		d, _ := a.PickMember(name, Request{Key: 1, Blocks: sys, PromptTokens: 128}, false)
+		d.Done()
+	}
+	for i := range 5 {
+		d, _ := b.PickMember(fmt.Sprintf("vllm-%d", i), Request{Key: 1, Blocks: sys, PromptTokens: 128}, false)
+		d.Done()
+	}
+	for i := range 50 {
+		req := Request{Key: 1, Blocks: extend(sys, uint64(i), 12), PromptTokens: 320}
+		da, _ := a.TryPick(req)
+		db, _ := b.TryPick(req)
+		if da.Backend != db.Backend {
+			t.Fatalf("conversation %d: router a chose %s, router b %s", i, da.Backend, db.Backend)
+		}
+		da.Done()
+		db.Done()
+	}
+}

@@ -1,0 +1,390 @@
+package route
+
+import (
+	"fmt"
+	"strconv"
+)
+
+func init() {
+	register("prefix-index", func(c Config) policy {
+		return &prefixIndexPolicy{
+			ix:     newPrefixIndex(),
+			ring:   prefixAware{chain: !c.DisableSpillChain},
+			decode: int64(max(0, c.DecodeWeight)),
+		}
+	})
+}
+
+// missWeight multiplies a candidate's uncached prompt tokens in its cost:
+// a miss costs its prefill now and, once cached, the room it takes, which
+// evicts prefixes someone will prefill again; queued work delays only this
+// request. With 1 the policy copies hot prefixes onto more replicas
+// whenever a queue forms: zipf's hit rate drops 0.9 points below consistent
+// hashing and the Mooncake trace's 3 points; 8 loses nothing on the
+// synthetic workloads and recovers most of the trace (docs/routing.md).
+const missWeight = 8
+
+// marginRequests is how many requests' DecodeWeight a warm candidate's
+// cost may exceed the cheapest's and still be chosen for its ring order:
+// room for routers whose load views differ by a few requests to agree.
+const marginRequests = 4
+
+// A prompt is warm when some candidate holds at least warmBlocks blocks
+// more of it than every candidate does, and, if several candidates hold
+// that longest match, warmTokens tokens more; else it is cold and the ring
+// places it. The token floor keeps short shared prefixes (a chat's system
+// prompt) from deciding placement: each router knows only the holders it
+// sent them to, so routers that pick among those holders disagree, while
+// the ring key past the prefix is the same for all. A short match only one
+// candidate holds (a conversation's own history) stays warm. 160 was
+// chosen on sharegpt (docs/routing.md).
+const (
+	warmBlocks = 1
+	warmTokens = 160
+)
+
+// prefixIndexPolicy routes by predicted work. It remembers, per member, the
+// prompt blocks it sent there (prefixIndex, bounded by each member's KV
+// cache size) and for each candidate predicts the work of sending the
+// request there, in prompt tokens: the prefill the member does not hold
+// (PromptTokens minus its matched prefix, counted missWeight times) plus the
+// work already queued
+// there (prefill charged to earlier picks and not yet started, and
+// DecodeWeight per request it holds). The cheapest candidate below its
+// bound wins; ties go to the first in ring order from the key's home.
+//
+// A cold prefix, one that no candidate holds warmTokens further than all
+// of them do, is placed by the ring as prefix-aware places it (home, spill
+// chain, walk, all under the bound), so independent routers send a new prefix to the
+// same member and their indexes agree. When candidates hold the start of
+// the prompt (a shared system prompt), the ring key is the first block past
+// it instead of Key, which would send every request behind the shared
+// prompt to one home.
+type prefixIndexPolicy struct {
+	ix     *prefixIndex
+	ring   prefixAware
+	decode int64
+}
+
+func (*prefixIndexPolicy) name() string { return "prefix-index" }
+
+func (p *prefixIndexPolicy) setMember(id int32, cacheTokens int) {
+	p.ix.mu.Lock()
+	p.ix.setMember(id, cacheTokens/(IndexBlockTokens*indexStride))
+	p.ix.mu.Unlock()
+}
+
+func (p *prefixIndexPolicy) dropMember(id int32) {
+	p.ix.mu.Lock()
+	p.ix.dropMember(id)
+	p.ix.mu.Unlock()
+}
+
+// scratch of one pick, kept in the index (guarded by its mutex).
+type pickScratch struct {
+	cand   []uint64 // candidate ids
+	order  []int32  // candidate member indices in ring order from home
+	orderW []int32  // the same from the first block past the best match
+	seen   []uint64 // member indices met on the ring walk
+}
+
+func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
+	if len(req.Blocks) == 0 || req.PromptTokens <= 0 {
+		return p.ring.pick(e, req)
+	}
+	rg := e.s.ring
+	if len(rg.vn) == 0 {
+		return result{status: noCandidates, home: -1}
+	}
+	ix := p.ix
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	sc := &ix.scratch
+	order := p.ringOrder(e, req)
+	if len(order) == 0 {
+		return result{status: noCandidates, home: -1}
+	}
+	home := order[0]
+	words := ix.words
+	sc.cand = zeroed(sc.cand, words)
+	for _, i := range order {
+		id := e.s.members[i].st.id
+		sc.cand[id>>6] |= 1 << (id & 63)
+	}
+	common, best, nBest := ix.match(req.Blocks, sc.cand), 0, 0
+	for _, i := range order {
+		m := int(ix.matched[e.s.members[i].st.id])
+		common = min(common, m)
+		switch {
+		case m > best:
+			best, nBest = m, 1
+		case m == best:
+			nBest++
+		}
+	}
+	nb := len(req.Blocks)
+	tokens := func(blocks int) int64 { return int64(blocks) * int64(req.PromptTokens) / int64(nb) }
+
+	if best-common < warmBlocks || tokens(best-common) < warmTokens && nBest > 1 {
+		key := req.Key
+		if k := heldSamples(best, nb); best > 0 && k < samples(nb) {
+			// The start is held everywhere, or is too short to matter (a
+			// shared system prompt): place by the first sampled block past
+			// it, where prompts behind that shared start differ and which
+			// every router computes alike.
+			key = req.Blocks[samplePos(k, nb)]
+		}
+		res := p.ring.pickKey(e, req, key)
+		if e.ex != nil {
+			p.explainCosts(e, req, order, res, "cold prefix: placed by the ring")
+		}
+		if res.status != picked {
+			return res
+		}
+		return p.charge(e, req, res, tokens)
+	}
+
+	// Warm: the cheapest candidate below its bound, or, among those whose
+	// cost is within marginRequests requests' decode weight of it, the first in ring order from
+	// the first sampled block past the best match: that block is the same
+	// for every router, so routers that know the same prefix holders send
+	// the request to the same one (turn 2 of a chat through another router
+	// than turn 1 follows turn 1). A failed take means a concurrent pick
+	// charged that member first; look again with fresh loads.
+	keyW := req.Key
+	if k := heldSamples(best, nb); k < samples(nb) {
+		keyW = req.Blocks[samplePos(k, nb)]
+	}
+	orderW := p.ringOrderInto(&sc.orderW, e, req.Model, keyW, false)
+	margin := p.decode * marginRequests
+	for attempt := 0; attempt <= len(order)+4; attempt++ {
+		var minCost int64 = -1
+		for _, i := range orderW {
+			m := &e.s.members[i]
+			if m.st.load()+1 > e.limit(i, true) {
+				continue
+			}
+			c := p.cost(m.st, req.PromptTokens, tokens(int(ix.matched[m.st.id])))
+			if minCost < 0 || c < minCost {
+				minCost = c
+			}
+		}
+		if minCost < 0 {
+			if e.ex != nil {
+				p.explainCosts(e, req, order, result{status: saturated}, "")
+			}
+			return result{status: saturated, home: home}
+		}
+		bi := int32(-1)
+		var bestCost int64
+		for _, i := range orderW {
+			m := &e.s.members[i]
+			if m.st.load()+1 > e.limit(i, true) {
+				continue
+			}
+			if c := p.cost(m.st, req.PromptTokens, tokens(int(ix.matched[m.st.id]))); c <= minCost+margin {
+				bi, bestCost = i, c
+				break
+			}
+		}
+		if bi < 0 {
+			continue // loads moved between the two passes
+		}
+		lim := e.limit(bi, true)
+		l, ok := e.take(bi, lim, "prefix-index")
+		if !ok {
+			continue
+		}
+		res := result{idx: bi, home: home, reason: ReasonPrefixMatch, load: l, bound: lim, cost: bestCost}
+		if bi == home {
+			res.reason = ReasonAffinity
+		}
+		if e.ex != nil {
+			p.explainCosts(e, req, order, res, "")
+		}
+		return p.charge(e, req, res, tokens)
+	}
+	return result{status: saturated, home: home}
+}
+
+// cost is the predicted work of placing a prompt of promptTokens on st with
+// matched tokens already there.
+func (p *prefixIndexPolicy) cost(st *memberState, promptTokens int, matched int64) int64 {
+	return missWeight*max(0, int64(promptTokens)-matched) + max(0, st.prefill.Load()) + p.decode*st.load()
+}
+
+// charge fills the pick's prediction into res and, unless this is a dry
+// run, charges the prefill and records the prompt in the chosen member's
+// index.
+func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens func(int) int64) result {
+	st := e.s.members[res.idx].st
+	ix := p.ix
+	matched := int(ix.matched[st.id])
+	res.ix, res.id = ix, st.id
+	res.matched, res.blocks = matched, len(req.Blocks)
+	res.tokens = int(tokens(matched))
+	if res.cost == 0 {
+		res.cost = p.cost(st, req.PromptTokens, int64(res.tokens))
+	}
+	if e.dry {
+		return res
+	}
+	res.prefill = max(0, int64(req.PromptTokens-res.tokens))
+	st.prefill.Add(res.prefill)
+	ix.insert(st.id, req.Blocks, heldSamples(matched, len(req.Blocks)))
+	return res
+}
+
+// ringOrder lists the candidates in ring order from req.Key's home: the
+// order ties are broken in. The ring walk visits vnodes until every
+// candidate has been met once.
+func (p *prefixIndexPolicy) ringOrder(e *pickEnv, req *Request) []int32 {
+	return p.ringOrderInto(&p.ix.scratch.order, e, req.Model, req.Key, true)
+}
+
+// ringOrderInto lists into *dst the candidates for model in ring order from
+// key; explain records the non-candidates met (once per pick).
+func (p *prefixIndexPolicy) ringOrderInto(dst *[]int32, e *pickEnv, model string, key uint64, explain bool) []int32 {
+	sc := &p.ix.scratch
+	order := (*dst)[:0]
+	words := (len(e.s.members) + 63) / 64
+	sc.seen = zeroed(sc.seen, words)
+	seen := bitset(sc.seen)
+	rg := e.s.ring
+	n := len(rg.vn)
+	want := e.n
+	j := rg.search(key)
+	for step := 0; step < n && len(order) < want; step++ {
+		o := int32(rg.vn[j].owner)
+		if !seen.has(o) {
+			seen.set(o)
+			if e.candidate(o, model) {
+				order = append(order, o)
+			} else if explain && e.ex != nil {
+				e.ex.skipNot(e.s.members[o].name, "walk", e.notCandidate(o, model))
+			}
+		}
+		if j++; j == n {
+			j = 0
+		}
+	}
+	*dst = order
+	return order
+}
+
+// zeroed returns b resized to n words, all zero, reusing its array.
+func zeroed(b []uint64, n int) []uint64 {
+	if cap(b) < n {
+		return make([]uint64, n)
+	}
+	b = b[:n]
+	clear(b)
+	return b
+}
+
+// explainCosts lists every candidate's prediction for Explain.
+func (p *prefixIndexPolicy) explainCosts(e *pickEnv, req *Request, order []int32, res result, cold string) {
+	ix := p.ix
+	nb := len(req.Blocks)
+	var winCost int64 = -1
+	winName := ""
+	if res.status == picked {
+		winName = e.s.members[res.idx].name
+		st := e.s.members[res.idx].st
+		winCost = p.cost(st, req.PromptTokens, int64(ix.matched[st.id])*int64(req.PromptTokens)/int64(nb))
+	}
+	for _, i := range order {
+		m := &e.s.members[i]
+		matched := int64(ix.matched[m.st.id]) * int64(req.PromptTokens) / int64(nb)
+		c := CandidateCost{
+			Backend:       m.name,
+			MatchedTokens: int(matched),
+			Cost:          int(p.cost(m.st, req.PromptTokens, matched)),
+			Load:          int(m.st.load()),
+			Bound:         int(e.limit(i, true)),
+		}
+		switch {
+		case res.status == picked && i == res.idx:
+			c.Why = "chosen"
+		case int64(c.Load)+1 > int64(c.Bound):
+			c.Why = fmt.Sprintf("at bound %d/%d", c.Load, c.Bound)
+		case cold != "":
+			c.Why = cold
+		case winCost >= 0 && int64(c.Cost) <= winCost+p.decode*marginRequests:
+			c.Why = "within the cost margin of " + winName + ", which comes first in ring order from the first block past the match"
+		case winCost >= 0:
+			c.Why = "costs " + strconv.Itoa(c.Cost) + " tokens of work against " + strconv.FormatInt(winCost, 10) + " on " + winName
+		}
+		e.ex.Costs = append(e.ex.Costs, c)
+	}
+}
+
+// feedback compares a reported cached-token count with the prediction of
+// matched blocks out of nblocks; when the member held noticeably less, it
+// forgets that many of the member's least recently used blocks (in index
+// entries of indexStride blocks, rounded up).
+func (ix *prefixIndex) feedback(id int32, matched, nblocks, cached, promptTokens int) {
+	if nblocks == 0 || promptTokens <= 0 {
+		return
+	}
+	reported := int(int64(min(cached, promptTokens)) * int64(nblocks) / int64(promptTokens))
+	// Engines cache whole KV blocks and never the last prompt token, and
+	// the block estimate is approximate: allow two blocks and 1/32.
+	short := matched - reported - 2 - matched/32
+	if short <= 0 {
+		return
+	}
+	ix.mispredictions.Add(1)
+	ix.mu.Lock()
+	ix.forget(id, (short+indexStride-1)/indexStride)
+	ix.mu.Unlock()
+}
+
+// learn records that member id holds blocks.
+func (ix *prefixIndex) learn(id int32, blocks []uint64) {
+	ix.mu.Lock()
+	ix.walk = ix.walk[:0]
+	ix.insert(id, blocks, 0)
+	ix.mu.Unlock()
+}
+
+// IndexStats is the prefix index's state (policy prefix-index).
+type IndexStats struct {
+	// Bytes is the index's memory, estimated from its tables.
+	Bytes int64
+	// MemberBytes is each current member's share: its clock ring and the
+	// entries it holds.
+	MemberBytes map[string]int64
+	// MemberEntries is how many index entries (every fourth block of a
+	// prompt and its last) each current member holds.
+	MemberEntries map[string]int
+	// Mispredictions counts outcomes whose cached tokens fell short of the
+	// prediction; CorrectedBlocks counts the blocks they made it forget
+	// (whole index entries of four blocks).
+	Mispredictions, CorrectedBlocks uint64
+}
+
+// IndexStats reports the prefix index; ok is false when the policy keeps
+// none.
+func (r *Router) IndexStats() (stats IndexStats, ok bool) {
+	p, isIndex := r.policy.(*prefixIndexPolicy)
+	if !isIndex {
+		return IndexStats{}, false
+	}
+	s := r.snap.Load()
+	stats.MemberBytes = make(map[string]int64, len(s.members))
+	stats.MemberEntries = make(map[string]int, len(s.members))
+	p.ix.mu.Lock()
+	for i := range s.members {
+		m := &s.members[i]
+		stats.MemberBytes[m.name], stats.Bytes = p.ix.memory(m.st.id)
+		stats.MemberEntries[m.name] = p.ix.held(m.st.id)
+	}
+	if len(s.members) == 0 {
+		_, stats.Bytes = p.ix.memory(-1)
+	}
+	p.ix.mu.Unlock()
+	stats.Mispredictions = p.ix.mispredictions.Load()
+	stats.CorrectedBlocks = p.ix.corrections.Load()
+	return stats, true
+}
