@@ -399,7 +399,7 @@ type fleet struct {
 
 	// onFinish, if set, sees every request that finished and when (tests).
 	onFinish func(fl *flight, at time.Time)
-	placedOn       map[*Request]int // first replica of each request
+	placedOn map[*Request]int // first replica of each request
 }
 
 func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progress func()) (*fleet, error) {
