@@ -24,7 +24,13 @@ func startFleet(t *testing.T, k int, cfg Config) *Fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Close() })
+	t.Cleanup(func() {
+		f.Close()
+		// A later fleet may listen on a port this one used; a kept-alive
+		// connection to the closed server would then fail its first POST
+		// with an EOF that no client retries.
+		http.DefaultClient.CloseIdleConnections()
+	})
 	return f
 }
 
