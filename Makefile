@@ -15,7 +15,7 @@ NODE_DEPS := clients/typescript/node_modules/.installed
 ENVOY_VERSION := 1.40.0
 ENVOY_VENV := .cache/envoy-$(ENVOY_VERSION)
 ENVOY    := $(ENVOY_VENV)/bin/envoy
-GO_TEST_FLAGS ?= -race
+GO_TEST_FLAGS ?= -race -timeout 30m
 
 .PHONY: llamafleet demo build tools generate checkgenerate test test-go test-sdk test-python test-typescript test-go-sdk clean
 
