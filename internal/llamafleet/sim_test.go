@@ -134,23 +134,24 @@ func compareSimulator(t *testing.T, pg, random *qaRun) {
 		simPG.TTFT.P50, pg.medianTTFT().Round(time.Millisecond), simRandom.TTFT.P50, random.medianTTFT().Round(time.Millisecond),
 		simRatio, realRatio)
 	// What the simulator gets right on this fleet, asserted: prefixgate's
-	// hit rate within 10 points of the fleet's (0.70-0.75 against 0.75 over
-	// four runs: open-loop replay at the fleet's send times queues more on
-	// the slower runs, and the bound then spills), and the same verdict
-	// (more hits and a shorter median TTFT than the cache-blind balancer).
-	if math.Abs(simPG.HitRate-pg.hit()) > 0.10 {
-		t.Errorf("prefixgate: simulated hit rate %.3f is more than 10 points from the fleet's %.3f", simPG.HitRate, pg.hit())
+	// hit rate within issue 15's 5 points of the fleet's (with prefix-index
+	// the default: 0.719 against 0.750 in every run so far; the fleet
+	// reaches the per-document ideal, the replay spills a few requests
+	// when its open-loop arrivals queue), and the same verdict (more hits
+	// and a shorter median TTFT than the cache-blind balancer).
+	if math.Abs(simPG.HitRate-pg.hit()) > 0.05 {
+		t.Errorf("prefixgate: simulated hit rate %.3f is more than 5 points from the fleet's %.3f", simPG.HitRate, pg.hit())
 	}
 	if simPG.HitRate <= simRandom.HitRate || simRatio >= 1 {
 		t.Errorf("the simulator does not rank prefixgate above random as the fleet does: hit %.3f vs %.3f, TTFT ratio %.2f",
 			simPG.HitRate, simRandom.HitRate, simRatio)
 	}
-	// Where it does not yet match (issue 15's targets: random's hit rate
-	// within 5 points, the latency ratio within 20%), logged for the record
-	// and docs/backends.md: the simulator has no per-request cost besides
-	// prefill and decode (llama.cpp restores a saved prompt from RAM and
-	// computes a short tail at a small batch's poor rate), and it evicts by
-	// block LRU where llama-server drops whole saved prompts oldest first.
+	// Where it does not yet match every run (random's hit rate within 5
+	// points: random placement moves by about 7 points between runs of 60
+	// requests; the latency ratio within 20%: the fleet's own ratio moves
+	// from 0.18 to 0.38 between runs on shared cores, and the open-loop
+	// replay at the fleet's send times queues where the closed-loop
+	// clients waited), logged for the record and docs/benchmarks.md.
 	t.Logf("issue 15 targets: hit within 5 points: prefixgate %v, random %v (%.3f vs %.3f); TTFT ratio within 20%%: %v (%s off)",
 		math.Abs(simPG.HitRate-pg.hit()) <= 0.05, math.Abs(simRandom.HitRate-random.hit()) <= 0.05, simRandom.HitRate, random.hit(),
 		math.Abs(simRatio-realRatio)/realRatio <= 0.2, fmt.Sprintf("%.0f%%", 100*math.Abs(simRatio-realRatio)/realRatio))
@@ -191,13 +192,15 @@ func chatWorkload(turns []chatTurn, engine vllmsim.EngineConfig) *sim.Workload {
 
 // compareSimulatorChats replays the real multi-turn runs through the
 // simulator and compares hit rates. The simulator keys chats with the same
-// normalize code as serve, so it must reproduce today's turn-by-turn
-// re-homing: prefixgate's simulated hit within 20 points of the fleet's. A
-// replay that measured text in tokens instead of characters gave 0.72
-// against 0.31, which this catches; closer is not yet a fair demand: with 8
-// conversations whose every turn lands on a new ring home, the fleet's
-// figure went from 0.20 to 0.35 over six runs (its ring is laid over random
-// ports, the simulator's over fixed names). The issue's 5 points is logged.
+// normalize code as serve and routes with the same policy. With
+// prefix-index the default, both keep every conversation on one replica:
+// prefixgate's simulated hit must be within issue 15's 5 points of the
+// fleet's (0.704 against 0.723). With the stateless ring every turn lands
+// on a new home, the fleet's figure moved from 0.20 to 0.35 over six runs
+// (its ring is laid over random ports, the simulator's over fixed names),
+// and only 20 points are asserted: enough to catch a replay that measures
+// text in tokens instead of characters (0.72 against 0.31). Random's
+// 5 points is logged.
 func compareSimulatorChats(t *testing.T, pg, random *chatFigures) {
 	preset, err := vllmsim.LookupPreset(simPreset)
 	if err != nil {
@@ -217,7 +220,11 @@ func compareSimulatorChats(t *testing.T, pg, random *chatFigures) {
 	t.Logf("simulator (%s) vs fleet, multi-turn, all turns: hit prefixgate %.3f vs %.3f, random %.3f vs %.3f; within 5 points: prefixgate %v, random %v",
 		simPreset, simPG.HitRate, pg.all.hit(), simRandom.HitRate, random.all.hit(),
 		math.Abs(simPG.HitRate-pg.all.hit()) <= 0.05, math.Abs(simRandom.HitRate-random.all.hit()) <= 0.05)
-	if math.Abs(simPG.HitRate-pg.all.hit()) > 0.20 {
-		t.Errorf("multi-turn prefixgate: simulated hit rate %.3f is more than 20 points from the fleet's %.3f", simPG.HitRate, pg.all.hit())
+	within := 0.20
+	if routeV2Default {
+		within = 0.05
+	}
+	if math.Abs(simPG.HitRate-pg.all.hit()) > within {
+		t.Errorf("multi-turn prefixgate: simulated hit rate %.3f is more than %.0f points from the fleet's %.3f", simPG.HitRate, 100*within, pg.all.hit())
 	}
 }
