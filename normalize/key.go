@@ -78,6 +78,37 @@ type RouteInfo struct {
 	// text (all of it, tools and every message) divided by 4 (bytes in
 	// native mode); set with Blocks.
 	PromptTokens int
+	// chatChain and chatSeed are the message chain after the last message
+	// and the seed mixed into it (chat mode with Blocks), so AnswerBlocks
+	// can go on where Blocks stopped.
+	chatChain, chatSeed uint64
+	chatBlocks          bool
+}
+
+// AnswerBlocks returns the blocks the next turn's prompt starts with when it
+// carries an assistant message holding text (the generated answer) after
+// this request's messages: Blocks followed by the blocks of that message's
+// record, hashed as RouteKey would hash them in that next request. It
+// returns nil unless ri came from a chat request keyed with
+// KeyOptions.Blocks. text is the answer as the client will send it back
+// (decoded characters, not JSON); it is hashed, not kept.
+func (ri RouteInfo) AnswerBlocks(text []byte) []uint64 {
+	if !ri.chatBlocks {
+		return nil
+	}
+	h := blockHasher{chain: ri.chatChain}
+	rec := make([]byte, 0, len("assistant")+2+len(text))
+	rec = append(rec, "assistant"...)
+	rec = append(rec, unitSep)
+	rec = append(rec, text...)
+	rec = append(rec, recordSep)
+	h.record(rec)
+	out := make([]uint64, 0, len(ri.Blocks)+len(h.blocks))
+	out = append(out, ri.Blocks...)
+	for _, c := range h.blocks {
+		out = append(out, seedBlock(c, ri.chatSeed))
+	}
+	return out
 }
 
 // KeyHex returns the key as 16 lowercase hex digits.
@@ -370,7 +401,8 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 		ri.SpillKeys = append(ri.SpillKeys, hashFrame(f, tstart, end))
 	}
 	if bh != nil {
-		ri.Blocks, ri.PromptTokens = prefixBlocks(bh, f[:tstart-4], mode, b, tools, promptText)
+		ri.Blocks, ri.PromptTokens, ri.chatSeed = prefixBlocks(bh, f[:tstart-4], mode, b, tools, promptText)
+		ri.chatChain, ri.chatBlocks = bh.chain, mode == ModeChat
 	}
 	return ri, nil
 }
@@ -378,8 +410,9 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 // prefixBlocks assembles RouteInfo.Blocks: head (mode, group and model, as
 // in the key's frame) seeds the chain; in chat mode the tools record comes
 // first, then the message blocks bh collected; in completion mode the
-// prompt text; in native mode the canonical body.
-func prefixBlocks(bh *blockHasher, head []byte, mode Mode, body []byte, tools span, promptText []byte) ([]uint64, int) {
+// prompt text; in native mode the canonical body. It also returns the seed
+// the message blocks were mixed with (for AnswerBlocks).
+func prefixBlocks(bh *blockHasher, head []byte, mode Mode, body []byte, tools span, promptText []byte) ([]uint64, int, uint64) {
 	seed := xxh3.Hash(head)
 	var t blockHasher
 	t.chain = seed
@@ -406,7 +439,7 @@ func prefixBlocks(bh *blockHasher, head []byte, mode Mode, body []byte, tools sp
 	for _, c := range bh.blocks {
 		out = append(out, seedBlock(c, t.chain))
 	}
-	return out, (t.chars + bh.chars + 3) / 4
+	return out, (t.chars + bh.chars + 3) / 4, t.chain
 }
 
 func fixEnd(s span, vs, ve int) int {

@@ -64,6 +64,9 @@ func (cfg Config) resolved() (Config, error) {
 	if o.DecodeStepPerSeq != 0 {
 		e.DecodeStepPerSeq = o.DecodeStepPerSeq
 	}
+	if o.PrefillOverhead != 0 {
+		e.PrefillOverhead = o.PrefillOverhead
+	}
 	if err := e.validate(); err != nil {
 		return cfg, err
 	}

@@ -32,6 +32,14 @@ type EngineConfig struct {
 	// DecodeStepBase + DecodeStepPerSeq × running requests.
 	DecodeStepBase   time.Duration
 	DecodeStepPerSeq time.Duration
+	// PrefillOverhead is prefill time every request pays besides its
+	// uncached tokens, at the full engine rate; 0 means none (vLLM on a
+	// GPU: the presets that leave it 0 model nothing of the kind).
+	// llama-server pays it on every request: restoring a saved prompt from
+	// its RAM cache (--cache-ram) and computing a short tail at a small
+	// batch's poor rate made a cache hit cost about 80 ms of prompt time
+	// on the tiny CPU fleet where tokens ÷ rate alone gave about 20 ms.
+	PrefillOverhead time.Duration
 }
 
 func (c EngineConfig) validate() error {
@@ -46,6 +54,8 @@ func (c EngineConfig) validate() error {
 		return errors.New("vllmsim: PrefillTokensPerSec must be positive")
 	case c.DecodeStepBase <= 0 || c.DecodeStepPerSeq < 0:
 		return errors.New("vllmsim: DecodeStepBase must be positive and DecodeStepPerSeq not negative")
+	case c.PrefillOverhead < 0:
+		return errors.New("vllmsim: PrefillOverhead must not be negative")
 	}
 	return nil
 }
@@ -579,7 +589,7 @@ func (e *Engine) start(r *request, total int) {
 	e.stats.PromptTokens += uint64(len(r.req.Prompt))
 
 	uncached := len(r.req.Prompt) - r.cached
-	r.prefill = max(float64(uncached)/e.cfg.PrefillTokensPerSec, e.cfg.DecodeStep(len(e.running)+1).Seconds())
+	r.prefill = max(float64(uncached)/e.cfg.PrefillTokensPerSec+e.cfg.PrefillOverhead.Seconds(), e.cfg.DecodeStep(len(e.running)+1).Seconds())
 	r.phase = phasePrefill
 	r.admitted = e.now
 	r.runIdx = len(e.running)

@@ -222,6 +222,39 @@ func TestCachedRequestFaster(t *testing.T) {
 	}
 }
 
+// PrefillOverhead is paid by every request, a full cache hit too, on top of
+// its uncached tokens; it stays out of the decode steps.
+func TestPrefillOverhead(t *testing.T) {
+	const overhead = 60 * time.Millisecond
+	p := seqPrompt(0, 2001)
+	plain := newTestEngine(t, nil)
+	cold := finish(t, plain, t0, Request{Prompt: p, MaxTokens: 4})
+	warm := finish(t, plain, plain.Now(), Request{Prompt: p, MaxTokens: 4})
+	slow := newTestEngine(t, func(c *EngineConfig) { c.PrefillOverhead = overhead })
+	coldO := finish(t, slow, t0, Request{Prompt: p, MaxTokens: 4})
+	warmO := finish(t, slow, slow.Now(), Request{Prompt: p, MaxTokens: 4})
+	// Uncached tokens at 1,000 a second plus the overhead; without it the
+	// warm request's one token would take the one-step floor (11 ms).
+	for _, c := range []struct {
+		name       string
+		with, base Event
+	}{{"cold", coldO, cold}, {"warm", warmO, warm}} {
+		want := time.Duration(len(p)-c.with.CachedTokens)*time.Millisecond + overhead
+		if d := c.with.TTFT() - want; d < -time.Microsecond || d > time.Microsecond {
+			t.Errorf("%s: TTFT %v with the overhead (%v without), want %v", c.name, c.with.TTFT(), c.base.TTFT(), want)
+		}
+		if c.with.CachedTokens != c.base.CachedTokens {
+			t.Errorf("%s: cached %d with the overhead, %d without", c.name, c.with.CachedTokens, c.base.CachedTokens)
+		}
+		if dec, decBase := c.with.Time.Sub(c.with.FirstToken), c.base.Time.Sub(c.base.FirstToken); dec != decBase {
+			t.Errorf("%s: decode took %v with the overhead, %v without", c.name, dec, decBase)
+		}
+	}
+	if _, err := NewEngine(EngineConfig{MaxNumSeqs: 1, CacheBlocks: 1, MaxModelLen: 1, PrefillTokensPerSec: 1, DecodeStepBase: 1, PrefillOverhead: -1}); err == nil {
+		t.Error("a negative PrefillOverhead was accepted")
+	}
+}
+
 func TestDecodeTiming(t *testing.T) {
 	e := newTestEngine(t, nil)
 	ev := finish(t, e, t0, Request{Prompt: seqPrompt(0, 10), MaxTokens: 11})

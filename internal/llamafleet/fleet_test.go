@@ -46,6 +46,9 @@ func docQA(t *testing.T, tl tools, mode string) *qaRun {
 		case "random":
 			url := startRouter(t, tl, rs, "prefixgate-random", "--policy", "random")
 			target = func(qaRequest) string { return url }
+		case "prefix-aware":
+			url := startRouter(t, tl, rs, "prefixgate-prefix-aware", "--policy", "prefix-aware")
+			target = func(qaRequest) string { return url }
 		case "smg-cache_aware", "smg-prefix_hash":
 			url := startSMG(t, os.Getenv(envSMG), rs, strings.TrimPrefix(mode, "smg-"))
 			target = func(qaRequest) string { return url }
@@ -132,6 +135,9 @@ func multiTurn(t *testing.T, tl tools, mode string) *chatFigures {
 			target = func(int) string { return url }
 		case "random":
 			url := startRouter(t, tl, rs, "prefixgate-random", "--policy", "random")
+			target = func(int) string { return url }
+		case "prefix-aware":
+			url := startRouter(t, tl, rs, "prefixgate-prefix-aware", "--policy", "prefix-aware")
 			target = func(int) string { return url }
 		case "smg-cache_aware", "smg-prefix_hash":
 			url := startSMG(t, os.Getenv(envSMG), rs, strings.TrimPrefix(mode, "smg-"))
@@ -271,24 +277,55 @@ func TestReplicaKilled(t *testing.T) {
 // TestPeerSMG; `make test` does not set it.
 const envSMG = "LLAMAFLEET_SMG"
 
-// TestPeerSMG runs the document-QA and multi-turn traffic through SGLang
-// Model Gateway's cache_aware and prefix_hash policies beside prefixgate, on
-// the same fleet build, for the side-by-side table in docs/benchmarks.md.
-// It is a comparison run by hand, not part of `make test`; it asserts only
-// that every request through the peer was answered.
+// TestPeerSMG runs the document-QA and multi-turn traffic through
+// prefixgate's default policy (prefix-index), its stateless prefix-aware
+// ring, random, and SGLang Model Gateway's cache_aware and prefix_hash
+// policies, each on a fresh fleet of the same build, for the side-by-side
+// table in docs/benchmarks.md. It is a comparison run by hand, not part of
+// `make test`. It asserts issue 12's real-engine target against SMG's best
+// policy measured in the same run: the default's hit rate within 2 points
+// on both workloads. Medians are logged beside it, not asserted: on shared
+// cores they move by 2× between runs of the same router.
 func TestPeerSMG(t *testing.T) {
 	if os.Getenv(envSMG) == "" {
 		t.Skipf("%s is unset: the peer comparison runs by hand (see docs/benchmarks.md)", envSMG)
 	}
 	tl := setup(t)
-	for _, mode := range []string{"prefixgate", "smg-cache_aware", "smg-prefix_hash"} {
+	type row struct {
+		qa *qaRun
+		mt *chatFigures
+	}
+	rows := map[string]row{}
+	modes := []string{"prefixgate", "prefix-aware", "random", "smg-cache_aware", "smg-prefix_hash"}
+	for _, mode := range modes {
 		qa := docQA(t, tl, mode)
 		mt := multiTurn(t, tl, mode)
 		if t.Failed() {
 			return
 		}
-		t.Logf("side by side, %s: document QA hit %.3f median %v; multi-turn follow-ups on previous replica %.2f, cached %.3f, median %v",
-			mode, qa.hit(), qa.median().Round(time.Millisecond), mt.sameFraction(), mt.follow.hit(), mt.follow.median().Round(time.Millisecond))
+		rows[mode] = row{qa, mt}
+	}
+	for _, mode := range modes {
+		r := rows[mode]
+		t.Logf("side by side, %-16s document QA hit %.3f median %v | multi-turn follow-ups on previous replica %.2f, cached %.3f, median %v",
+			mode+":", r.qa.hit(), r.qa.median().Round(time.Millisecond), r.mt.sameFraction(), r.mt.follow.hit(), r.mt.follow.median().Round(time.Millisecond))
+	}
+	pg := rows["prefixgate"]
+	bestQA, bestMT := rows["smg-cache_aware"], rows["smg-cache_aware"]
+	if p := rows["smg-prefix_hash"]; p.qa.hit() > bestQA.qa.hit() {
+		bestQA = p
+	}
+	if p := rows["smg-prefix_hash"]; p.mt.follow.hit() > bestMT.mt.follow.hit() {
+		bestMT = p
+	}
+	t.Logf("default %q against SMG's best: document QA hit %.3f vs %.3f, median %.2f×; multi-turn follow-ups cached %.3f vs %.3f, median %.2f×",
+		route.DefaultPolicy, pg.qa.hit(), bestQA.qa.hit(), float64(pg.qa.median())/float64(bestQA.qa.median()),
+		pg.mt.follow.hit(), bestMT.mt.follow.hit(), float64(pg.mt.follow.median())/float64(bestMT.mt.follow.median()))
+	if pg.qa.hit() < bestQA.qa.hit()-0.02 {
+		t.Errorf("document QA: default hit %.3f is more than 2 points below SMG's best %.3f", pg.qa.hit(), bestQA.qa.hit())
+	}
+	if pg.mt.follow.hit() < bestMT.mt.follow.hit()-0.02 {
+		t.Errorf("multi-turn: default follow-ups cached %.3f, more than 2 points below SMG's best %.3f", pg.mt.follow.hit(), bestMT.mt.follow.hit())
 	}
 }
 

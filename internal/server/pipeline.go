@@ -230,6 +230,9 @@ type exchange struct {
 	// it failed, if it did. close hands both to the router.
 	usage backends.Usage
 	err   error
+	// answer is the prompt's blocks through the generated text, for the
+	// prefix index (answerblocks.go); nil when unknown.
+	answer []uint64
 }
 
 // open normalizes body, routes it and forwards it to path, then writes the
@@ -260,7 +263,7 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 func (x *exchange) close() {
 	x.resp.Body.Close()
 	x.s.countUsage(x.d.Backend, x.usage)
-	x.d.DoneWith(route.Outcome{Err: x.err, FirstByte: true, PromptTokens: x.usage.PromptTokens, CachedTokens: x.usage.CachedTokens})
+	x.d.DoneWith(route.Outcome{Err: x.err, FirstByte: true, PromptTokens: x.usage.PromptTokens, CachedTokens: x.usage.CachedTokens, Blocks: x.answer})
 }
 
 // record counts one answered request. x is nil when the request failed

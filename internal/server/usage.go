@@ -85,6 +85,7 @@ func (x *exchange) relay(w http.ResponseWriter, stream bool) error {
 		}
 		if err == nil {
 			x.usage = x.b.ParseUsage(body)
+			x.answer = answerBlocks(x.info, body)
 		}
 		if cap(*bp) > maxUsageBody/4 {
 			*bp = nil // do not pin rare large buffers
