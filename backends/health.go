@@ -43,8 +43,9 @@ func (s State) String() string {
 // RiseThreshold probes in a row succeed.
 func (p *Pool) ReportFailure(b *Backend) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	p.failLocked(b, p.now())
+	b.mu.Unlock()
+	p.report(b)
 }
 
 // Eject takes b out of the candidate set at once, for a backend that sent
@@ -52,10 +53,11 @@ func (p *Pool) ReportFailure(b *Backend) {
 // RiseThreshold successful probes in a row.
 func (p *Pool) Eject(b *Backend) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.up {
 		p.ejectLocked(b, p.now())
 	}
+	b.mu.Unlock()
+	p.report(b)
 }
 
 // ReportSuccess records a successful request to b.
@@ -81,9 +83,10 @@ func (p *Pool) setDraining(name string, on bool) bool {
 		return false
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.draining = on
 	p.publishLocked(b)
+	b.mu.Unlock()
+	p.report(b)
 	return true
 }
 
@@ -133,7 +136,7 @@ func (p *Pool) probedLocked(b *Backend, ok bool, now time.Time) {
 	}
 }
 
-// publishLocked recomputes b's State and reports a change.
+// publishLocked recomputes b's State and queues a change for report.
 func (p *Pool) publishLocked(b *Backend) {
 	next := StateEjected
 	switch {
@@ -143,14 +146,28 @@ func (p *Pool) publishLocked(b *Backend) {
 		next = StateHealthy
 	}
 	prev := State(b.state.Swap(int32(next)))
-	if prev == next || b.removed.Load() {
+	if prev != next && p.opts.OnState != nil {
+		b.changes = append(b.changes, next)
+	}
+}
+
+// report calls OnState for b's queued changes, with b's lock released so
+// that the callee (the router, readiness) never runs under it.
+func (p *Pool) report(b *Backend) {
+	if p.opts.OnState == nil {
 		return
 	}
-	if f := p.opts.OnHealth; f != nil && (prev == StateHealthy) != (next == StateHealthy) {
-		f(b.Name, next == StateHealthy)
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	b.mu.Lock()
+	changes := b.changes
+	b.changes = nil
+	b.mu.Unlock()
+	if b.removed.Load() {
+		return
 	}
-	if f := p.opts.OnState; f != nil {
-		f(b.Name, next)
+	for _, st := range changes {
+		p.opts.OnState(b, st)
 	}
 }
 
@@ -234,6 +251,7 @@ func (p *Pool) probeOne(ctx context.Context, b *Backend) {
 	b.mu.Lock()
 	p.probedLocked(b, ok, p.now())
 	b.mu.Unlock()
+	p.report(b)
 	if changed && !b.removed.Load() {
 		p.notifyMembership()
 	}

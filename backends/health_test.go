@@ -29,22 +29,25 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// stateLog records OnState and OnHealth calls.
+// stateLog records OnState calls, with the backend's Healthy as the
+// callee sees it, and fails the test if a call came with the backend's
+// lock held (the callee must be free to call back into the pool).
 type stateLog struct {
+	t      *testing.T
 	mu     sync.Mutex
 	states []State
 	health []bool
 }
 
-func (l *stateLog) onState(_ string, s State) {
+func (l *stateLog) onState(b *Backend, s State) {
+	if !b.mu.TryLock() {
+		l.t.Error("OnState called with the backend's lock held")
+	} else {
+		b.mu.Unlock()
+	}
 	l.mu.Lock()
 	l.states = append(l.states, s)
-	l.mu.Unlock()
-}
-
-func (l *stateLog) onHealth(_ string, ok bool) {
-	l.mu.Lock()
-	l.health = append(l.health, ok)
+	l.health = append(l.health, b.Healthy())
 	l.mu.Unlock()
 }
 
@@ -69,11 +72,11 @@ func TestFlappingHealth(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	var log stateLog
+	log := stateLog{t: t}
 	const base, maxBackoff = time.Second, 4 * time.Second
 	p, err := NewPool([]string{srv.URL}, Options{
 		FailThreshold: 2, RiseThreshold: 3, EjectBackoff: base, MaxEjectBackoff: maxBackoff,
-		ProbeTimeout: 10 * time.Second, OnState: log.onState, OnHealth: log.onHealth,
+		ProbeTimeout: 10 * time.Second, OnState: log.onState,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -165,9 +168,9 @@ func TestFlappingHealth(t *testing.T) {
 func TestPassiveEjectionAndDrain(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer srv.Close()
-	var log stateLog
+	log := stateLog{t: t}
 	p, err := NewPool([]string{srv.URL}, Options{FailThreshold: 3, RiseThreshold: 1, EjectBackoff: time.Second,
-		OnState: log.onState, OnHealth: log.onHealth})
+		OnState: log.onState})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +219,6 @@ func TestPassiveEjectionAndDrain(t *testing.T) {
 		t.Fatalf("OnState calls %v, want %v", states, want)
 	}
 	if want := []bool{false, true, false, true}; !slices.Equal(health, want) {
-		t.Fatalf("OnHealth calls %v, want %v", health, want)
+		t.Fatalf("Healthy at OnState calls %v, want %v", health, want)
 	}
 }

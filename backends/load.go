@@ -81,8 +81,14 @@ func (p *Pool) ScrapeAll(ctx context.Context) {
 		})
 	}
 	wg.Wait()
-	if changed.Load() && ctx.Err() == nil {
+	if ctx.Err() != nil {
+		return
+	}
+	if changed.Load() {
 		p.notifyMembership() // capacity is part of what members carry
+	}
+	if p.opts.OnScrape != nil {
+		p.opts.OnScrape()
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/prefixgate/prefixgate/backends"
 	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
@@ -67,16 +68,27 @@ func (ns normalizeService) Normalize(ctx context.Context, req *connect.Request[p
 	}), nil
 }
 
+// memberState is the pool's State of a router member.
+func memberState(m route.MemberStatus) backends.State {
+	if b, ok := m.Member.(*backends.Backend); ok {
+		return b.State()
+	}
+	if m.Healthy {
+		return backends.StateHealthy
+	}
+	return backends.StateEjected
+}
+
 // adminService implements prefixgate.v1.AdminService.
 type adminService struct{ s *Server }
 
-func healthProto(h route.Health) pb.Health {
+func healthProto(h backends.State) pb.Health {
 	switch h {
-	case route.HealthHealthy:
+	case backends.StateHealthy:
 		return pb.Health_HEALTH_HEALTHY
-	case route.HealthEjected:
+	case backends.StateEjected:
 		return pb.Health_HEALTH_EJECTED
-	case route.HealthDraining:
+	case backends.StateDraining:
 		return pb.Health_HEALTH_DRAINING
 	}
 	return pb.Health_HEALTH_UNSPECIFIED
@@ -89,7 +101,7 @@ func (as adminService) ListBackends(ctx context.Context, req *connect.Request[pb
 	for _, st := range s.rt().Status() {
 		b := &pb.Backend{
 			Name:                 st.Name,
-			Health:               healthProto(st.Health),
+			Health:               healthProto(memberState(st)),
 			InFlight:             int32(st.InFlight),
 			Share:                st.Share,
 			Models:               st.Models,
@@ -163,8 +175,8 @@ func skippedForModel(members []route.MemberStatus, model string) []route.Skip {
 		switch {
 		case model != "" && len(m.Models) > 0 && !slices.Contains(m.Models, model):
 			why = "does not serve model " + quoteModel(model)
-		case m.Health != route.HealthHealthy:
-			why = m.Health.String()
+		case !m.Healthy:
+			why = memberState(m).String()
 		default:
 			continue
 		}

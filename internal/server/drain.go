@@ -81,8 +81,9 @@ func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /admin/backends", func(w http.ResponseWriter, r *http.Request) {
 		out := []adminBackend{}
+		inflight := s.inFlightByName()
 		for _, b := range s.pool.Backends() {
-			out = append(out, adminBackendOf(b))
+			out = append(out, adminBackendOf(b, inflight))
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"backends": out})
 	})
@@ -102,7 +103,7 @@ func (s *Server) AdminHandler() http.Handler {
 			}
 			s.log.Info("backend drain set by admin", "backend", name, "drain", drain)
 			b, _ := s.pool.Get(name)
-			writeJSON(w, http.StatusOK, adminBackendOf(b))
+			writeJSON(w, http.StatusOK, adminBackendOf(b, s.inFlightByName()))
 		}
 	}
 	mux.HandleFunc("POST /admin/backends/{name}/drain", set(true))
@@ -123,10 +124,20 @@ type adminBackend struct {
 	Models   []string `json:"models"`
 }
 
-func adminBackendOf(b *backends.Backend) adminBackend {
+func adminBackendOf(b *backends.Backend, inflight map[string]int) adminBackend {
 	models := slices.Clone(b.Models())
 	if models == nil {
 		models = []string{}
 	}
-	return adminBackend{Name: b.Name, Address: b.URL.String(), State: b.State().String(), InFlight: b.InFlight(), Models: models}
+	return adminBackend{Name: b.Name, Address: b.URL.String(), State: b.State().String(), InFlight: int64(inflight[b.Name]), Models: models}
+}
+
+// inFlightByName is the router's in-flight count per member: the one count
+// there is (the router's, released by each request's Decision).
+func (s *Server) inFlightByName() map[string]int {
+	out := map[string]int{}
+	for _, st := range s.rt().Status() {
+		out[st.Name] = st.InFlight
+	}
+	return out
 }

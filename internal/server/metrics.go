@@ -18,7 +18,6 @@ type metrics struct {
 	queueSeconds     prometheus.Histogram
 	spills           prometheus.Counter
 	retries          *prometheus.CounterVec
-	inFlight         *prometheus.GaugeVec
 	backendHealthy   *prometheus.GaugeVec
 	// promptTokens and cachedPromptTokens count the answers' reported
 	// usage (usage.go).
@@ -60,9 +59,6 @@ func newMetrics() *metrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prefixgate_retries_total", Help: "Requests retried on another backend because this one sent nothing back.",
 		}, []string{"backend"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "prefixgate_backend_in_flight", Help: "Requests in flight per backend, as the router counts them.",
-		}, []string{"backend"}),
 		backendHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "prefixgate_backend_healthy", Help: "1 when the backend is in the candidate set.",
 		}, []string{"backend"}),
@@ -80,25 +76,22 @@ func newMetrics() *metrics {
 		}, []string{"backend", "engine"}),
 	}
 	m.registry.MustRegister(m.requests, m.decisionSeconds, m.normalizeSeconds, m.normalizeErrors,
-		m.firstByteSeconds, m.queueSeconds, m.spills, m.retries, m.inFlight, m.backendHealthy,
+		m.firstByteSeconds, m.queueSeconds, m.spills, m.retries, m.backendHealthy,
 		m.promptTokens, m.cachedPromptTokens, m.backendCacheTokens,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-// registerIndex adds the prefix index's series; they read the router in
-// force at scrape time and are 0 for policies without an index.
-func (m *metrics) registerIndex(s *Server) {
-	m.registry.MustRegister(
+// registerRouter adds the series read from the router at scrape time:
+// in-flight counts, and the prefix index's (0 for policies without one).
+func (m *metrics) registerRouter(s *Server) {
+	m.registry.MustRegister(inFlightCollector{s},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "prefixgate_route_index_mispredictions_total",
 			Help: "Responses whose reported cached prompt tokens fell short of what the prefix index predicted.",
 		}, func() float64 {
-			n := s.mispredictionsBefore.Load()
-			if st, ok := s.rt().IndexStats(); ok {
-				n += st.Mispredictions
-			}
-			return float64(n)
+			st, _ := s.rt().IndexStats()
+			return float64(st.Mispredictions)
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "prefixgate_route_index_bytes",
@@ -117,4 +110,22 @@ func (m *metrics) setHealthy(name string, st backends.State) {
 		v = 1
 	}
 	m.backendHealthy.WithLabelValues(name).Set(v)
+}
+
+var inFlightDesc = prometheus.NewDesc("prefixgate_backend_in_flight",
+	"Requests in flight per backend, as the router counts them.", []string{"backend"}, nil)
+
+// inFlightCollector reads the router's in-flight counts at scrape time, so
+// the series is never staler than the scrape.
+type inFlightCollector struct{ s *Server }
+
+func (c inFlightCollector) Describe(ch chan<- *prometheus.Desc) { ch <- inFlightDesc }
+
+func (c inFlightCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.s.router == nil {
+		return
+	}
+	for _, st := range c.s.rt().Status() {
+		ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(st.InFlight), st.Name)
+	}
 }
