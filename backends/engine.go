@@ -90,10 +90,6 @@ func (b *Backend) Engine() Engine {
 	return Engine(b.detected.Load())
 }
 
-// ConfiguredEngine is the engine the backend's spec named; EngineAuto when
-// it is detected.
-func (b *Backend) ConfiguredEngine() Engine { return b.configured }
-
 // CacheTokens is the backend's prefix-cache capacity in tokens, as its
 // engine states it: vLLM's num_gpu_blocks × block_size
 // (vllm:cache_config_info), SGLang's max_total_num_tokens, llama.cpp's

@@ -65,10 +65,6 @@ func (b *Backend) HealthName() string { return b.State().String() }
 // State returns the backend's health state.
 func (b *Backend) State() State { return State(b.state.Load()) }
 
-// Removed reports whether discovery or SetBackends took the backend out of
-// the pool. Requests already sent to it still finish.
-func (b *Backend) Removed() bool { return b.removed.Load() }
-
 // Models returns the models and LoRA adapters the backend listed at its last
 // successful /v1/models probe; nil when it has not answered yet.
 func (b *Backend) Models() []string {

@@ -72,7 +72,8 @@ func (s *Server) followMembership(bs []*backends.Backend) {
 // AdminHandler serves the operator's endpoints, meant for a listener of
 // their own (serve's admin.listen), never the public one:
 //
-//	GET  /admin/backends                 every backend: name, address, state, in flight
+//	GET  /admin/backends                 every backend: name, address, state, in flight;
+//	                                     the last discovery error, if any
 //	POST /admin/backends/{name}/drain    no new requests; those in flight finish
 //	POST /admin/backends/{name}/undrain  back to the state its probes say
 //
@@ -85,7 +86,12 @@ func (s *Server) AdminHandler() http.Handler {
 		for _, b := range s.pool.Backends() {
 			out = append(out, adminBackendOf(b, inflight))
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"backends": out})
+		body := map[string]any{"backends": out}
+		if err := s.pool.DiscoveryError(); err != nil {
+			// The pool keeps its last good list; say why it is not newer.
+			body["discovery_error"] = err.Error()
+		}
+		writeJSON(w, http.StatusOK, body)
 	})
 	set := func(drain bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
