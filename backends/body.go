@@ -11,26 +11,18 @@ import (
 // timeout for a byte.
 var ErrIdleTimeout = errors.New("backend stream idle for longer than the idle timeout")
 
-// NewIdleTimeoutReader wraps a response body so that a Read which waits
-// more than d for data fails with ErrIdleTimeout and closes rc, for
-// server-sent event streams whose backend stalls. Only time spent inside
-// Read counts: a slow consumer does not trip it. d <= 0 disables the limit.
-// Close may be called from another goroutine.
-func NewIdleTimeoutReader(rc io.ReadCloser, d time.Duration) io.ReadCloser {
-	if d <= 0 {
-		return rc
-	}
-	return newIdleBody(rc, d, nil, nil)
-}
-
-// idleBody is a forwarded response body under the idle timeout; a stall
-// counts as a failure of its backend. In-flight counts are the router's
+// idleBody is a forwarded response body under the idle timeout: a Read
+// that waits more than idle for data fails with ErrIdleTimeout and closes
+// the body, for server-sent event streams whose backend stalls; the stall
+// counts as a failure of its backend. Only time spent inside Read counts: a
+// slow consumer does not trip it. Close may be called from another
+// goroutine. In-flight counts are the router's
 // (the caller's Decision), not the body's.
 type idleBody struct {
 	rc       io.ReadCloser
 	idle     time.Duration
 	timer    *time.Timer
-	b        *Backend // nil for NewIdleTimeoutReader
+	b        *Backend // nil in tests
 	p        *Pool
 	timedOut atomic.Bool
 }

@@ -244,29 +244,6 @@ func TestIdleStreamTimeout(t *testing.T) {
 	}
 }
 
-func TestIdleTimeoutReaderSlowConsumer(t *testing.T) {
-	// Time the consumer spends between reads does not count.
-	pr, pw := io.Pipe()
-	r := backends.NewIdleTimeoutReader(pr, 20*time.Millisecond)
-	go func() {
-		for range 3 {
-			pw.Write([]byte("x"))
-		}
-		pw.Close()
-	}()
-	buf := make([]byte, 1)
-	for range 3 {
-		if _, err := r.Read(buf); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(40 * time.Millisecond) // a slow client
-	}
-	if _, err := r.Read(buf); err != io.EOF {
-		t.Fatalf("err %v, want EOF", err)
-	}
-	r.Close()
-}
-
 func TestH2C(t *testing.T) {
 	var proto atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
