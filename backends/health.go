@@ -69,6 +69,34 @@ func (p *Pool) ReportSuccess(b *Backend) {
 	}
 }
 
+// SetDrained makes names the configuration's drained set: backends newly
+// listed are drained, backends no longer listed are undrained, and a listed
+// name not in the pool yet starts drained when it appears. A backend listed
+// before and still listed is left as it is, so an operator's Undrain lasts
+// until the configuration stops listing it. It returns the listed names not
+// in the pool.
+func (p *Pool) SetDrained(names []string) (absent []string) {
+	next := make(map[string]bool, len(names))
+	for _, n := range names {
+		next[n] = true
+	}
+	p.applyMu.Lock()
+	prev := p.drained
+	p.drained = next
+	p.applyMu.Unlock()
+	for _, n := range names {
+		if !prev[n] && !p.Drain(n) {
+			absent = append(absent, n)
+		}
+	}
+	for n := range prev {
+		if !next[n] {
+			p.Undrain(n)
+		}
+	}
+	return absent
+}
+
 // Drain stops new requests to the named backend; requests in flight finish
 // (watch InFlight). Probes go on, so Undrain returns it in the state they
 // say. It reports whether the backend is in the pool.

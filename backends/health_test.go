@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -220,5 +221,46 @@ func TestPassiveEjectionAndDrain(t *testing.T) {
 	}
 	if want := []bool{false, true, false, true}; !slices.Equal(health, want) {
 		t.Fatalf("Healthy at OnState calls %v, want %v", health, want)
+	}
+}
+
+// TestSetDrained: the configuration's drained set drains what it newly
+// lists, starts a listed backend drained when it appears (never healthy in
+// between), leaves an operator's Undrain alone while the name stays listed,
+// and undrains what it stops listing.
+func TestSetDrained(t *testing.T) {
+	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer a.Close()
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer b.Close()
+	nameA, nameB := strings.TrimPrefix(a.URL, "http://"), strings.TrimPrefix(b.URL, "http://")
+	log := stateLog{t: t}
+	p, err := NewPool([]string{a.URL}, Options{OnState: log.onState})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if absent := p.SetDrained([]string{nameB}); !slices.Equal(absent, []string{nameB}) {
+		t.Fatalf("absent %v, want [%s]", absent, nameB)
+	}
+	if err := p.SetBackends([]string{a.URL, b.URL}); err != nil {
+		t.Fatal(err)
+	}
+	bb, _ := p.Get(nameB)
+	if bb.State() != StateDraining {
+		t.Fatalf("a listed backend appeared %v, want draining", bb.State())
+	}
+	p.Undrain(nameB)
+	if p.SetDrained([]string{nameB, nameA}) != nil {
+		t.Fatal("names in the pool reported absent")
+	}
+	if ba, _ := p.Get(nameA); ba.State() != StateDraining || !bb.Healthy() {
+		t.Fatalf("after a reload: %s %v (want draining), %s %v (the operator's undrain should stay)", nameA, ba.State(), nameB, bb.State())
+	}
+	p.SetDrained(nil)
+	if ba, _ := p.Get(nameA); !ba.Healthy() {
+		t.Fatalf("%s %v after the configuration stopped listing it", nameA, ba.State())
+	}
+	if states, _ := log.get(); !slices.Equal(states, []State{StateHealthy, StateDraining, StateHealthy}) {
+		t.Fatalf("OnState calls %v", states)
 	}
 }

@@ -166,6 +166,7 @@ type Pool struct {
 	// applyMu serializes changes to sources and membership.
 	applyMu sync.Mutex
 	sources []*source
+	drained map[string]bool // SetDrained's names
 
 	// notifyMu serializes OnMembership calls; stateMu OnState calls.
 	notifyMu sync.Mutex
@@ -295,7 +296,7 @@ func (p *Pool) applyLocked(targets []target) bool {
 	for _, t := range targets {
 		b, ok := cur.byName[t.name]
 		if !ok || b.URL.String() != t.url.String() || b.configured != t.engine {
-			b = newBackend(t.name, t.url, t.engine)
+			b = newBackend(t.name, t.url, t.engine, p.drained[t.name])
 			added = append(added, b)
 		}
 		next.list = append(next.list, b)
@@ -319,9 +320,11 @@ func (p *Pool) applyLocked(targets []target) bool {
 	return true
 }
 
-func newBackend(name string, u *url.URL, e Engine) *Backend {
-	b := &Backend{Name: name, URL: u, up: true, configured: e}
-	b.state.Store(int32(StateHealthy))
+func newBackend(name string, u *url.URL, e Engine, draining bool) *Backend {
+	b := &Backend{Name: name, URL: u, up: true, configured: e, draining: draining}
+	if draining {
+		b.state.Store(int32(StateDraining))
+	}
 	return b
 }
 

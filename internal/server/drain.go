@@ -14,59 +14,15 @@ import (
 // An operator drains through the configuration (drain, applied at start and
 // on every reload) or through the admin listener (AdminHandler); the admin
 // drain lasts until an admin undrain or a configuration that lists the
-// backend and then stops listing it.
+// backend and then stops listing it. Either way the pool's backend state
+// changes, and the router, readiness and metrics read it from there.
 
-// applyDrain makes names the configuration's drained set: backends newly
-// listed are drained, backends no longer listed are undrained. A name not
-// in the pool yet is drained when discovery brings it (followMembership).
+// applyDrain hands the configuration's drained set to the pool, which owns
+// drain as it owns every backend state (backends.Pool.SetDrained).
 func (s *Server) applyDrain(names []string) {
-	s.drainMu.Lock()
-	defer s.drainMu.Unlock()
-	next := make(map[string]bool, len(names))
-	for _, name := range names {
-		next[name] = true
-		if s.drained[name] {
-			continue
-		}
-		if s.pool.Drain(name) {
-			s.log.Info("backend drained by configuration", "backend", name)
-		} else {
-			s.log.Warn("drain: no such backend yet; it is drained when it appears", "backend", name)
-		}
+	for _, name := range s.pool.SetDrained(names) {
+		s.log.Warn("drain: no such backend yet; it is drained when it appears", "backend", name)
 	}
-	for name := range s.drained {
-		if !next[name] && s.pool.Undrain(name) {
-			s.log.Info("backend undrained by configuration", "backend", name)
-		}
-	}
-	s.drained = next
-}
-
-// followMembership keeps per-backend state in step with the pool's list:
-// every backend has a health series from the moment it appears and none
-// after it leaves, and a backend the configuration drains is drained when
-// it first appears.
-func (s *Server) followMembership(bs []*backends.Backend) {
-	s.drainMu.Lock()
-	defer s.drainMu.Unlock()
-	now := make(map[string]bool, len(bs))
-	for _, b := range bs {
-		now[b.Name] = true
-		if s.seen[b.Name] {
-			continue
-		}
-		if s.drained[b.Name] {
-			s.pool.Drain(b.Name)
-		}
-		s.metrics.setHealthy(b.Name, b.State())
-	}
-	for name := range s.seen {
-		if !now[name] {
-			s.metrics.backendHealthy.DeleteLabelValues(name)
-		}
-	}
-	s.seen = now
-	s.updateReadiness()
 }
 
 // AdminHandler serves the operator's endpoints, meant for a listener of

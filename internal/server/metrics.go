@@ -2,8 +2,6 @@ package server
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
@@ -18,7 +16,6 @@ type metrics struct {
 	queueSeconds     prometheus.Histogram
 	spills           prometheus.Counter
 	retries          *prometheus.CounterVec
-	backendHealthy   *prometheus.GaugeVec
 	// promptTokens and cachedPromptTokens count the answers' reported
 	// usage (usage.go).
 	promptTokens       *prometheus.CounterVec
@@ -59,9 +56,6 @@ func newMetrics() *metrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prefixgate_retries_total", Help: "Requests retried on another backend because this one sent nothing back.",
 		}, []string{"backend"}),
-		backendHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "prefixgate_backend_healthy", Help: "1 when the backend is in the candidate set.",
-		}, []string{"backend"}),
 		promptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prefixgate_prompt_tokens_total",
 			Help: "Prompt tokens of answers that reported both prompt and cached tokens, by backend.",
@@ -76,16 +70,17 @@ func newMetrics() *metrics {
 		}, []string{"backend", "engine"}),
 	}
 	m.registry.MustRegister(m.requests, m.decisionSeconds, m.normalizeSeconds, m.normalizeErrors,
-		m.firstByteSeconds, m.queueSeconds, m.spills, m.retries, m.backendHealthy,
+		m.firstByteSeconds, m.queueSeconds, m.spills, m.retries,
 		m.promptTokens, m.cachedPromptTokens, m.backendCacheTokens,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // registerRouter adds the series read from the router at scrape time:
-// in-flight counts, and the prefix index's (0 for policies without one).
+// in-flight counts and health per backend, and the prefix index's (0 for
+// policies without one).
 func (m *metrics) registerRouter(s *Server) {
-	m.registry.MustRegister(inFlightCollector{s},
+	m.registry.MustRegister(fleetCollector{s},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "prefixgate_route_index_mispredictions_total",
 			Help: "Responses whose reported cached prompt tokens fell short of what the prefix index predicted.",
@@ -103,29 +98,30 @@ func (m *metrics) registerRouter(s *Server) {
 	)
 }
 
-// setHealthy sets a backend's prefixgate_backend_healthy series.
-func (m *metrics) setHealthy(name string, st backends.State) {
-	v := 0.0
-	if st == backends.StateHealthy {
-		v = 1
-	}
-	m.backendHealthy.WithLabelValues(name).Set(v)
-}
+var (
+	inFlightDesc = prometheus.NewDesc("prefixgate_backend_in_flight",
+		"Requests in flight per backend, as the router counts them.", []string{"backend"}, nil)
+	healthyDesc = prometheus.NewDesc("prefixgate_backend_healthy",
+		"1 when the backend is in the candidate set.", []string{"backend"}, nil)
+)
 
-var inFlightDesc = prometheus.NewDesc("prefixgate_backend_in_flight",
-	"Requests in flight per backend, as the router counts them.", []string{"backend"}, nil)
+// fleetCollector reads each member's in-flight count and health from the
+// router at scrape time: a series per current backend, never staler than
+// the scrape.
+type fleetCollector struct{ s *Server }
 
-// inFlightCollector reads the router's in-flight counts at scrape time, so
-// the series is never staler than the scrape.
-type inFlightCollector struct{ s *Server }
+func (c fleetCollector) Describe(ch chan<- *prometheus.Desc) { ch <- inFlightDesc; ch <- healthyDesc }
 
-func (c inFlightCollector) Describe(ch chan<- *prometheus.Desc) { ch <- inFlightDesc }
-
-func (c inFlightCollector) Collect(ch chan<- prometheus.Metric) {
+func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.s.router == nil {
 		return
 	}
 	for _, st := range c.s.rt().Status() {
+		healthy := 0.0
+		if st.Healthy {
+			healthy = 1
+		}
 		ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(st.InFlight), st.Name)
+		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, healthy, st.Name)
 	}
 }

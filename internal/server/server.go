@@ -40,11 +40,6 @@ type Server struct {
 	// readyMu serializes updateReadiness, so that the last health change
 	// decides what the health service says.
 	readyMu sync.Mutex
-	// drainMu guards drained (the backends the configuration drains) and
-	// seen (the backends that have a health series).
-	drainMu sync.Mutex
-	drained map[string]bool
-	seen    map[string]bool
 
 	// reloadMu serializes Reload.
 	reloadMu sync.Mutex
@@ -63,8 +58,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, metrics: newMetrics(),
-		drained: map[string]bool{}, seen: map[string]bool{}}
+	s := &Server{cfg: cfg, log: log, metrics: newMetrics()}
 	s.metrics.registerRouter(s)
 	tr, err := newTracing(cfg.TraceEndpoint)
 	if err != nil {
@@ -89,9 +83,6 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.router = router
 	s.handler = s.observe(s.cors(s.authenticate(s.routes())))
 	s.ready.Store(true)
-	// Every backend has a health series from the start, not only after
-	// its first change.
-	s.followMembership(pool.Backends())
 	s.applyDrain(cfg.Drain)
 	s.updateReadiness()
 	return s, nil
@@ -108,11 +99,10 @@ func targets(bs []*backends.Backend) []route.Target {
 }
 
 // onState follows a backend's health change: the router recounts its
-// candidates (it reads health from the backend), and metrics and readiness
-// follow. The pool calls it without the backend's lock.
+// candidates (it reads health from the backend) and readiness follows. The
+// pool calls it without the backend's lock.
 func (s *Server) onState(b *backends.Backend, st backends.State) {
 	s.log.Info("backend state changed", "backend", b.Name, "state", st.String())
-	s.metrics.setHealthy(b.Name, st)
 	if s.router != nil {
 		s.router.Refresh()
 	}
@@ -129,7 +119,7 @@ func (s *Server) onMembership(bs []*backends.Backend) {
 		s.log.Error("backend membership", "err", err)
 		return
 	}
-	s.followMembership(bs)
+	s.updateReadiness()
 }
 
 // onScrape follows a round of load scrapes: each backend's engine label,
