@@ -264,7 +264,7 @@ func (p *Pool) probe1(ctx context.Context, bs []*Backend) {
 }
 
 func (p *Pool) probeOne(ctx context.Context, b *Backend) {
-	err := p.get(ctx, b, "/health")
+	_, err := p.get(ctx, b, "/health", 1<<16)
 	if ctx.Err() != nil {
 		return // shutting down: not the backend's fault
 	}
@@ -285,41 +285,34 @@ func (p *Pool) probeOne(ctx context.Context, b *Backend) {
 	}
 }
 
-func (p *Pool) get(ctx context.Context, b *Backend, path string) error {
+// get GETs path from b over the probe client and returns the body, read up
+// to limit bytes; any status but 200 is an error.
+func (p *Pool) get(ctx context.Context, b *Backend, path string, limit int64) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.URL.String()+path, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := p.probe.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %d", path, resp.StatusCode)
+		return nil, fmt.Errorf("%s answered %d", path, resp.StatusCode)
 	}
-	return nil
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return raw, nil
 }
 
 // fetchModels reads the OpenAI model list; a backend without /v1/models is
 // served all the same (its list stays empty, meaning "any model").
 func (p *Pool) fetchModels(ctx context.Context, b *Backend) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.URL.String()+"/v1/models", nil)
+	raw, err := p.get(ctx, b, "/v1/models", 1<<20)
 	if err != nil {
 		return nil, err
-	}
-	resp, err := p.probe.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/v1/models answered %d", resp.StatusCode)
 	}
 	models := []string{}
 	gjson.GetBytes(raw, "data.#.id").ForEach(func(_, v gjson.Result) bool {

@@ -11,7 +11,6 @@ import (
 // pick must charge the chosen member through pickEnv.take (which honours the
 // explain dry run) and must not retain e or req.
 type policy interface {
-	name() string
 	pick(e *pickEnv, req *Request) result
 }
 

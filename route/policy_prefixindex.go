@@ -66,8 +66,6 @@ type prefixIndexPolicy struct {
 	decode int64
 }
 
-func (*prefixIndexPolicy) name() string { return "prefix-index" }
-
 func (p *prefixIndexPolicy) setMember(id int32, cacheTokens int) {
 	p.ix.mu.Lock()
 	p.ix.setMember(id, cacheTokens/(IndexBlockTokens*indexStride))

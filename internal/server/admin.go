@@ -68,17 +68,6 @@ func (ns normalizeService) Normalize(ctx context.Context, req *connect.Request[p
 	}), nil
 }
 
-// memberState is the pool's State of a router member.
-func memberState(m route.MemberStatus) backends.State {
-	if b, ok := m.Member.(*backends.Backend); ok {
-		return b.State()
-	}
-	if m.Healthy {
-		return backends.StateHealthy
-	}
-	return backends.StateEjected
-}
-
 // adminService implements prefixgate.v1.AdminService.
 type adminService struct{ s *Server }
 
@@ -101,15 +90,13 @@ func (as adminService) ListBackends(ctx context.Context, req *connect.Request[pb
 	for _, st := range s.rt().Status() {
 		b := &pb.Backend{
 			Name:                 st.Name,
-			Health:               healthProto(memberState(st)),
+			Health:               healthProto(st.Member.(*backends.Backend).State()),
 			InFlight:             int32(st.InFlight),
 			Share:                st.Share,
 			Models:               st.Models,
 			ConcurrencyThreshold: int32(st.Threshold),
 		}
-		if pooled, ok := s.pool.Get(st.Name); ok {
-			b.Address = pooled.URL.String()
-		}
+		b.Address = st.Member.(*backends.Backend).URL.String()
 		out.Backends = append(out.Backends, b)
 	}
 	return connect.NewResponse(out), nil
@@ -176,7 +163,7 @@ func skippedForModel(members []route.MemberStatus, model string) []route.Skip {
 		case model != "" && len(m.Models) > 0 && !slices.Contains(m.Models, model):
 			why = "does not serve model " + quoteModel(model)
 		case !m.Healthy:
-			why = memberState(m).String()
+			why = m.Member.(*backends.Backend).State().String()
 		default:
 			continue
 		}
