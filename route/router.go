@@ -59,8 +59,8 @@ func (s *staticMember) Healthy() bool    { return true }
 func (s *staticMember) CacheTokens() int { return s.m.CacheTokens }
 func (s *staticMember) Threshold() int   { return s.m.Threshold }
 
-// memberState is what outlives snapshots: a member keeps its counter and
-// health across SetMembers, and a Decision keeps the state it charged even
+// memberState is what outlives snapshots: a member keeps its counters
+// across SetTargets and Reconfigure, and a Decision keeps the state it charged even
 // after the member is removed, so its Done still releases the right counter.
 type memberState struct {
 	inflight atomic.Int64
@@ -73,7 +73,7 @@ type memberState struct {
 	// picks whose first byte has not come back yet: queued prefill work.
 	prefill atomic.Int64
 	// id is the member's stable small number (index bitsets, Decision
-	// slots); it lasts as long as the state, across SetMembers.
+	// slots); it lasts as long as the state, across SetTargets.
 	id int32
 	_  [32]byte // keep hot counters of different members off one cache line
 }
