@@ -91,3 +91,34 @@ func TestReconfigureKeepsInFlight(t *testing.T) {
 		t.Errorf("invalid LoadFactor: err %v, want one naming LoadFactor", err)
 	}
 }
+
+// TestDecisionKeepsRemovedMember: a member removed between the pick and the
+// forward is still the Decision's member (the caller forwards to it, no
+// lookup by name that could miss), and its Done releases the right count.
+func TestDecisionKeepsRemovedMember(t *testing.T) {
+	r := mustNew(t, Config{VirtualNodes: 64}, fleet(2))
+	d, err := r.TryPick(Request{Key: 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	picked := d.Member
+	var rest []Member
+	for _, st := range r.Status() {
+		if st.Name != d.Backend {
+			rest = append(rest, Member{Name: st.Name})
+		}
+	}
+	if err := r.SetMembers(rest); err != nil {
+		t.Fatal(err)
+	}
+	if d.Member != picked || d.Member.ID() != d.Backend {
+		t.Fatalf("decision's member %v after removal, want %s", d.Member, d.Backend)
+	}
+	if r.InFlight() != 1 {
+		t.Fatalf("total %d in flight, want 1", r.InFlight())
+	}
+	d.Done()
+	if r.InFlight() != 0 {
+		t.Fatalf("total %d in flight after Done, want 0", r.InFlight())
+	}
+}
