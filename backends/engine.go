@@ -3,8 +3,6 @@ package backends
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"time"
 
@@ -89,10 +87,6 @@ func (b *Backend) Engine() Engine {
 	}
 	return Engine(b.detected.Load())
 }
-
-// ConfiguredEngine is the engine the backend's spec named; EngineAuto when
-// it is detected.
-func (b *Backend) ConfiguredEngine() Engine { return b.configured }
 
 // CacheTokens is the backend's prefix-cache capacity in tokens, as its
 // engine states it: vLLM's num_gpu_blocks × block_size
@@ -216,21 +210,9 @@ func parseSGLangServerInfo(raw []byte) (engineInfo, error) {
 // getJSON GETs path and returns its body (at most 4 MiB) when it is a JSON
 // object.
 func (p *Pool) getJSON(ctx context.Context, b *Backend, path string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.URL.String()+path, nil)
+	raw, err := p.get(ctx, b, path, 4<<20)
 	if err != nil {
 		return nil, err
-	}
-	resp, err := p.probe.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %d", path, resp.StatusCode)
 	}
 	if !gjson.ValidBytes(raw) || !gjson.ParseBytes(raw).IsObject() {
 		return nil, fmt.Errorf("%s did not answer a JSON object", path)

@@ -229,7 +229,7 @@ func TestEngineChangeReplacesBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := p.Backends()[0]
-	if after == before || after.Name != before.Name || after.ConfiguredEngine() != backends.EngineSGLang || !before.Removed() {
-		t.Fatalf("before %p %v, after %p %v %v", before, before.Name, after, after.Name, after.ConfiguredEngine())
+	if after == before || after.Name != before.Name || after.Engine() != backends.EngineSGLang {
+		t.Fatalf("before %p %v, after %p %v %v", before, before.Name, after, after.Name, after.Engine())
 	}
 }

@@ -43,8 +43,9 @@ func (s State) String() string {
 // RiseThreshold probes in a row succeed.
 func (p *Pool) ReportFailure(b *Backend) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	p.failLocked(b, p.now())
+	b.mu.Unlock()
+	p.report(b)
 }
 
 // Eject takes b out of the candidate set at once, for a backend that sent
@@ -52,10 +53,11 @@ func (p *Pool) ReportFailure(b *Backend) {
 // RiseThreshold successful probes in a row.
 func (p *Pool) Eject(b *Backend) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.up {
 		p.ejectLocked(b, p.now())
 	}
+	b.mu.Unlock()
+	p.report(b)
 }
 
 // ReportSuccess records a successful request to b.
@@ -65,6 +67,34 @@ func (p *Pool) ReportSuccess(b *Backend) {
 	if b.up {
 		b.fails = 0
 	}
+}
+
+// SetDrained makes names the configuration's drained set: backends newly
+// listed are drained, backends no longer listed are undrained, and a listed
+// name not in the pool yet starts drained when it appears. A backend listed
+// before and still listed is left as it is, so an operator's Undrain lasts
+// until the configuration stops listing it. It returns the listed names not
+// in the pool.
+func (p *Pool) SetDrained(names []string) (absent []string) {
+	next := make(map[string]bool, len(names))
+	for _, n := range names {
+		next[n] = true
+	}
+	p.applyMu.Lock()
+	prev := p.drained
+	p.drained = next
+	p.applyMu.Unlock()
+	for _, n := range names {
+		if !prev[n] && !p.Drain(n) {
+			absent = append(absent, n)
+		}
+	}
+	for n := range prev {
+		if !next[n] {
+			p.Undrain(n)
+		}
+	}
+	return absent
 }
 
 // Drain stops new requests to the named backend; requests in flight finish
@@ -81,9 +111,10 @@ func (p *Pool) setDraining(name string, on bool) bool {
 		return false
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.draining = on
 	p.publishLocked(b)
+	b.mu.Unlock()
+	p.report(b)
 	return true
 }
 
@@ -133,7 +164,7 @@ func (p *Pool) probedLocked(b *Backend, ok bool, now time.Time) {
 	}
 }
 
-// publishLocked recomputes b's State and reports a change.
+// publishLocked recomputes b's State and queues a change for report.
 func (p *Pool) publishLocked(b *Backend) {
 	next := StateEjected
 	switch {
@@ -143,14 +174,28 @@ func (p *Pool) publishLocked(b *Backend) {
 		next = StateHealthy
 	}
 	prev := State(b.state.Swap(int32(next)))
-	if prev == next || b.removed.Load() {
+	if prev != next && p.opts.OnState != nil {
+		b.changes = append(b.changes, next)
+	}
+}
+
+// report calls OnState for b's queued changes, with b's lock released so
+// that the callee (the router, readiness) never runs under it.
+func (p *Pool) report(b *Backend) {
+	if p.opts.OnState == nil {
 		return
 	}
-	if f := p.opts.OnHealth; f != nil && (prev == StateHealthy) != (next == StateHealthy) {
-		f(b.Name, next == StateHealthy)
+	p.stateMu.Lock()
+	defer p.stateMu.Unlock()
+	b.mu.Lock()
+	changes := b.changes
+	b.changes = nil
+	b.mu.Unlock()
+	if b.removed.Load() {
+		return
 	}
-	if f := p.opts.OnState; f != nil {
-		f(b.Name, next)
+	for _, st := range changes {
+		p.opts.OnState(b, st)
 	}
 }
 
@@ -219,7 +264,7 @@ func (p *Pool) probe1(ctx context.Context, bs []*Backend) {
 }
 
 func (p *Pool) probeOne(ctx context.Context, b *Backend) {
-	err := p.get(ctx, b, "/health")
+	_, err := p.get(ctx, b, "/health", 1<<16)
 	if ctx.Err() != nil {
 		return // shutting down: not the backend's fault
 	}
@@ -234,46 +279,40 @@ func (p *Pool) probeOne(ctx context.Context, b *Backend) {
 	b.mu.Lock()
 	p.probedLocked(b, ok, p.now())
 	b.mu.Unlock()
+	p.report(b)
 	if changed && !b.removed.Load() {
 		p.notifyMembership()
 	}
 }
 
-func (p *Pool) get(ctx context.Context, b *Backend, path string) error {
+// get GETs path from b over the probe client and returns the body, read up
+// to limit bytes; any status but 200 is an error.
+func (p *Pool) get(ctx context.Context, b *Backend, path string, limit int64) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.URL.String()+path, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := p.probe.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %d", path, resp.StatusCode)
+		return nil, fmt.Errorf("%s answered %d", path, resp.StatusCode)
 	}
-	return nil
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return raw, nil
 }
 
 // fetchModels reads the OpenAI model list; a backend without /v1/models is
 // served all the same (its list stays empty, meaning "any model").
 func (p *Pool) fetchModels(ctx context.Context, b *Backend) ([]string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.URL.String()+"/v1/models", nil)
+	raw, err := p.get(ctx, b, "/v1/models", 1<<20)
 	if err != nil {
 		return nil, err
-	}
-	resp, err := p.probe.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/v1/models answered %d", resp.StatusCode)
 	}
 	models := []string{}
 	gjson.GetBytes(raw, "data.#.id").ForEach(func(_, v gjson.Result) bool {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,22 +30,25 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// stateLog records OnState and OnHealth calls.
+// stateLog records OnState calls, with the backend's Healthy as the
+// callee sees it, and fails the test if a call came with the backend's
+// lock held (the callee must be free to call back into the pool).
 type stateLog struct {
+	t      *testing.T
 	mu     sync.Mutex
 	states []State
 	health []bool
 }
 
-func (l *stateLog) onState(_ string, s State) {
+func (l *stateLog) onState(b *Backend, s State) {
+	if !b.mu.TryLock() {
+		l.t.Error("OnState called with the backend's lock held")
+	} else {
+		b.mu.Unlock()
+	}
 	l.mu.Lock()
 	l.states = append(l.states, s)
-	l.mu.Unlock()
-}
-
-func (l *stateLog) onHealth(_ string, ok bool) {
-	l.mu.Lock()
-	l.health = append(l.health, ok)
+	l.health = append(l.health, b.Healthy())
 	l.mu.Unlock()
 }
 
@@ -69,11 +73,11 @@ func TestFlappingHealth(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	var log stateLog
+	log := stateLog{t: t}
 	const base, maxBackoff = time.Second, 4 * time.Second
 	p, err := NewPool([]string{srv.URL}, Options{
 		FailThreshold: 2, RiseThreshold: 3, EjectBackoff: base, MaxEjectBackoff: maxBackoff,
-		ProbeTimeout: 10 * time.Second, OnState: log.onState, OnHealth: log.onHealth,
+		ProbeTimeout: 10 * time.Second, OnState: log.onState,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -165,9 +169,9 @@ func TestFlappingHealth(t *testing.T) {
 func TestPassiveEjectionAndDrain(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer srv.Close()
-	var log stateLog
+	log := stateLog{t: t}
 	p, err := NewPool([]string{srv.URL}, Options{FailThreshold: 3, RiseThreshold: 1, EjectBackoff: time.Second,
-		OnState: log.onState, OnHealth: log.onHealth})
+		OnState: log.onState})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +220,47 @@ func TestPassiveEjectionAndDrain(t *testing.T) {
 		t.Fatalf("OnState calls %v, want %v", states, want)
 	}
 	if want := []bool{false, true, false, true}; !slices.Equal(health, want) {
-		t.Fatalf("OnHealth calls %v, want %v", health, want)
+		t.Fatalf("Healthy at OnState calls %v, want %v", health, want)
+	}
+}
+
+// TestSetDrained: the configuration's drained set drains what it newly
+// lists, starts a listed backend drained when it appears (never healthy in
+// between), leaves an operator's Undrain alone while the name stays listed,
+// and undrains what it stops listing.
+func TestSetDrained(t *testing.T) {
+	a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer a.Close()
+	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer b.Close()
+	nameA, nameB := strings.TrimPrefix(a.URL, "http://"), strings.TrimPrefix(b.URL, "http://")
+	log := stateLog{t: t}
+	p, err := NewPool([]string{a.URL}, Options{OnState: log.onState})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if absent := p.SetDrained([]string{nameB}); !slices.Equal(absent, []string{nameB}) {
+		t.Fatalf("absent %v, want [%s]", absent, nameB)
+	}
+	if err := p.SetBackends([]string{a.URL, b.URL}); err != nil {
+		t.Fatal(err)
+	}
+	bb, _ := p.Get(nameB)
+	if bb.State() != StateDraining {
+		t.Fatalf("a listed backend appeared %v, want draining", bb.State())
+	}
+	p.Undrain(nameB)
+	if p.SetDrained([]string{nameB, nameA}) != nil {
+		t.Fatal("names in the pool reported absent")
+	}
+	if ba, _ := p.Get(nameA); ba.State() != StateDraining || !bb.Healthy() {
+		t.Fatalf("after a reload: %s %v (want draining), %s %v (the operator's undrain should stay)", nameA, ba.State(), nameB, bb.State())
+	}
+	p.SetDrained(nil)
+	if ba, _ := p.Get(nameA); !ba.Healthy() {
+		t.Fatalf("%s %v after the configuration stopped listing it", nameA, ba.State())
+	}
+	if states, _ := log.get(); !slices.Equal(states, []State{StateHealthy, StateDraining, StateHealthy}) {
+		t.Fatalf("OnState calls %v", states)
 	}
 }

@@ -81,8 +81,14 @@ func (p *Pool) ScrapeAll(ctx context.Context) {
 		})
 	}
 	wg.Wait()
-	if changed.Load() && ctx.Err() == nil {
+	if ctx.Err() != nil {
+		return
+	}
+	if changed.Load() {
 		p.notifyMembership() // capacity is part of what members carry
+	}
+	if p.opts.OnScrape != nil {
+		p.opts.OnScrape()
 	}
 }
 
@@ -177,17 +183,12 @@ func (p *Pool) scrape(ctx context.Context, b *Backend) (LoadSignals, error) {
 	return parseMetrics(io.LimitReader(resp.Body, 8<<20), b.configured)
 }
 
-// ParseMetrics reads load signals from Prometheus text exposition format,
-// detecting the engine from the first metric name with an engine's prefix
-// (vllm:, sglang:, llamacpp:); only that engine's metrics are read.
-// PrefixHitRate is SGLang's gauge, or -1: the other engines' rate needs two
-// scrapes. Other
-// metrics, comments and timestamps are skipped. Malformed lines are
-// skipped too: one bad metric from a foreign server must not hide the rest.
-func ParseMetrics(r io.Reader) (LoadSignals, error) { return parseMetrics(r, EngineAuto) }
-
-// parseMetrics is ParseMetrics with the engine fixed when e is not
-// EngineAuto.
+// parseMetrics reads load signals from Prometheus text exposition format.
+// With e EngineAuto it detects the engine from the first metric name with an
+// engine's prefix (vllm:, sglang:, llamacpp:); only that engine's metrics are
+// read. PrefixHitRate is SGLang's gauge, or -1: the other engines' rate needs
+// two scrapes. Other metrics, comments, timestamps and malformed lines are
+// skipped: one bad metric from a foreign server must not hide the rest.
 func parseMetrics(r io.Reader, e Engine) (LoadSignals, error) {
 	var l LoadSignals
 	var llamaPrompt, llamaCached, hitSum float64

@@ -23,11 +23,10 @@ type Backend struct {
 
 	// state is the published State, read lock-free on the hot path; the
 	// fields under mu decide it (see health.go).
-	state    atomic.Int32
-	removed  atomic.Bool
-	inflight atomic.Int64
-	models   atomic.Pointer[[]string]
-	load     atomic.Pointer[LoadSignals]
+	state   atomic.Int32
+	removed atomic.Bool
+	models  atomic.Pointer[[]string]
+	load    atomic.Pointer[LoadSignals]
 
 	// configured is the engine the spec named (EngineAuto: detect);
 	// detected is what scrapes found, as an Engine.
@@ -48,23 +47,23 @@ type Backend struct {
 	holdUntil  time.Time
 	returnedAt time.Time
 	nextInfo   time.Time // when the engine's info endpoint is next read
+	// changes are the States published under mu and not yet reported to
+	// OnState; they are reported after mu is released (see report).
+	changes []State
 }
+
+// ID is the backend's Name: its member name for routing.
+func (b *Backend) ID() string { return b.Name }
 
 // Healthy reports whether the backend is in the candidate set: neither
 // ejected nor draining.
 func (b *Backend) Healthy() bool { return State(b.state.Load()) == StateHealthy }
 
+// HealthName is State's name, for the router's explanations.
+func (b *Backend) HealthName() string { return b.State().String() }
+
 // State returns the backend's health state.
 func (b *Backend) State() State { return State(b.state.Load()) }
-
-// InFlight is the number of responses forwarded through the pool to this
-// backend whose bodies are not yet closed. Routing uses the route package's
-// own counts; this one tells when a draining or removed backend is idle.
-func (b *Backend) InFlight() int64 { return b.inflight.Load() }
-
-// Removed reports whether discovery or SetBackends took the backend out of
-// the pool. Requests already sent to it still finish.
-func (b *Backend) Removed() bool { return b.removed.Load() }
 
 // Models returns the models and LoRA adapters the backend listed at its last
 // successful /v1/models probe; nil when it has not answered yet.
@@ -109,16 +108,18 @@ type Options struct {
 	// Resolver answers dns:// and srv:// lookups (net.DefaultResolver).
 	Resolver Resolver
 
-	// OnHealth is called when a backend enters or leaves the candidate set.
-	OnHealth func(name string, healthy bool)
-	// OnState is called when a backend's State changes, after OnHealth.
-	// Calls for one backend are made in order.
-	OnState func(name string, s State)
+	// OnState is called when a backend's State changes; the backend's
+	// lock is not held, so it may call back into the pool. Calls are
+	// serialized and made in the order of the changes.
+	OnState func(b *Backend, s State)
 	// OnMembership is called with the new backend list after each change of
 	// membership (SetBackends, discovery) or of a backend's model list.
 	// Calls are serialized and each carries the latest list. It is not
 	// called for the list NewPool starts with.
 	OnMembership func([]*Backend)
+	// OnScrape is called after each round of /metrics scrapes, when every
+	// backend's Load is as fresh as it gets.
+	OnScrape func()
 }
 
 func (o *Options) defaults() {
@@ -165,9 +166,11 @@ type Pool struct {
 	// applyMu serializes changes to sources and membership.
 	applyMu sync.Mutex
 	sources []*source
+	drained map[string]bool // SetDrained's names
 
-	// notifyMu serializes OnMembership calls.
+	// notifyMu serializes OnMembership calls; stateMu OnState calls.
 	notifyMu sync.Mutex
+	stateMu  sync.Mutex
 
 	discoveryErr atomic.Pointer[error]
 	kick         chan struct{} // asks Run to probe new backends now
@@ -293,7 +296,7 @@ func (p *Pool) applyLocked(targets []target) bool {
 	for _, t := range targets {
 		b, ok := cur.byName[t.name]
 		if !ok || b.URL.String() != t.url.String() || b.configured != t.engine {
-			b = newBackend(t.name, t.url, t.engine)
+			b = newBackend(t.name, t.url, t.engine, p.drained[t.name])
 			added = append(added, b)
 		}
 		next.list = append(next.list, b)
@@ -317,9 +320,11 @@ func (p *Pool) applyLocked(targets []target) bool {
 	return true
 }
 
-func newBackend(name string, u *url.URL, e Engine) *Backend {
-	b := &Backend{Name: name, URL: u, up: true, configured: e}
-	b.state.Store(int32(StateHealthy))
+func newBackend(name string, u *url.URL, e Engine, draining bool) *Backend {
+	b := &Backend{Name: name, URL: u, up: true, configured: e, draining: draining}
+	if draining {
+		b.state.Store(int32(StateDraining))
+	}
 	return b
 }
 
@@ -382,10 +387,8 @@ func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, bod
 	req.Header.Del("Content-Encoding")
 	req.Header.Del("Content-Length")
 	req.ContentLength = int64(len(body))
-	b.inflight.Add(1)
 	resp, err := p.client.Do(req)
 	if err != nil {
-		b.inflight.Add(-1)
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("backend %s: %w", b.Name, cerr)
 		}
@@ -397,7 +400,9 @@ func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, bod
 	} else {
 		p.ReportSuccess(b)
 	}
-	resp.Body = newTrackedBody(resp.Body, p.opts.IdleTimeout, b, p)
+	if p.opts.IdleTimeout > 0 {
+		resp.Body = newIdleBody(resp.Body, p.opts.IdleTimeout, b, p)
+	}
 	return resp, nil
 }
 

@@ -22,19 +22,13 @@ type Usage struct {
 // UnknownUsage is a response that reported nothing.
 var UnknownUsage = Usage{PromptTokens: -1, CachedTokens: -1}
 
-// ParseUsage reads the usage of one OpenAI response body or stream chunk.
-// Only the usage (or SGLang's meta_info) object is looked at; gjson skips
-// the rest without building anything. missingIsZero says that a usage
-// without prompt_tokens_details means no cached tokens rather than "not
-// reported": SGLang with --enable-cache-report leaves the details out when
-// nothing was cached (python/sglang/srt/entrypoints/openai/usage_processor.py).
-func ParseUsage(raw []byte, missingIsZero bool) Usage {
-	u, _ := parseUsage(raw, missingIsZero)
-	return u
-}
-
-// parseUsage is ParseUsage that also says whether the answer stated
-// usage.prompt_tokens_details.cached_tokens.
+// parseUsage reads the usage of one OpenAI response body or stream chunk,
+// and whether it stated usage.prompt_tokens_details.cached_tokens. Only the
+// usage (or SGLang's meta_info) object is looked at; gjson skips the rest
+// without building anything. missingIsZero says that a usage without
+// prompt_tokens_details means no cached tokens rather than "not reported":
+// SGLang with --enable-cache-report leaves the details out when nothing was
+// cached (python/sglang/srt/entrypoints/openai/usage_processor.py).
 func parseUsage(raw []byte, missingIsZero bool) (u Usage, stated bool) {
 	u = UnknownUsage
 	obj := gjson.GetBytes(raw, "usage")

@@ -78,33 +78,6 @@ func TestUsageShapes(t *testing.T) {
 	}
 }
 
-// TestParseUsageBadFigures: figures that cannot be token counts are
-// "not reported", never repaired.
-func TestParseUsageBadFigures(t *testing.T) {
-	unknownCached := func(p int) backends.Usage { return backends.Usage{PromptTokens: p, CachedTokens: -1} }
-	for _, tc := range []struct {
-		body string
-		want backends.Usage
-	}{
-		{``, backends.UnknownUsage},
-		{`not json`, backends.UnknownUsage},
-		{`{"usage":null}`, backends.UnknownUsage},
-		{`{"usage":"12"}`, backends.UnknownUsage},
-		{`{"usage":{"prompt_tokens":10,"prompt_tokens_details":{"cached_tokens":11}}}`, unknownCached(10)},
-		{`{"usage":{"prompt_tokens":-5,"prompt_tokens_details":{"cached_tokens":1}}}`, backends.Usage{PromptTokens: -1, CachedTokens: 1}},
-		{`{"usage":{"prompt_tokens":1.5,"prompt_tokens_details":{"cached_tokens":"1"}}}`, backends.UnknownUsage},
-		{`{"usage":{"prompt_tokens":1e300}}`, backends.UnknownUsage},
-		{`{"usage":{"prompt_tokens":7},"meta_info":{"cached_tokens":7}}`, unknownCached(7)},
-	} {
-		if got := backends.ParseUsage([]byte(tc.body), false); got != tc.want {
-			t.Errorf("ParseUsage(%q) = %+v, want %+v", tc.body, got, tc.want)
-		}
-	}
-	if got := backends.ParseUsage([]byte(`{"usage":{"prompt_tokens":9}}`), true); got != (backends.Usage{PromptTokens: 9, CachedTokens: 0}) {
-		t.Errorf("missing details with missingIsZero: %+v", got)
-	}
-}
-
 func FuzzStreamUsage(f *testing.F) {
 	f.Add([]byte("data: {\"usage\":{\"prompt_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":2}}}\n\ndata: [DONE]\n\n"), true)
 	f.Add([]byte("\n\n\ndata:\ndata: {\"meta_info\":{}}"), false)

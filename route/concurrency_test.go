@@ -245,7 +245,7 @@ func TestSaturation(t *testing.T) {
 	})
 	t.Run("no candidates", func(t *testing.T) {
 		r := mustNew(t, Config{VirtualNodes: 8, QueueWait: time.Hour}, fleet(1))
-		r.SetHealth("vllm-0", HealthEjected)
+		setHealthy(r, "vllm-0", false)
 		if _, err := r.Pick(ctx, Request{Key: 1}); err != ErrNoCandidates {
 			t.Fatalf("err = %v, want ErrNoCandidates", err)
 		}

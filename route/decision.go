@@ -77,6 +77,9 @@ type Request struct {
 type Decision struct {
 	// Backend is the chosen member's name.
 	Backend string
+	// Member is the chosen member itself, as its owner supplied it: the
+	// caller forwards to it even if it has left the set since the pick.
+	Member Target
 	// Home is the key's owner among candidates ignoring load (ring
 	// policies); empty for least-outstanding and random.
 	Home string
@@ -303,8 +306,8 @@ func (r *Router) Pick(ctx context.Context, req Request) (Decision, error) {
 }
 
 func (r *Router) retryAfter() time.Duration {
-	if r.cfg.QueueWait > 0 {
-		return r.cfg.QueueWait
+	if w := r.snap.Load().cfg.QueueWait; w > 0 {
+		return w
 	}
 	return time.Second
 }
@@ -312,16 +315,17 @@ func (r *Router) retryAfter() time.Duration {
 // wait is the slow path: queue until a Done (or a membership or health
 // change) may have freed capacity, then try again.
 func (r *Router) wait(ctx context.Context, req *Request, n int) (Decision, error) {
-	if r.cfg.QueueDepth < 0 || r.cfg.QueueWait < 0 {
+	cfg := r.snap.Load().cfg
+	if cfg.QueueDepth < 0 || cfg.QueueWait < 0 {
 		return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), QueueFull: true, Candidates: n, Model: strings.Clone(req.Model)}
 	}
-	if r.waiters.Add(1) > int64(r.cfg.QueueDepth) {
+	if r.waiters.Add(1) > int64(cfg.QueueDepth) {
 		r.waiters.Add(-1)
 		return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), QueueFull: true, Candidates: n, Model: strings.Clone(req.Model)}
 	}
 	defer r.waiters.Add(-1)
 	start := time.Now()
-	timer := time.NewTimer(r.cfg.QueueWait)
+	timer := time.NewTimer(cfg.QueueWait)
 	defer timer.Stop()
 	for {
 		// Take the wake channel before trying: a Done that frees capacity
@@ -375,8 +379,8 @@ func (r *Router) tryPick(req *Request) (Decision, pickStatus, int) {
 	// is visible to the others, so two picks can never both see room that
 	// only one of them may take (see acquire).
 	total := r.total.Add(1)
-	e := pickEnv{r: r, s: s, n: n, bound: r.bound(total+r.hints.Load(), n)}
-	res := r.dispatch(&e, req)
+	e := pickEnv{r: r, s: s, n: n, bound: s.bound(total+r.hints.Load(), n)}
+	res := dispatch(&e, req)
 	if res.status != picked {
 		r.total.Add(-1)
 		return Decision{}, res.status, n
@@ -388,6 +392,7 @@ func (r *Router) tryPick(req *Request) (Decision, pickStatus, int) {
 	slot.matched, slot.blocks, slot.estimate = res.matched, res.blocks, req.PromptTokens
 	d := Decision{
 		Backend:       m.name,
+		Member:        m.t,
 		Reason:        res.reason,
 		Distance:      res.dist,
 		Load:          int(res.load),

@@ -9,8 +9,12 @@
 // candidate is at its concurrency threshold.
 //
 // It does not compute routing keys (package normalize does), probe health or
-// discover backends (package backends does), or forward requests; callers
-// report health with SetHealth and membership with SetMembers.
+// discover backends (package backends does), or forward requests. Members
+// are Targets their owner supplies (SetTargets): the router reads name,
+// models, health and cache size from the member itself and owns only what
+// routing adds — in-flight counts, load hints and the prefix index — which
+// survive membership changes and Reconfigure. The owner calls Refresh when a
+// member's health changes.
 //
 // The read path is lock-free: the Router holds an immutable snapshot (ring,
 // members, candidate counts) behind an atomic.Pointer that writers replace.

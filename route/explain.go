@@ -78,7 +78,7 @@ func (r *Router) Explain(req Request) Explanation {
 	s := r.snap.Load()
 	n := s.candidates(req.Model)
 	total := r.total.Load() + r.hints.Load() + 1
-	x := Explanation{Policy: r.cfg.Policy, Candidates: n, TotalInFlight: int(total - 1), Bound: int(r.bound(total, n))}
+	x := Explanation{Policy: s.cfg.Policy, Candidates: n, TotalInFlight: int(total - 1), Bound: int(s.bound(total, n))}
 	if req.Blocks != nil {
 		req.Blocks = slices.Clone(req.Blocks) // Explain may run while the caller reuses it
 	}
@@ -86,8 +86,8 @@ func (r *Router) Explain(req Request) Explanation {
 		x.Err = s.noCandidates(req.Model)
 		return x
 	}
-	e := pickEnv{r: r, s: s, n: n, bound: r.bound(total, n), dry: true, ex: &x}
-	res := r.policy.pick(&e, &req)
+	e := pickEnv{r: r, s: s, n: n, bound: s.bound(total, n), dry: true, ex: &x}
+	res := s.policy.pick(&e, &req)
 	if res.home >= 0 && res.status != noCandidates {
 		x.Home = s.members[res.home].name
 	}
@@ -105,8 +105,11 @@ func (r *Router) Explain(req Request) Explanation {
 
 // MemberStatus is one member's routing state.
 type MemberStatus struct {
-	Name     string
-	Health   Health
+	Name string
+	// Member is the member itself, as its owner supplied it.
+	Member Target
+	// Healthy is the member's Healthy at the time of the call.
+	Healthy  bool
 	InFlight int
 	// Share is the fraction of the key space the member owns on the ring
 	// (all members, ignoring health and load).
@@ -125,13 +128,14 @@ type MemberStatus struct {
 // Status reports every current member, in name order.
 func (r *Router) Status() []MemberStatus {
 	s := r.snap.Load()
-	b := r.bound(r.total.Load()+r.hints.Load()+1, s.healthy)
+	b := s.bound(r.total.Load()+r.hints.Load()+1, s.healthy)
 	out := make([]MemberStatus, len(s.members))
 	for i := range s.members {
 		m := &s.members[i]
 		out[i] = MemberStatus{
 			Name:      m.name,
-			Health:    Health(m.st.health.Load()),
+			Member:    m.t,
+			Healthy:   m.t.Healthy(),
 			InFlight:  int(m.st.inflight.Load()),
 			Load:      int(m.st.load()),
 			Share:     s.ring.share[i],

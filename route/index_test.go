@@ -37,7 +37,7 @@ func indexRouter(t testing.TB, cfg Config, ms []Member) *Router {
 	return mustNew(t, cfg, ms)
 }
 
-func idxOf(r *Router) *prefixIndex { return r.policy.(*prefixIndexPolicy).ix }
+func idxOf(r *Router) *prefixIndex { return r.snap.Load().policy.(*prefixIndexPolicy).ix }
 
 func idOf(r *Router, name string) int32 {
 	s := r.snap.Load()

@@ -23,7 +23,7 @@ func (r *Router) PickMember(name string, req Request, bounded bool) (Decision, e
 		return Decision{}, ErrNoCandidates
 	}
 	total := r.total.Add(1)
-	e.bound = r.bound(total+r.hints.Load(), n)
+	e.bound = s.bound(total+r.hints.Load(), n)
 	lim := int64(-1)
 	if bounded {
 		lim = e.limit(idx, true)
@@ -36,8 +36,8 @@ func (r *Router) PickMember(name string, req Request, bounded bool) (Decision, e
 	m := &s.members[idx]
 	slot := slots.Get().(*releaseSlot)
 	slot.st, slot.r = m.st, r
-	d := Decision{Backend: m.name, Reason: ReasonSpill, Load: int(load), rel: release{slot: slot, gen: slot.state.Load() >> flagBits}}
-	if p, ok := r.policy.(*prefixIndexPolicy); ok && len(req.Blocks) > 0 {
+	d := Decision{Backend: m.name, Member: m.t, Reason: ReasonSpill, Load: int(load), rel: release{slot: slot, gen: slot.state.Load() >> flagBits}}
+	if p, ok := s.policy.(*prefixIndexPolicy); ok && len(req.Blocks) > 0 {
 		// The member gets the prompt whatever chose it: index it there.
 		p.ix.learn(m.st.id, req.Blocks)
 	}

@@ -38,7 +38,7 @@ func TestPickMemberChargesTheNamedMember(t *testing.T) {
 	if _, err := r.PickMember("zzz", Request{}, false); !errors.Is(err, ErrNoCandidates) {
 		t.Fatalf("unknown member: err = %v, want ErrNoCandidates", err)
 	}
-	r.SetHealth("a", HealthEjected)
+	setHealthy(r, "a", false)
 	if _, err := r.PickMember("a", Request{}, false); !errors.Is(err, ErrNoCandidates) {
 		t.Fatalf("ejected member: err = %v, want ErrNoCandidates", err)
 	}

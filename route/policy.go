@@ -11,7 +11,6 @@ import (
 // pick must charge the chosen member through pickEnv.take (which honours the
 // explain dry run) and must not retain e or req.
 type policy interface {
-	name() string
 	pick(e *pickEnv, req *Request) result
 }
 
@@ -34,8 +33,8 @@ func Policies() []string {
 // concrete types so escape analysis keeps e and req on the caller's stack;
 // any other policy goes through the interface with heap copies (it works,
 // at the cost of allocations).
-func (r *Router) dispatch(e *pickEnv, req *Request) result {
-	switch p := r.policy.(type) {
+func dispatch(e *pickEnv, req *Request) result {
+	switch p := e.s.policy.(type) {
 	case prefixAware:
 		return p.pick(e, req)
 	case consistentHash:
@@ -51,7 +50,7 @@ func (r *Router) dispatch(e *pickEnv, req *Request) result {
 	*ec = *e
 	rc.Key, rc.SpillKeys, rc.Model = req.Key, slices.Clone(req.SpillKeys), strings.Clone(req.Model)
 	rc.Blocks, rc.PromptTokens = slices.Clone(req.Blocks), req.PromptTokens
-	return r.policy.pick(ec, rc)
+	return e.s.policy.pick(ec, rc)
 }
 
 // pickEnv is one pick's view: the snapshot, the candidate count n and the
@@ -66,11 +65,18 @@ type pickEnv struct {
 	ex    *Explanation
 }
 
+// healthNamer is implemented by targets that name their unhealthy state
+// ("ejected", "draining") for explanations.
+type healthNamer interface{ HealthName() string }
+
 // notCandidate tells why member i is not a candidate, or "" if it is.
 func (e *pickEnv) notCandidate(i int32, model string) string {
 	m := &e.s.members[i]
-	if h := Health(m.st.health.Load()); h != HealthHealthy {
-		return h.String()
+	if !m.t.Healthy() {
+		if hn, ok := m.t.(healthNamer); ok {
+			return hn.HealthName()
+		}
+		return "not healthy"
 	}
 	if !m.serves(model) {
 		return "does not serve model " + strconv.Quote(model)
@@ -80,7 +86,7 @@ func (e *pickEnv) notCandidate(i int32, model string) string {
 
 func (e *pickEnv) candidate(i int32, model string) bool {
 	m := &e.s.members[i]
-	return Health(m.st.health.Load()) == HealthHealthy && m.serves(model)
+	return m.t.Healthy() && m.serves(model)
 }
 
 // limit is the most member i may hold after this pick: its threshold, and

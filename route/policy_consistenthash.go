@@ -10,8 +10,6 @@ func init() {
 // other routers sharing the fleet stay true.
 type consistentHash struct{}
 
-func (consistentHash) name() string { return "consistent-hash" }
-
 func (consistentHash) pick(e *pickEnv, req *Request) result {
 	if len(e.s.ring.vn) == 0 {
 		return result{status: noCandidates}

@@ -9,8 +9,6 @@ func init() {
 // below its threshold. It ignores keys: it is the cache-blind baseline.
 type leastOutstanding struct{}
 
-func (leastOutstanding) name() string { return "least-outstanding" }
-
 func (leastOutstanding) pick(e *pickEnv, req *Request) result {
 	ms := e.s.members
 	rnd := e.r.rand()

@@ -10,8 +10,6 @@ func init() {
 // clockwise with room.
 type prefixAware struct{ chain bool }
 
-func (prefixAware) name() string { return "prefix-aware" }
-
 func (p prefixAware) pick(e *pickEnv, req *Request) result {
 	return p.pickKey(e, req, req.Key)
 }

@@ -66,8 +66,6 @@ type prefixIndexPolicy struct {
 	decode int64
 }
 
-func (*prefixIndexPolicy) name() string { return "prefix-index" }
-
 func (p *prefixIndexPolicy) setMember(id int32, cacheTokens int) {
 	p.ix.mu.Lock()
 	p.ix.setMember(id, cacheTokens/(IndexBlockTokens*indexStride))
@@ -367,11 +365,16 @@ type IndexStats struct {
 // IndexStats reports the prefix index; ok is false when the policy keeps
 // none.
 func (r *Router) IndexStats() (stats IndexStats, ok bool) {
-	p, isIndex := r.policy.(*prefixIndexPolicy)
-	if !isIndex {
-		return IndexStats{}, false
-	}
+	// r.mu orders this against Reconfigure, which moves the count of a
+	// replaced index into r.mispredicted.
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	s := r.snap.Load()
+	p, isIndex := s.policy.(*prefixIndexPolicy)
+	if !isIndex {
+		// Mispredictions of an index replaced by Reconfigure still count.
+		return IndexStats{Mispredictions: r.mispredicted}, false
+	}
 	stats.MemberBytes = make(map[string]int64, len(s.members))
 	stats.MemberEntries = make(map[string]int, len(s.members))
 	p.ix.mu.Lock()
@@ -384,7 +387,7 @@ func (r *Router) IndexStats() (stats IndexStats, ok bool) {
 		_, stats.Bytes = p.ix.memory(-1)
 	}
 	p.ix.mu.Unlock()
-	stats.Mispredictions = p.ix.mispredictions.Load()
+	stats.Mispredictions = r.mispredicted + p.ix.mispredictions.Load()
 	stats.CorrectedBlocks = p.ix.corrections.Load()
 	return stats, true
 }

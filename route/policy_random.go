@@ -8,8 +8,6 @@ func init() {
 // threshold: the cache-blind baseline SageMaker calls RANDOM.
 type randomPolicy struct{}
 
-func (randomPolicy) name() string { return "random" }
-
 func (randomPolicy) pick(e *pickEnv, req *Request) result {
 	ms := e.s.members
 	if len(ms) == 0 {

@@ -120,8 +120,8 @@ func TestEjectedKeysReturn(t *testing.T) {
 	for i, k := range ks {
 		before[i] = r.Home(k)
 	}
-	for _, h := range []Health{HealthEjected, HealthDraining} {
-		r.SetHealth("vllm-2", h)
+	for _, h := range []string{"ejected", "draining"} {
+		setHealthy(r, "vllm-2", false)
 		for i, k := range ks {
 			got, err := r.TryPick(Request{Key: k})
 			if err != nil {
@@ -135,7 +135,7 @@ func TestEjectedKeysReturn(t *testing.T) {
 				t.Fatalf("key %x moved from %s to %s though only vllm-2 is %v", k, before[i], got.Backend, h)
 			}
 		}
-		r.SetHealth("vllm-2", HealthHealthy)
+		setHealthy(r, "vllm-2", true)
 		for i, k := range ks {
 			if got := r.Home(k); got != before[i] {
 				t.Fatalf("after recovery key %x on %s, want %s", k, got, before[i])
@@ -174,11 +174,11 @@ func TestModelCandidates(t *testing.T) {
 					d.Done()
 				}
 			}
-			r.SetHealth("c", HealthEjected)
+			setHealthy(r, "c", false)
 			if d, err := r.TryPick(Request{Key: 1, Model: "llama:lora-sql"}); err != nil || d.Backend != "a" {
 				t.Fatalf("with c ejected: %v, %v; want a", d.Backend, err)
 			}
-			r.SetHealth("a", HealthDraining)
+			setHealthy(r, "a", false)
 			if _, err := r.TryPick(Request{Key: 1, Model: "llama:lora-sql"}); err != ErrNoCandidates {
 				t.Fatalf("no candidate left: err = %v, want ErrNoCandidates", err)
 			}

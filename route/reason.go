@@ -2,32 +2,6 @@ package route
 
 import "fmt"
 
-// Health is a member's routing state, set by SetHealth. The zero value is
-// HealthHealthy.
-type Health int32
-
-const (
-	// HealthHealthy members are candidates.
-	HealthHealthy Health = iota
-	// HealthEjected members failed health checks; they get no new requests
-	// but keep their ring positions, so their keys return when they do.
-	HealthEjected
-	// HealthDraining members finish what they have and get nothing new.
-	HealthDraining
-)
-
-func (h Health) String() string {
-	switch h {
-	case HealthHealthy:
-		return "healthy"
-	case HealthEjected:
-		return "ejected"
-	case HealthDraining:
-		return "draining"
-	}
-	return fmt.Sprintf("health(%d)", int32(h))
-}
-
 // Reason says why a Decision chose its backend.
 type Reason int
 

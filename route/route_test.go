@@ -58,10 +58,9 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-func TestReasonAndHealthStrings(t *testing.T) {
-	got := []string{ReasonAffinity.String(), ReasonSpill.String(), ReasonSpillChain.String(), ReasonLeastOutstanding.String(), ReasonRandom.String(),
-		HealthHealthy.String(), HealthEjected.String(), HealthDraining.String()}
-	want := []string{"affinity", "spill", "spill-chain", "least-outstanding", "random", "healthy", "ejected", "draining"}
+func TestReasonStrings(t *testing.T) {
+	got := []string{ReasonAffinity.String(), ReasonSpill.String(), ReasonSpillChain.String(), ReasonLeastOutstanding.String(), ReasonRandom.String()}
+	want := []string{"affinity", "spill", "spill-chain", "least-outstanding", "random"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Error(diff)
 	}

@@ -10,7 +10,31 @@ import (
 	"time"
 )
 
-// Member is one backend replica as configured.
+// Target is what the router needs of a member, supplied by whoever owns
+// the member (the backend pool): the router reads these facts from the
+// member itself and keeps no copy of them, so they have one owner. Name and
+// Models must not change while the member is in the set (the owner hands
+// over a new set when they do); Healthy may change at any time, and the
+// owner calls Refresh after it does so that candidate counts follow.
+type Target interface {
+	// ID is the member's name: unique, stable, it seeds its ring positions.
+	ID() string
+	// Models lists the models and LoRA adapters it serves; empty serves all.
+	Models() []string
+	// Healthy reports whether it takes new requests (not ejected, not
+	// draining). Members that are not healthy keep their ring positions.
+	Healthy() bool
+	// CacheTokens is its prefix-cache capacity in tokens as its engine
+	// states it; 0 when unknown (Config.DefaultCacheTokens).
+	CacheTokens() int
+}
+
+// thresholder is implemented by targets with a concurrency threshold of
+// their own (1..MaxThreshold; 0 means Config.DefaultThreshold).
+type thresholder interface{ Threshold() int }
+
+// Member is a static member: a Target that is always healthy, for callers
+// with no health to report (simulators, tests, a fixed fleet).
 type Member struct {
 	// Name identifies the member and seeds its ring positions; unique.
 	Name string
@@ -26,8 +50,17 @@ type Member struct {
 	CacheTokens int
 }
 
-// memberState is what outlives snapshots: a member keeps its counter and
-// health across SetMembers, and a Decision keeps the state it charged even
+// staticMember is a Member as a Target.
+type staticMember struct{ m Member }
+
+func (s *staticMember) ID() string       { return s.m.Name }
+func (s *staticMember) Models() []string { return s.m.Models }
+func (s *staticMember) Healthy() bool    { return true }
+func (s *staticMember) CacheTokens() int { return s.m.CacheTokens }
+func (s *staticMember) Threshold() int   { return s.m.Threshold }
+
+// memberState is what outlives snapshots: a member keeps its counters
+// across SetTargets and Reconfigure, and a Decision keeps the state it charged even
 // after the member is removed, so its Done still releases the right counter.
 type memberState struct {
 	inflight atomic.Int64
@@ -39,9 +72,8 @@ type memberState struct {
 	// prefill is the prompt tokens charged to the member by prefix-index
 	// picks whose first byte has not come back yet: queued prefill work.
 	prefill atomic.Int64
-	health  atomic.Int32
 	// id is the member's stable small number (index bitsets, Decision
-	// slots); it lasts as long as the state, across SetMembers.
+	// slots); it lasts as long as the state, across SetTargets.
 	id int32
 	_  [32]byte // keep hot counters of different members off one cache line
 }
@@ -52,6 +84,7 @@ func (st *memberState) load() int64 { return st.inflight.Load() + st.hint.Load()
 
 // memberView is a member as one snapshot sees it.
 type memberView struct {
+	t         Target
 	name      string
 	models    []string
 	threshold int64
@@ -70,9 +103,12 @@ func (m *memberView) serves(model string) bool {
 	return false
 }
 
-// snapshot is immutable once published. SetHealth publishes a copy that
-// shares the ring and members and carries new candidate counts.
+// snapshot is immutable once published. Refresh publishes a copy that
+// shares the ring and members and carries new candidate counts; Reconfigure
+// one with new settings and a new policy over the same members.
 type snapshot struct {
+	cfg     *Config
+	policy  policy
 	ring    *ring
 	members []memberView // sorted by name; ring owner indices point here
 	byName  map[string]int32
@@ -94,7 +130,7 @@ func (s *snapshot) recount() {
 	s.byModel = make(map[string]int)
 	for i := range s.members {
 		m := &s.members[i]
-		if Health(m.st.health.Load()) != HealthHealthy {
+		if !m.t.Healthy() {
 			continue
 		}
 		s.healthy++
@@ -110,9 +146,6 @@ func (s *snapshot) recount() {
 // Router picks backends for requests. It is safe for concurrent use; picks
 // never block on writers.
 type Router struct {
-	cfg    Config
-	policy policy
-
 	snap atomic.Pointer[snapshot]
 	_    [56]byte
 	// total counts requests in flight on all members, including members since
@@ -128,10 +161,13 @@ type Router struct {
 	waiters atomic.Int64
 	wake    atomic.Pointer[chan struct{}]
 
-	mu      sync.Mutex // serializes writers (SetMembers, SetHealth)
+	mu      sync.Mutex // serializes writers (SetTargets, Refresh, Reconfigure)
 	states  map[string]*memberState
 	freeIDs []int32 // ids of forgotten states, reused lowest first
 	nextID  int32
+	// mispredicted sums the index mispredictions of policies replaced by
+	// Reconfigure, so that IndexStats never goes back.
+	mispredicted uint64
 }
 
 // indexed is implemented by policies that keep per-member state keyed by
@@ -155,15 +191,18 @@ func (r *Router) newID() int32 {
 // New returns a Router for members under cfg, or an error naming the invalid
 // Config or Member field.
 func New(cfg Config, members []Member) (*Router, error) {
+	return NewTargets(cfg, staticTargets(members))
+}
+
+// NewTargets returns a Router over members supplied by their owner, or an
+// error naming the invalid Config or member field.
+func NewTargets(cfg Config, members []Target) (*Router, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	r := &Router{
-		cfg:    cfg,
-		policy: policies[cfg.Policy](cfg),
-		states: make(map[string]*memberState),
-	}
+	r := &Router{states: make(map[string]*memberState)}
+	r.snap.Store(&snapshot{cfg: &cfg, policy: policies[cfg.Policy](cfg), ring: buildRing(nil, cfg.VirtualNodes), byName: map[string]int32{}, byModel: map[string]int{}})
 	seed := cfg.Seed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -171,43 +210,89 @@ func New(cfg Config, members []Member) (*Router, error) {
 	r.rng.Store(seed)
 	ch := make(chan struct{})
 	r.wake.Store(&ch)
-	if err := r.SetMembers(members); err != nil {
+	if err := r.SetTargets(members); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// Config returns the configuration in force, defaults filled in.
-func (r *Router) Config() Config { return r.cfg }
+func staticTargets(members []Member) []Target {
+	ts := make([]Target, len(members))
+	for i := range members {
+		ts[i] = &staticMember{m: members[i]}
+	}
+	return ts
+}
 
-// SetMembers replaces the member set. Members that stay keep their in-flight
-// counts and health; new members start healthy. Requests in flight on a
-// removed member are still released by their Done. Only the keys of added or
-// removed members move.
-func (r *Router) SetMembers(members []Member) error {
+// Config returns the configuration in force, defaults filled in.
+func (r *Router) Config() Config { return *r.snap.Load().cfg }
+
+// Reconfigure changes the settings in place: members, their in-flight
+// counts and load hints stay, requests in flight are released against the
+// same counters, and picks from now on use cfg. A change of policy (or of
+// any setting, for prefix-index) starts a fresh policy state. An invalid cfg
+// is an error naming the field, and nothing changes.
+func (r *Router) Reconfigure(cfg Config) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.snap.Load()
+	if cfg == *old.cfg {
+		return nil
+	}
+	if p, ok := old.policy.(*prefixIndexPolicy); ok {
+		r.mispredicted += p.ix.mispredictions.Load()
+	}
+	targets := make([]Target, len(old.members))
+	for i := range old.members {
+		targets[i] = old.members[i].t
+	}
+	return r.publish(&cfg, policies[cfg.Policy](cfg), targets)
+}
+
+// SetMembers replaces the member set with static members (see SetTargets).
+func (r *Router) SetMembers(members []Member) error { return r.SetTargets(staticTargets(members)) }
+
+// SetTargets replaces the member set. Members that stay (by ID) keep their
+// in-flight counts. Requests in flight on a removed member are still
+// released by their Done. Only the keys of added or removed members move.
+func (r *Router) SetTargets(members []Target) error {
 	// Writers hold the lock throughout so that concurrent calls publish in
 	// the order they validated; picks never take it.
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	old := r.snap.Load()
+	return r.publish(old.cfg, old.policy, members)
+}
+
+// publish builds and publishes a snapshot of members under cfg and pol
+// (r.mu held).
+func (r *Router) publish(cfg *Config, pol policy, members []Target) error {
 	views := make([]memberView, len(members))
 	caches := make(map[string]int, len(members))
-	for i, m := range members {
-		if m.Name == "" {
+	for i, t := range members {
+		name, th, cache := t.ID(), 0, t.CacheTokens()
+		if name == "" {
 			return fmt.Errorf("route: member %d: Name is empty", i)
 		}
-		if m.Threshold < 0 || m.Threshold > MaxThreshold {
-			return fmt.Errorf("route: member %q: Threshold %d out of range 1..%d (0 = default)", m.Name, m.Threshold, MaxThreshold)
+		if tt, ok := t.(thresholder); ok {
+			th = tt.Threshold()
 		}
-		if m.CacheTokens < 0 {
-			return fmt.Errorf("route: member %q: CacheTokens %d is negative (0 = unknown)", m.Name, m.CacheTokens)
+		if th < 0 || th > MaxThreshold {
+			return fmt.Errorf("route: member %q: Threshold %d out of range 1..%d (0 = default)", name, th, MaxThreshold)
+		}
+		if cache < 0 {
+			return fmt.Errorf("route: member %q: CacheTokens %d is negative (0 = unknown)", name, cache)
 		}
 		// An engine may state more than the index will size for.
-		caches[m.Name] = min(m.CacheTokens, MaxCacheTokens)
-		th := m.Threshold
+		caches[name] = min(cache, MaxCacheTokens)
 		if th == 0 {
-			th = r.cfg.DefaultThreshold
+			th = cfg.DefaultThreshold
 		}
-		views[i] = memberView{name: m.Name, models: slices.Clone(m.Models), threshold: int64(th)}
+		views[i] = memberView{t: t, name: name, models: slices.Clone(t.Models()), threshold: int64(th)}
 	}
 	slices.SortFunc(views, func(a, b memberView) int { return cmp.Compare(a.name, b.name) })
 	names := make([]string, len(views))
@@ -217,7 +302,7 @@ func (r *Router) SetMembers(members []Member) error {
 		}
 		names[i] = views[i].name
 	}
-	rg := buildRing(names, r.cfg.VirtualNodes)
+	rg := buildRing(names, cfg.VirtualNodes)
 	byName := make(map[string]int32, len(views))
 	for i := range views {
 		st := r.states[views[i].name]
@@ -227,10 +312,10 @@ func (r *Router) SetMembers(members []Member) error {
 		}
 		views[i].st = st
 		byName[views[i].name] = int32(i)
-		if ix, ok := r.policy.(indexed); ok {
+		if ix, ok := pol.(indexed); ok {
 			c := caches[views[i].name]
 			if c == 0 {
-				c = r.cfg.DefaultCacheTokens
+				c = cfg.DefaultCacheTokens
 			}
 			ix.setMember(st.id, c)
 		}
@@ -245,30 +330,28 @@ func (r *Router) SetMembers(members []Member) error {
 		r.hints.Add(-st.hint.Swap(0))
 		if st.inflight.Load() == 0 {
 			delete(r.states, name)
-			if ix, ok := r.policy.(indexed); ok {
+			if ix, ok := pol.(indexed); ok {
 				ix.dropMember(st.id)
 			}
 			r.freeIDs = append(r.freeIDs, st.id)
 		}
 	}
-	s := &snapshot{ring: rg, members: views, byName: byName}
+	s := &snapshot{cfg: cfg, policy: pol, ring: rg, members: views, byName: byName}
 	s.recount()
 	r.snap.Store(s)
 	r.wakeWaiters()
 	return nil
 }
 
-// SetHealth sets a member's health. Unknown names are ignored. Ejected and
-// draining members keep their ring positions; walks pass over them.
-func (r *Router) SetHealth(name string, h Health) {
+// Refresh recounts the candidates after a member's Healthy changed. Picks
+// read Healthy live, so a pick never lands on an unhealthy member; Refresh
+// keeps the bound's candidate count and the no-candidate answer exact, and
+// wakes queued picks when a member returns.
+func (r *Router) Refresh() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := r.states[name]
-	if st == nil || Health(st.health.Swap(int32(h))) == h {
-		return
-	}
 	old := r.snap.Load()
-	s := &snapshot{ring: old.ring, members: old.members, byName: old.byName}
+	s := &snapshot{cfg: old.cfg, policy: old.policy, ring: old.ring, members: old.members, byName: old.byName}
 	s.recount()
 	r.snap.Store(s)
 	r.wakeWaiters()
@@ -309,13 +392,13 @@ func (r *Router) SetLoadHint(name string, load int) {
 // bound is ceil(c·total/n), or ceil(total/n)+Slack if larger: the most
 // requests one candidate may hold once this request (already counted in
 // total) is placed.
-func (r *Router) bound(total int64, n int) int64 {
+func (s *snapshot) bound(total int64, n int) int64 {
 	if n <= 0 {
 		return 0
 	}
-	b := int64(math.Ceil(r.cfg.LoadFactor * float64(total) / float64(n)))
-	if r.cfg.Slack > 0 {
-		b = max(b, (total+int64(n)-1)/int64(n)+int64(r.cfg.Slack))
+	b := int64(math.Ceil(s.cfg.LoadFactor * float64(total) / float64(n)))
+	if s.cfg.Slack > 0 {
+		b = max(b, (total+int64(n)-1)/int64(n)+int64(s.cfg.Slack))
 	}
 	return b
 }

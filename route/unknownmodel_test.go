@@ -30,10 +30,10 @@ func TestUnknownModel(t *testing.T) {
 				}
 			}
 			check("gpt-4o", ErrUnknownModel)
-			r.SetHealth("a", HealthEjected)
+			setHealthy(r, "a", false)
 			check("llama", ErrNoCandidates)
 			check("gpt-4o", ErrUnknownModel)
-			r.SetHealth("b", HealthDraining)
+			setHealthy(r, "b", false)
 			check("mistral", ErrNoCandidates)
 			check("gpt-4o", ErrUnknownModel)
 			if errors.Is(ErrUnknownModel, ErrNoCandidates) || errors.Is(ErrNoCandidates, ErrUnknownModel) {
@@ -43,7 +43,7 @@ func TestUnknownModel(t *testing.T) {
 	}
 	// A member with no model list serves every model: nothing is unknown.
 	r := mustNew(t, Config{VirtualNodes: 64}, append(ms, Member{Name: "c"}))
-	r.SetHealth("c", HealthEjected)
+	setHealthy(r, "c", false)
 	if _, err := r.TryPick(Request{Key: 7, Model: "gpt-4o"}); err != ErrNoCandidates {
 		t.Fatalf("with a serve-all member ejected: err = %v, want ErrNoCandidates", err)
 	}

@@ -64,24 +64,6 @@ func AppendTokens(dst []Token, text string) []Token {
 	return dst
 }
 
-// CountTokens returns len(Tokenize(text)) without allocating.
-func CountTokens(text string) int {
-	// Tokenizing into a small reused buffer keeps this simple and exact.
-	var buf [64]Token
-	total := 0
-	i := 0
-	for i < len(text) {
-		j := min(i+512, len(text))
-		// Never split inside a word or special token: extend to a space.
-		for j < len(text) && text[j] != ' ' && text[j] != '\n' {
-			j++
-		}
-		total += len(AppendTokens(buf[:0], text[i:j]))
-		i = j
-	}
-	return total
-}
-
 func specialEnd(text string, i int) int {
 	lim := min(len(text), i+64)
 	for j := i + 2; j+1 < lim; j++ {

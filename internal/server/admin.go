@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/prefixgate/prefixgate/backends"
 	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
@@ -70,13 +71,13 @@ func (ns normalizeService) Normalize(ctx context.Context, req *connect.Request[p
 // adminService implements prefixgate.v1.AdminService.
 type adminService struct{ s *Server }
 
-func healthProto(h route.Health) pb.Health {
+func healthProto(h backends.State) pb.Health {
 	switch h {
-	case route.HealthHealthy:
+	case backends.StateHealthy:
 		return pb.Health_HEALTH_HEALTHY
-	case route.HealthEjected:
+	case backends.StateEjected:
 		return pb.Health_HEALTH_EJECTED
-	case route.HealthDraining:
+	case backends.StateDraining:
 		return pb.Health_HEALTH_DRAINING
 	}
 	return pb.Health_HEALTH_UNSPECIFIED
@@ -89,15 +90,13 @@ func (as adminService) ListBackends(ctx context.Context, req *connect.Request[pb
 	for _, st := range s.rt().Status() {
 		b := &pb.Backend{
 			Name:                 st.Name,
-			Health:               healthProto(st.Health),
+			Health:               healthProto(st.Member.(*backends.Backend).State()),
 			InFlight:             int32(st.InFlight),
 			Share:                st.Share,
 			Models:               st.Models,
 			ConcurrencyThreshold: int32(st.Threshold),
 		}
-		if pooled, ok := s.pool.Get(st.Name); ok {
-			b.Address = pooled.URL.String()
-		}
+		b.Address = st.Member.(*backends.Backend).URL.String()
 		out.Backends = append(out.Backends, b)
 	}
 	return connect.NewResponse(out), nil
@@ -163,8 +162,8 @@ func skippedForModel(members []route.MemberStatus, model string) []route.Skip {
 		switch {
 		case model != "" && len(m.Models) > 0 && !slices.Contains(m.Models, model):
 			why = "does not serve model " + quoteModel(model)
-		case m.Health != route.HealthHealthy:
-			why = m.Health.String()
+		case !m.Healthy:
+			why = m.Member.(*backends.Backend).State().String()
 		default:
 			continue
 		}

@@ -14,65 +14,22 @@ import (
 // An operator drains through the configuration (drain, applied at start and
 // on every reload) or through the admin listener (AdminHandler); the admin
 // drain lasts until an admin undrain or a configuration that lists the
-// backend and then stops listing it.
+// backend and then stops listing it. Either way the pool's backend state
+// changes, and the router, readiness and metrics read it from there.
 
-// applyDrain makes names the configuration's drained set: backends newly
-// listed are drained, backends no longer listed are undrained. A name not
-// in the pool yet is drained when discovery brings it (followMembership).
+// applyDrain hands the configuration's drained set to the pool, which owns
+// drain as it owns every backend state (backends.Pool.SetDrained).
 func (s *Server) applyDrain(names []string) {
-	s.drainMu.Lock()
-	defer s.drainMu.Unlock()
-	next := make(map[string]bool, len(names))
-	for _, name := range names {
-		next[name] = true
-		if s.drained[name] {
-			continue
-		}
-		if s.pool.Drain(name) {
-			s.log.Info("backend drained by configuration", "backend", name)
-		} else {
-			s.log.Warn("drain: no such backend yet; it is drained when it appears", "backend", name)
-		}
+	for _, name := range s.pool.SetDrained(names) {
+		s.log.Warn("drain: no such backend yet; it is drained when it appears", "backend", name)
 	}
-	for name := range s.drained {
-		if !next[name] && s.pool.Undrain(name) {
-			s.log.Info("backend undrained by configuration", "backend", name)
-		}
-	}
-	s.drained = next
-}
-
-// followMembership keeps per-backend state in step with the pool's list:
-// every backend has a health series from the moment it appears and none
-// after it leaves, and a backend the configuration drains is drained when
-// it first appears.
-func (s *Server) followMembership(bs []*backends.Backend) {
-	s.drainMu.Lock()
-	defer s.drainMu.Unlock()
-	now := make(map[string]bool, len(bs))
-	for _, b := range bs {
-		now[b.Name] = true
-		if s.seen[b.Name] {
-			continue
-		}
-		if s.drained[b.Name] {
-			s.pool.Drain(b.Name)
-		}
-		s.metrics.setHealthy(b.Name, b.State())
-	}
-	for name := range s.seen {
-		if !now[name] {
-			s.metrics.backendHealthy.DeleteLabelValues(name)
-		}
-	}
-	s.seen = now
-	s.updateReadiness()
 }
 
 // AdminHandler serves the operator's endpoints, meant for a listener of
 // their own (serve's admin.listen), never the public one:
 //
-//	GET  /admin/backends                 every backend: name, address, state, in flight
+//	GET  /admin/backends                 every backend: name, address, state, in flight;
+//	                                     the last discovery error, if any
 //	POST /admin/backends/{name}/drain    no new requests; those in flight finish
 //	POST /admin/backends/{name}/undrain  back to the state its probes say
 //
@@ -81,10 +38,16 @@ func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /admin/backends", func(w http.ResponseWriter, r *http.Request) {
 		out := []adminBackend{}
+		inflight := s.inFlightByName()
 		for _, b := range s.pool.Backends() {
-			out = append(out, adminBackendOf(b))
+			out = append(out, adminBackendOf(b, inflight))
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"backends": out})
+		body := map[string]any{"backends": out}
+		if err := s.pool.DiscoveryError(); err != nil {
+			// The pool keeps its last good list; say why it is not newer.
+			body["discovery_error"] = err.Error()
+		}
+		writeJSON(w, http.StatusOK, body)
 	})
 	set := func(drain bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -102,7 +65,7 @@ func (s *Server) AdminHandler() http.Handler {
 			}
 			s.log.Info("backend drain set by admin", "backend", name, "drain", drain)
 			b, _ := s.pool.Get(name)
-			writeJSON(w, http.StatusOK, adminBackendOf(b))
+			writeJSON(w, http.StatusOK, adminBackendOf(b, s.inFlightByName()))
 		}
 	}
 	mux.HandleFunc("POST /admin/backends/{name}/drain", set(true))
@@ -123,10 +86,20 @@ type adminBackend struct {
 	Models   []string `json:"models"`
 }
 
-func adminBackendOf(b *backends.Backend) adminBackend {
+func adminBackendOf(b *backends.Backend, inflight map[string]int) adminBackend {
 	models := slices.Clone(b.Models())
 	if models == nil {
 		models = []string{}
 	}
-	return adminBackend{Name: b.Name, Address: b.URL.String(), State: b.State().String(), InFlight: b.InFlight(), Models: models}
+	return adminBackend{Name: b.Name, Address: b.URL.String(), State: b.State().String(), InFlight: int64(inflight[b.Name]), Models: models}
+}
+
+// inFlightByName is the router's in-flight count per member: the one count
+// there is (the router's, released by each request's Decision).
+func (s *Server) inFlightByName() map[string]int {
+	out := map[string]int{}
+	for _, st := range s.rt().Status() {
+		out[st.Name] = st.InFlight
+	}
+	return out
 }

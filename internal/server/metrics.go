@@ -2,8 +2,6 @@ package server
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
@@ -18,8 +16,6 @@ type metrics struct {
 	queueSeconds     prometheus.Histogram
 	spills           prometheus.Counter
 	retries          *prometheus.CounterVec
-	inFlight         *prometheus.GaugeVec
-	backendHealthy   *prometheus.GaugeVec
 	// promptTokens and cachedPromptTokens count the answers' reported
 	// usage (usage.go).
 	promptTokens       *prometheus.CounterVec
@@ -60,12 +56,6 @@ func newMetrics() *metrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prefixgate_retries_total", Help: "Requests retried on another backend because this one sent nothing back.",
 		}, []string{"backend"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "prefixgate_backend_in_flight", Help: "Requests in flight per backend, as the router counts them.",
-		}, []string{"backend"}),
-		backendHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "prefixgate_backend_healthy", Help: "1 when the backend is in the candidate set.",
-		}, []string{"backend"}),
 		promptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prefixgate_prompt_tokens_total",
 			Help: "Prompt tokens of answers that reported both prompt and cached tokens, by backend.",
@@ -80,25 +70,23 @@ func newMetrics() *metrics {
 		}, []string{"backend", "engine"}),
 	}
 	m.registry.MustRegister(m.requests, m.decisionSeconds, m.normalizeSeconds, m.normalizeErrors,
-		m.firstByteSeconds, m.queueSeconds, m.spills, m.retries, m.inFlight, m.backendHealthy,
+		m.firstByteSeconds, m.queueSeconds, m.spills, m.retries,
 		m.promptTokens, m.cachedPromptTokens, m.backendCacheTokens,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-// registerIndex adds the prefix index's series; they read the router in
-// force at scrape time and are 0 for policies without an index.
-func (m *metrics) registerIndex(s *Server) {
-	m.registry.MustRegister(
+// registerRouter adds the series read from the router at scrape time:
+// in-flight counts and health per backend, and the prefix index's (0 for
+// policies without one).
+func (m *metrics) registerRouter(s *Server) {
+	m.registry.MustRegister(fleetCollector{s},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "prefixgate_route_index_mispredictions_total",
 			Help: "Responses whose reported cached prompt tokens fell short of what the prefix index predicted.",
 		}, func() float64 {
-			n := s.mispredictionsBefore.Load()
-			if st, ok := s.rt().IndexStats(); ok {
-				n += st.Mispredictions
-			}
-			return float64(n)
+			st, _ := s.rt().IndexStats()
+			return float64(st.Mispredictions)
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "prefixgate_route_index_bytes",
@@ -110,11 +98,30 @@ func (m *metrics) registerIndex(s *Server) {
 	)
 }
 
-// setHealthy sets a backend's prefixgate_backend_healthy series.
-func (m *metrics) setHealthy(name string, st backends.State) {
-	v := 0.0
-	if st == backends.StateHealthy {
-		v = 1
+var (
+	inFlightDesc = prometheus.NewDesc("prefixgate_backend_in_flight",
+		"Requests in flight per backend, as the router counts them.", []string{"backend"}, nil)
+	healthyDesc = prometheus.NewDesc("prefixgate_backend_healthy",
+		"1 when the backend is in the candidate set.", []string{"backend"}, nil)
+)
+
+// fleetCollector reads each member's in-flight count and health from the
+// router at scrape time: a series per current backend, never staler than
+// the scrape.
+type fleetCollector struct{ s *Server }
+
+func (c fleetCollector) Describe(ch chan<- *prometheus.Desc) { ch <- inFlightDesc; ch <- healthyDesc }
+
+func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.s.router == nil {
+		return
 	}
-	m.backendHealthy.WithLabelValues(name).Set(v)
+	for _, st := range c.s.rt().Status() {
+		healthy := 0.0
+		if st.Healthy {
+			healthy = 1
+		}
+		ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(st.InFlight), st.Name)
+		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, healthy, st.Name)
+	}
 }

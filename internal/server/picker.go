@@ -95,8 +95,7 @@ func (s *Server) MaxBodyBytes() int64 { return s.cfg.MaxBodyBytes }
 // key is then prefixgate's, not the backend's, and is not forwarded).
 func (s *Server) TenantsEnabled() bool { return len(s.cfg.Tenants) > 0 }
 
-// Router is the current router; Reload may swap it, so callers release a
-// decision against the router it came from (Decision.Done does).
+// Router is the server's router; Reload changes it in place.
 func (s *Server) Router() *route.Router { return s.rt() }
 
 // RequestTimeout is the configured end-to-end limit per request, which also
@@ -109,7 +108,6 @@ func (s *Server) RequestTimeout() time.Duration { return s.cfg.RequestTimeout }
 func (s *Server) RunBackground(ctx context.Context) {
 	s.pool.ProbeAll(ctx)
 	go s.pool.Run(ctx)
-	go s.publishInFlight(ctx)
 }
 
 // Gatherer is the server's Prometheus registry (pool, router and normalizer

@@ -138,12 +138,9 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 		if d.Queued > 0 {
 			s.metrics.queueSeconds.Observe(d.Queued.Seconds())
 		}
-		b, ok := s.pool.Get(d.Backend)
-		if !ok {
-			lastErr = fmt.Errorf("backend %s left the pool", d.Backend)
-			d.DoneWith(failedOutcome(lastErr))
-			continue
-		}
+		// The pick carries the backend itself: one removed since still
+		// gets the request, as it would have a moment earlier.
+		b := d.Member.(*backends.Backend)
 		sent := time.Now()
 		resp, err := s.pool.Forward(ctx, b, http.MethodPost, path, p.body, hdr)
 		if err != nil {
@@ -225,7 +222,7 @@ type exchange struct {
 	d    *route.Decision
 	info normalize.RouteInfo
 	s    *Server
-	b    *backends.Backend // nil if it left the pool meanwhile
+	b    *backends.Backend
 	// usage is what the answer reported (usage.go); err is why relaying
 	// it failed, if it did. close hands both to the router.
 	usage backends.Usage
@@ -254,8 +251,7 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 	}
 	span.SetAttributes(attribute.String("prefixgate.backend", d.Backend), attribute.String("prefixgate.decision", d.Reason.String()))
 	setRoutingHeaders(out, d, p.info)
-	b, _ := s.pool.Get(d.Backend)
-	return &exchange{resp: resp, d: d, info: p.info, s: s, b: b, usage: backends.UnknownUsage}, nil
+	return &exchange{resp: resp, d: d, info: p.info, s: s, b: d.Member.(*backends.Backend), usage: backends.UnknownUsage}, nil
 }
 
 // close releases the backend's body and the in-flight slot, handing the

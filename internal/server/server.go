@@ -24,10 +24,13 @@ import (
 
 // Server is the router: one http.Handler for every protocol it speaks.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	pool    *backends.Pool
-	router  atomic.Pointer[route.Router]
+	cfg  Config
+	log  *slog.Logger
+	pool *backends.Pool
+	// router picks over the pool's backends; it is built once and changed
+	// in place (SetTargets, Reconfigure), so in-flight counts survive
+	// reloads.
+	router  *route.Router
 	metrics *metrics
 	health  *grpchealth.StaticChecker
 	tracing tracing
@@ -37,23 +40,13 @@ type Server struct {
 	// readyMu serializes updateReadiness, so that the last health change
 	// decides what the health service says.
 	readyMu sync.Mutex
-	// drainMu guards drained (the backends the configuration drains) and
-	// seen (the backends that have a health series).
-	drainMu sync.Mutex
-	drained map[string]bool
-	seen    map[string]bool
 
-	// reloadMu serializes Reload; routing is the routing part of the
-	// configuration last applied, as given (before route's defaults).
+	// reloadMu serializes Reload.
 	reloadMu sync.Mutex
-	routing  route.Config
 
 	// engines is the engine label last published per backend (usage.go).
 	enginesMu sync.Mutex
 	engines   map[string]string
-	// mispredictionsBefore counts the prefix index's mispredictions of
-	// routers replaced by Reload, so the counter never goes back.
-	mispredictionsBefore atomic.Uint64
 }
 
 // New builds a server from cfg (after Defaults and Validate).
@@ -65,9 +58,8 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, metrics: newMetrics(), routing: routerConfig(cfg),
-		drained: map[string]bool{}, seen: map[string]bool{}}
-	s.metrics.registerIndex(s)
+	s := &Server{cfg: cfg, log: log, metrics: newMetrics()}
+	s.metrics.registerRouter(s)
 	tr, err := newTracing(cfg.TraceEndpoint)
 	if err != nil {
 		return nil, err
@@ -78,80 +70,76 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		IdleTimeout:   cfg.IdleTimeout,
 		OnState:       s.onState,
 		OnMembership:  s.onMembership,
+		OnScrape:      s.onScrape,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.pool = pool
-	members := s.members()
-	router, err := route.New(routerConfig(cfg), members)
+	router, err := route.NewTargets(routerConfig(cfg), targets(pool.Backends()))
 	if err != nil {
 		return nil, err
 	}
-	s.router.Store(router)
+	s.router = router
 	s.handler = s.observe(s.cors(s.authenticate(s.routes())))
 	s.ready.Store(true)
-	// Every backend has a health series from the start, not only after
-	// its first change.
-	s.followMembership(pool.Backends())
 	s.applyDrain(cfg.Drain)
 	s.updateReadiness()
 	return s, nil
 }
 
-func (s *Server) members() []route.Member {
-	bs := s.pool.Backends()
-	out := make([]route.Member, 0, len(bs))
-	for _, b := range bs {
-		out = append(out, route.Member{Name: b.Name, Models: b.Models(), CacheTokens: b.CacheTokens()})
+// targets is the pool's backends as the router's members: the router
+// reads name, models, health and cache size from the backends themselves.
+func targets(bs []*backends.Backend) []route.Target {
+	ts := make([]route.Target, len(bs))
+	for i, b := range bs {
+		ts[i] = b
 	}
-	return out
+	return ts
 }
 
-// routeHealth maps a pool state to the router's: ejected and draining
-// backends leave the candidate set but stay on the ring, so their keys come
-// home when they return.
-func routeHealth(st backends.State) route.Health {
-	switch st {
-	case backends.StateEjected:
-		return route.HealthEjected
-	case backends.StateDraining:
-		return route.HealthDraining
-	}
-	return route.HealthHealthy
-}
-
-// onState follows a backend's health into the router and metrics.
-func (s *Server) onState(name string, st backends.State) {
-	s.log.Info("backend state changed", "backend", name, "state", st.String())
-	s.metrics.setHealthy(name, st)
-	if r := s.router.Load(); r != nil {
-		r.SetHealth(name, routeHealth(st))
+// onState follows a backend's health change: the router recounts its
+// candidates (it reads health from the backend) and readiness follows. The
+// pool calls it without the backend's lock.
+func (s *Server) onState(b *backends.Backend, st backends.State) {
+	s.log.Info("backend state changed", "backend", b.Name, "state", st.String())
+	if s.router != nil {
+		s.router.Refresh()
 	}
 	s.updateReadiness()
 }
 
-// onMembership follows discovery (DNS, SRV, watched files) and model lists
-// into the router's ring.
+// onMembership hands the pool's new backend list (discovery, SetBackends,
+// model lists, cache sizes) to the router.
 func (s *Server) onMembership(bs []*backends.Backend) {
-	r := s.router.Load()
-	if r == nil {
-		return // New builds the router from s.members() after NewPool.
+	if s.router == nil {
+		return // New builds the router from the pool's list after NewPool.
 	}
-	ms := make([]route.Member, 0, len(bs))
-	for _, b := range bs {
-		ms = append(ms, route.Member{Name: b.Name, Models: b.Models(), CacheTokens: b.CacheTokens()})
-	}
-	if err := r.SetMembers(ms); err != nil {
+	if err := s.router.SetTargets(targets(bs)); err != nil {
 		s.log.Error("backend membership", "err", err)
 		return
 	}
-	for _, b := range bs {
-		if st := b.State(); st != backends.StateHealthy {
-			r.SetHealth(b.Name, routeHealth(st))
+	s.updateReadiness()
+}
+
+// onScrape follows a round of load scrapes: each backend's engine label,
+// and its scraped load (vLLM's running + waiting requests) as the router's
+// hint, so that several routers in front of one fleet bound the fleet's
+// load rather than each its own share. A stale or unknown signal clears
+// the hint.
+func (s *Server) onScrape() {
+	if s.router == nil {
+		return
+	}
+	for _, b := range s.pool.Backends() {
+		s.publishEngine(b)
+		l := b.Load()
+		if l.Known && l.Err == nil && time.Since(l.ScrapedAt) <= loadHintMaxAge {
+			s.router.SetLoadHint(b.Name, int(math.Round(l.Running+l.Waiting)))
+		} else {
+			s.router.SetLoadHint(b.Name, -1)
 		}
 	}
-	s.followMembership(bs)
 }
 
 func (s *Server) routes() http.Handler {
@@ -232,8 +220,8 @@ func (s *Server) updateReadiness() {
 	}
 }
 
-// rt is the current router; Reload may swap it.
-func (s *Server) rt() *route.Router { return s.router.Load() }
+// rt is the router.
+func (s *Server) rt() *route.Router { return s.router }
 
 // routerConfig is the router's part of cfg.
 func routerConfig(cfg Config) route.Config {
@@ -249,12 +237,11 @@ func routerConfig(cfg Config) route.Config {
 }
 
 // Reload applies a new configuration without dropping requests: backends
-// are added and removed in place (those that stay keep their in-flight
-// counts and health), and a change of routing policy or bounds swaps in a
-// new router. Requests in flight finish on the backend they were sent to;
-// after a router swap their slots are released against the old router, so
-// the new one briefly under-counts them (it starts from zero in flight).
-// Listen address, limits and tenants apply at restart only.
+// are added and removed in place (those that stay keep their state), and
+// the routing settings change in place (route.Router.Reconfigure), so the
+// in-flight counts of requests picked before the reload stay exact.
+// Requests in flight finish on the backend they were sent to. Listen
+// address, limits and tenants apply at restart only.
 func (s *Server) Reload(next Config) error {
 	next = next.Defaults()
 	if err := next.Validate(); err != nil {
@@ -266,26 +253,7 @@ func (s *Server) Reload(next Config) error {
 		return err
 	}
 	s.applyDrain(next.Drain)
-	members := s.members()
-	// Compare settings as given, not with route's defaults filled in, so
-	// that an unchanged file never swaps the router.
-	if want := routerConfig(next); want != s.routing {
-		r, err := route.New(want, members)
-		if err != nil {
-			return err
-		}
-		for _, b := range s.pool.Backends() {
-			if !b.Healthy() {
-				r.SetHealth(b.Name, route.HealthEjected)
-			}
-		}
-		if st, ok := s.rt().IndexStats(); ok {
-			s.mispredictionsBefore.Add(st.Mispredictions)
-		}
-		s.router.Store(r)
-		s.routing = want
-		s.onMembership(s.pool.Backends())
-	} else if err := s.rt().SetMembers(members); err != nil {
+	if err := s.router.Reconfigure(routerConfig(next)); err != nil {
 		return err
 	}
 	s.log.Info("configuration reloaded", "backends", len(next.Backends), "policy", s.rt().Config().Policy)
@@ -308,7 +276,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	// are known from the first request on (bounded by the probe timeout).
 	s.pool.ProbeAll(ctx)
 	go s.pool.Run(probeCtx)
-	go s.publishInFlight(probeCtx)
 
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
@@ -340,36 +307,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 		s.log.Warn("flushing traces", "err", err)
 	}
 	return nil
-}
-
-// publishInFlight copies the router's in-flight counts into metrics and
-// feeds each backend's scraped load (vLLM's running + waiting requests) to
-// the router as a hint, so that several routers in front of one fleet bound
-// the fleet's load rather than each its own share. A stale or unknown
-// signal clears the hint.
-func (s *Server) publishInFlight(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r := s.rt()
-			for _, st := range r.Status() {
-				s.metrics.inFlight.WithLabelValues(st.Name).Set(float64(st.InFlight))
-			}
-			for _, b := range s.pool.Backends() {
-				s.publishEngine(b)
-				l := b.Load()
-				if l.Known && l.Err == nil && time.Since(l.ScrapedAt) <= loadHintMaxAge {
-					r.SetLoadHint(b.Name, int(math.Round(l.Running+l.Waiting)))
-				} else {
-					r.SetLoadHint(b.Name, -1)
-				}
-			}
-		}
-	}
 }
 
 // loadHintMaxAge is how old a scrape may be and still steer routing: two

@@ -1,4 +1,4 @@
-package backends_test
+package server_test
 
 import (
 	"bytes"
@@ -49,7 +49,8 @@ func drain(b *testing.B, resp *http.Response) {
 	}
 }
 
-// BenchmarkForward compares, on loopback, a client calling the backend
+// BenchmarkForward (kept here, not in backends, so that backends' tests
+// need nothing under internal/) compares, on loopback, a client calling the backend
 // directly, the same call through Pool.Forward, and the full router
 // (server.New's handler: normalize, route, forward, copy back) served by
 // httptest. Each op is one 1 KiB chat completion.
