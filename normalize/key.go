@@ -94,8 +94,8 @@ func FormatKey(k uint64) string {
 }
 
 type keyScratch struct {
-	frame, chat, prompt, role []byte
-	bh                        blockHasher
+	frame, chat, prompt, role, names []byte
+	bh                               blockHasher
 }
 
 // blockHasher cuts records into BlockSize chunks and chains their hashes:
@@ -118,13 +118,26 @@ func (h *blockHasher) record(rec []byte) {
 		n := min(BlockSize, len(rec))
 		h.chain = xxh3.HashSeed(rec[:n], h.chain)
 		h.blocks = append(h.blocks, h.chain)
-		for _, c := range rec[:n] {
-			if c&0xC0 != 0x80 {
-				h.chars++
-			}
-		}
+		h.chars += n - continuationBytes(rec[:n])
 		rec = rec[n:]
 	}
+}
+
+// continuationBytes counts the UTF-8 continuation bytes (10xxxxxx) of b,
+// eight at a time: characters are the bytes that are not continuations.
+func continuationBytes(b []byte) int {
+	c := 0
+	for len(b) >= 8 {
+		v := binary.LittleEndian.Uint64(b)
+		c += bits.OnesCount64(v &^ (v << 1) & msb)
+		b = b[8:]
+	}
+	for _, x := range b {
+		if x&0xC0 == 0x80 {
+			c++
+		}
+	}
+	return c
 }
 
 // seedBlock mixes a message block's chain value with the seed.
@@ -159,25 +172,35 @@ func Normalize(dst, src []byte, opts Options, kopts KeyOptions) ([]byte, RouteIn
 	return out, ri, nil
 }
 
-// RouteKey computes the routing key of a canonical body, as returned by
-// AppendCanonical. It reads the body in one pass and checks its structure,
-// but does not validate it: the key of bytes that are not canonical may
-// differ from the key of their canonical form.
-func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
+// checkKeyOptions validates the prefix length and the explicit group id
+// and returns N.
+func checkKeyOptions(opts KeyOptions) (int, error) {
 	n := opts.PrefixLength
 	if n == 0 {
 		n = DefaultPrefixLength
 	}
 	if n < MinPrefixLength || n > MaxPrefixLength {
-		return RouteInfo{}, &optionError{code: CodePrefixLength, msg: fmt.Sprintf("prefix length %d is outside %d..%d", n, MinPrefixLength, MaxPrefixLength)}
+		return 0, &optionError{code: CodePrefixLength, msg: fmt.Sprintf("prefix length %d is outside %d..%d", n, MinPrefixLength, MaxPrefixLength)}
 	}
 	if len(opts.Group) > MaxGroupBytes {
-		return RouteInfo{}, &optionError{code: CodeInvalidGroup, msg: fmt.Sprintf("group id of %d bytes is over %d", len(opts.Group), MaxGroupBytes)}
+		return 0, &optionError{code: CodeInvalidGroup, msg: fmt.Sprintf("group id of %d bytes is over %d", len(opts.Group), MaxGroupBytes)}
 	}
 	for i := 0; i < len(opts.Group); i++ {
 		if c := opts.Group[i]; c < 0x20 || c > 0x7e {
-			return RouteInfo{}, &optionError{code: CodeInvalidGroup, msg: fmt.Sprintf("group id has a non-printable byte 0x%02x at %d", c, i)}
+			return 0, &optionError{code: CodeInvalidGroup, msg: fmt.Sprintf("group id has a non-printable byte 0x%02x at %d", c, i)}
 		}
+	}
+	return n, nil
+}
+
+// RouteKey computes the routing key of a canonical body, as returned by
+// AppendCanonical. It reads the body in one pass and checks its structure,
+// but does not validate it: the key of bytes that are not canonical may
+// differ from the key of their canonical form.
+func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
+	n, err := checkKeyOptions(opts)
+	if err != nil {
+		return RouteInfo{}, err
 	}
 	ks := keyPool.Get().(*keyScratch)
 	defer keyPool.Put(ks)
@@ -305,45 +328,68 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 		}
 	}
 
+	// Group and model, unescaped.
+	kb := ks.names[:0]
+	if opts.Group == "" && pk.ok() {
+		if kb, _, err = appendString(kb, b, pk.start); err != nil {
+			return RouteInfo{}, err
+		}
+	}
+	gEnd := len(kb)
+	if model.ok() && b[model.start] == '"' {
+		if kb, _, err = appendString(kb, b, model.start); err != nil {
+			return RouteInfo{}, err
+		}
+	}
+	ks.names = kb
+	var toolsJSON []byte
+	if tools.ok() {
+		toolsJSON = b[tools.start:tools.end]
+	}
+	return ks.finish(opts, n, mode, kb[:gEnd], kb[gEnd:], toolsJSON, chatText, promptText, b, bh)
+}
+
+// finish assembles the key's frame (mode, group, model, routing text) and
+// derives the RouteInfo from it. group is the body's prompt_cache_key,
+// used when opts.Group is empty; toolsJSON is the canonical tools value of
+// a chat body; chatText and promptText are the records of chat and
+// completion mode; body is the canonical body, read in native mode.
+func (ks *keyScratch) finish(opts KeyOptions, n int, mode Mode, group, model, toolsJSON, chatText, promptText, body []byte, bh *blockHasher) (RouteInfo, error) {
 	ri := RouteInfo{Mode: mode}
 	f := append(ks.frame[:0], byte(mode))
 	// Group.
 	gstart := len(f) + 4
 	f = append(f, 0, 0, 0, 0)
-	var err error
 	if opts.Group != "" {
 		f = append(f, opts.Group...)
-	} else if pk.ok() {
-		if f, _, err = appendString(f, b, pk.start); err != nil {
-			return RouteInfo{}, err
-		}
+	} else {
+		f = append(f, group...)
 	}
 	binary.LittleEndian.PutUint32(f[gstart-4:], uint32(len(f)-gstart))
 	// Model.
 	mstart := len(f) + 4
 	f = append(f, 0, 0, 0, 0)
-	if model.ok() && b[model.start] == '"' {
-		if f, _, err = appendString(f, b, model.start); err != nil {
-			return RouteInfo{}, err
-		}
-	}
+	f = append(f, model...)
 	binary.LittleEndian.PutUint32(f[mstart-4:], uint32(len(f)-mstart))
 	// Routing text.
 	tstart := len(f) + 4
 	f = append(f, 0, 0, 0, 0)
+	var toolsRec []byte
 	switch mode {
 	case ModeChat:
-		if tools.ok() {
+		if toolsJSON != nil {
 			f = append(f, "tools"...)
 			f = append(f, unitSep)
-			f = append(f, b[tools.start:tools.end]...)
+			f = append(f, toolsJSON...)
 			f = append(f, recordSep)
+			toolsRec = f[tstart:]
 		}
 		f = append(f, chatText...)
 	case ModeCompletion:
 		f = append(f, promptText...)
 	default:
-		if f, err = appendNativeText(f, b, spillCap(n)+1); err != nil {
+		var err error
+		if f, err = appendNativeText(f, body, spillCap(n)+1); err != nil {
 			return RouteInfo{}, err
 		}
 	}
@@ -370,28 +416,26 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 		ri.SpillKeys = append(ri.SpillKeys, hashFrame(f, tstart, end))
 	}
 	if bh != nil {
-		ri.Blocks, ri.PromptTokens = prefixBlocks(bh, f[:tstart-4], mode, b, tools, promptText)
+		if toolsRec != nil {
+			toolsRec = f[tstart : tstart+len(toolsRec)]
+		}
+		ri.Blocks, ri.PromptTokens = prefixBlocks(bh, f[:tstart-4], mode, body, toolsRec, promptText)
 	}
 	return ri, nil
 }
 
 // prefixBlocks assembles RouteInfo.Blocks: head (mode, group and model, as
-// in the key's frame) seeds the chain; in chat mode the tools record comes
-// first, then the message blocks bh collected; in completion mode the
+// in the key's frame) seeds the chain; in chat mode the tools record
+// (toolsRec, nil without tools) comes first, then the message blocks bh collected; in completion mode the
 // prompt text; in native mode the canonical body.
-func prefixBlocks(bh *blockHasher, head []byte, mode Mode, body []byte, tools span, promptText []byte) ([]uint64, int) {
+func prefixBlocks(bh *blockHasher, head []byte, mode Mode, body, toolsRec []byte, promptText []byte) ([]uint64, int) {
 	seed := xxh3.Hash(head)
 	var t blockHasher
 	t.chain = seed
 	switch mode {
 	case ModeChat:
-		if tools.ok() {
-			rec := make([]byte, 0, len("tools")+2+tools.end-tools.start)
-			rec = append(rec, "tools"...)
-			rec = append(rec, unitSep)
-			rec = append(rec, body[tools.start:tools.end]...)
-			rec = append(rec, recordSep)
-			t.record(rec)
+		if toolsRec != nil {
+			t.record(toolsRec)
 		}
 	case ModeCompletion:
 		bh.reset()
