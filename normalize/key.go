@@ -152,10 +152,14 @@ var keyPool = sync.Pool{New: func() any { return new(keyScratch) }}
 
 // Normalize canonicalizes src into dst and computes the routing key of the
 // canonical form. A KeyOptions mode of ModeAuto follows the schema that
-// canonicalization used.
+// canonicalization used. Chat and completion keys are read off the same
+// parse that writes the canonical bytes (routeinfo.go), with the result
+// RouteKey gives for those bytes; native keys scan the canonical bytes.
 func Normalize(dst, src []byte, opts Options, kopts KeyOptions) ([]byte, RouteInfo, error) {
 	start := len(dst)
-	out, mode, err := AppendCanonical(dst, src, opts)
+	p := getParser()
+	defer putParser(p)
+	out, mode, err := p.canonical(dst, src, opts)
 	if err != nil {
 		return dst, RouteInfo{}, err
 	}
@@ -165,7 +169,10 @@ func Normalize(dst, src []byte, opts Options, kopts KeyOptions) ([]byte, RouteIn
 			kopts.Mode = ModeNative
 		}
 	}
-	ri, err := RouteKey(out[start:], kopts)
+	ri, handled, err := p.routeInfo(kopts)
+	if !handled {
+		ri, err = RouteKey(out[start:], kopts)
+	}
 	if err != nil {
 		return dst, RouteInfo{}, err
 	}
