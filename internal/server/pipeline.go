@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/internal/bodydecode"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -106,9 +107,9 @@ func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([
 			msg: fmt.Sprintf("request body of %d bytes is larger than the limit of %d bytes", r.ContentLength, s.cfg.MaxBodyBytes)}
 	}
 	rd := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	lim := normalize.DecodeLimits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}
+	lim := bodydecode.Limits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}
 	lim.SizeHint = r.ContentLength // one exact allocation for the body
-	body, err := normalize.DecodeBodyInto(buf, r.Header.Get("Content-Encoding"), rd, lim)
+	body, err := bodydecode.DecodeInto(buf, r.Header.Get("Content-Encoding"), rd, lim)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
