@@ -156,13 +156,35 @@ var keyPool = sync.Pool{New: func() any { return new(keyScratch) }}
 // parse that writes the canonical bytes (routeinfo.go), with the result
 // RouteKey gives for those bytes; native keys scan the canonical bytes.
 func Normalize(dst, src []byte, opts Options, kopts KeyOptions) ([]byte, RouteInfo, error) {
+	return NormalizeScoped(dst, src, opts, kopts, nil)
+}
+
+// Scope rewrites a request for its tenant inside Normalize's one pass. It
+// gets the group the key would use (KeyOptions.Group, else the body's
+// prompt_cache_key string, else "") and the body's cache_salt ("" when
+// absent or null; a string's text; any other value's canonical JSON), and
+// returns the group to key on (the KeyOptions.Group rules apply) and the
+// cache_salt, valid UTF-8, that the canonical body carries in place of
+// any it had.
+type Scope func(group, cacheSalt string) (keyGroup, newSalt string)
+
+// NormalizeScoped is Normalize with a scope (none when nil). With a scope
+// the body must be a JSON object: the salt is one of its members.
+func NormalizeScoped(dst, src []byte, opts Options, kopts KeyOptions, scope Scope) ([]byte, RouteInfo, error) {
 	start := len(dst)
 	p := getParser()
 	defer putParser(p)
-	out, mode, err := p.canonical(dst, src, opts)
+	mode, err := p.parseSchema(src, opts)
 	if err != nil {
 		return dst, RouteInfo{}, err
 	}
+	var salt []byte
+	if scope != nil {
+		if salt, kopts.Group, err = p.applyScope(scope, kopts.Group); err != nil {
+			return dst, RouteInfo{}, err
+		}
+	}
+	out := p.emitRoot(dst, mode, salt)
 	if kopts.Mode == ModeAuto {
 		kopts.Mode = mode
 		if mode == ModeAuto {
@@ -177,6 +199,37 @@ func Normalize(dst, src []byte, opts Options, kopts KeyOptions) ([]byte, RouteIn
 		return dst, RouteInfo{}, err
 	}
 	return out, ri, nil
+}
+
+// applyScope calls scope with the parsed body's group and cache_salt and
+// returns the salt to write and the group to key on.
+func (p *parser) applyScope(scope Scope, group string) ([]byte, string, error) {
+	root := &p.nodes[0]
+	if root.kind != kObject {
+		return nil, "", newErr(int(root.start), CodeSchema, ErrSchema, "a scoped request must be a JSON object")
+	}
+	var old []byte
+	for _, k := range p.members[root.m0 : root.m0+root.cnt] {
+		switch v := k + 1; string(p.key(k)) {
+		case "prompt_cache_key":
+			if group == "" && p.nodes[v].kind == kString {
+				group = string(p.appendText(nil, v))
+			}
+		case cacheSalt:
+			switch p.nodes[v].kind {
+			case kNull:
+			case kString:
+				old = p.appendText(nil, v)
+			default:
+				old = p.emit(nil, v)
+			}
+		}
+	}
+	keyGroup, salt := scope(group, string(old))
+	if !utf8.ValidString(salt) {
+		return nil, "", &optionError{code: CodeInvalidScope, msg: "scope returned a cache_salt that is not valid UTF-8"}
+	}
+	return []byte(salt), keyGroup, nil
 }
 
 // checkKeyOptions validates the prefix length and the explicit group id

@@ -185,3 +185,51 @@ func TestKeyFromParseCorpus(t *testing.T) {
 		}
 	}
 }
+
+// TestNormalizeScopedMatchesSplice: a scope's salt and group applied in the
+// one pass give the bytes and key of normalizing the body with that
+// cache_salt member already in it and that group.
+func TestNormalizeScopedMatchesSplice(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 2))
+	modes := []Mode{ModeAuto, ModeChat, ModeCompletion, ModeNative}
+	for i := 0; i < 2000; i++ {
+		v := genRequest(r)
+		if r.IntN(3) == 0 {
+			v.names, v.elems = append(v.names, "cache_salt"), append(v.elems, genValue(r, 1, false))
+		}
+		if r.IntN(2) == 0 {
+			v.names, v.elems = append(v.names, "metadata"), append(v.elems, jv{kind: kString, s: "x"})
+		}
+		salt := randString(r, r.IntN(40))
+		spliced := v
+		spliced.names, spliced.elems = nil, nil
+		for j, n := range v.names {
+			if n != "cache_salt" {
+				spliced.names, spliced.elems = append(spliced.names, n), append(spliced.elems, v.elems[j])
+			}
+		}
+		spliced.names, spliced.elems = append(spliced.names, "cache_salt"), append(spliced.elems, jv{kind: kString, s: salt})
+		mode := modes[r.IntN(len(modes))]
+		kopts := KeyOptions{Mode: modes[r.IntN(len(modes))], Blocks: r.IntN(2) == 0}
+		var gotGroup string
+		out, ri, err := NormalizeScoped(nil, spell(v, r, true), Options{Mode: mode}, kopts, func(group, old string) (string, string) {
+			gotGroup = group
+			return "scoped-" + FormatKey(uint64(len(group))), salt
+		})
+		want := kopts
+		want.Group = "scoped-" + FormatKey(uint64(len(gotGroup)))
+		wout, wri, werr := Normalize(nil, spell(spliced, r, false), Options{Mode: mode}, want)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("scoped error %v, spliced error %v", err, werr)
+		}
+		if err != nil {
+			continue
+		}
+		if string(out) != string(wout) || !reflect.DeepEqual(ri, wri) {
+			t.Fatalf("scoped %s %+v\nspliced %s %+v", out, ri, wout, wri)
+		}
+	}
+	if _, _, err := NormalizeScoped(nil, []byte(`[1]`), Options{}, KeyOptions{}, func(g, s string) (string, string) { return g, s }); err == nil {
+		t.Fatal("a scoped array was accepted")
+	}
+}

@@ -61,18 +61,21 @@ func (s *Server) prepare(ctx context.Context, raw []byte, mode normalize.Mode, g
 	// Only prefix-index reads the prompt's blocks; other policies skip
 	// hashing the whole prompt.
 	kopts := normalize.KeyOptions{Mode: mode, Group: group, PrefixLength: prefixLength, Blocks: s.rt().Config().Policy == "prefix-index"}
+	var scope normalize.Scope
+	if tenant := tenantFrom(ctx); tenant != "" {
+		scope = s.tenantScope(tenant)
+	}
 	start := time.Now()
-	body, info, err := normalize.Normalize(make([]byte, 0, len(raw)), raw, opts, kopts)
+	body, info, err := normalize.NormalizeScoped(make([]byte, 0, len(raw)+tenantSaltRoom), raw, opts, kopts, scope)
 	s.metrics.normalizeSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.metrics.normalizeErrors.WithLabelValues(normalize.ErrorCode(err)).Inc()
+		if scope != nil && errors.Is(err, normalize.ErrSchema) && !jsonObject(raw) {
+			return prepared{}, errNotAnObject
+		}
 		return prepared{}, normalizeError(err)
 	}
-	p := prepared{body: body, info: info}
-	if tenant := tenantFrom(ctx); tenant != "" {
-		return s.applyTenant(p, tenant, kopts, opts)
-	}
-	return p, nil
+	return prepared{body: body, info: info}, nil
 }
 
 // bodyBuffers recycles request body buffers up to maxPooledBody bytes: a
