@@ -218,4 +218,3 @@ func extraMembers(extra string, reserved ...string) (map[string]any, error) {
 	}
 	return body, nil
 }
-
