@@ -64,15 +64,26 @@ type answer struct {
 	usage              *pb.Usage
 }
 
-// parseAnswer reads the first choice's text (at textPath), its finish
-// reason and the usage of an OpenAI response or chunk.
+// parseAnswer reads the first choice's text (at textPath inside it), its
+// finish reason and the usage of an OpenAI response or chunk, in one walk
+// of the top level (each stream chunk used to be scanned once per field).
+// Of a member that appears twice, the first counts, as with gjson.Get.
 func parseAnswer(raw []byte, textPath string) answer {
-	j := gjson.ParseBytes(raw)
-	return answer{
-		text:         j.Get(textPath).String(),
-		finishReason: j.Get("choices.0.finish_reason").String(),
-		usage:        usageProto(j.Get("usage")),
-	}
+	var a answer
+	var choices, usage bool
+	gjson.ParseBytes(raw).ForEach(func(k, v gjson.Result) bool {
+		switch {
+		case k.Str == "choices" && !choices:
+			choices = true
+			c := v.Get("0")
+			a.text, a.finishReason = c.Get(textPath).String(), c.Get("finish_reason").String()
+		case k.Str == "usage" && !usage:
+			usage = true
+			a.usage = usageProto(v)
+		}
+		return true
+	})
+	return a
 }
 
 // unary runs one non-streaming request through the pipeline and returns the
@@ -112,7 +123,7 @@ func (is inferenceService) Chat(ctx context.Context, req *connect.Request[pb.Cha
 	if err != nil {
 		return nil, err
 	}
-	a := parseAnswer(raw, "choices.0.message.content")
+	a := parseAnswer(raw, "message.content")
 	res.Msg.Content, res.Msg.FinishReason, res.Msg.Usage = a.text, a.finishReason, a.usage
 	res.Msg.BodyJson, res.Msg.Routing = string(raw), routing
 	return res, nil
@@ -128,7 +139,7 @@ func (is inferenceService) Complete(ctx context.Context, req *connect.Request[pb
 	if err != nil {
 		return nil, err
 	}
-	a := parseAnswer(raw, "choices.0.text")
+	a := parseAnswer(raw, "text")
 	res.Msg.Text, res.Msg.FinishReason, res.Msg.Usage = a.text, a.finishReason, a.usage
 	res.Msg.BodyJson, res.Msg.Routing = string(raw), routing
 	return res, nil
@@ -199,7 +210,7 @@ func (is inferenceService) ChatStream(ctx context.Context, req *connect.Request[
 	}
 	return is.stream(ctx, "ChatStream", "/v1/chat/completions", normalize.ModeChat, body, req.Msg.GetInput().GetGroup(), req.Header(), st.ResponseHeader(),
 		func(ev []byte, routing *pb.Routing) error {
-			a := parseAnswer(ev, "choices.0.delta.content")
+			a := parseAnswer(ev, "delta.content")
 			return st.Send(&pb.ChatStreamResponse{Delta: a.text, FinishReason: a.finishReason, Usage: a.usage, ChunkJson: string(ev), Routing: routing})
 		})
 }
@@ -211,7 +222,7 @@ func (is inferenceService) CompleteStream(ctx context.Context, req *connect.Requ
 	}
 	return is.stream(ctx, "CompleteStream", "/v1/completions", normalize.ModeCompletion, body, req.Msg.GetInput().GetGroup(), req.Header(), st.ResponseHeader(),
 		func(ev []byte, routing *pb.Routing) error {
-			a := parseAnswer(ev, "choices.0.text")
+			a := parseAnswer(ev, "text")
 			return st.Send(&pb.CompleteStreamResponse{Delta: a.text, FinishReason: a.finishReason, Usage: a.usage, ChunkJson: string(ev), Routing: routing})
 		})
 }
