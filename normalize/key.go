@@ -206,7 +206,7 @@ func NormalizeScoped(dst, src []byte, opts Options, kopts KeyOptions, scope Scop
 func (p *parser) applyScope(scope Scope, group string) ([]byte, string, error) {
 	root := &p.nodes[0]
 	if root.kind != kObject {
-		return nil, "", newErr(int(root.start), CodeSchema, ErrSchema, "a scoped request must be a JSON object")
+		return nil, "", newErr(int(root.start), CodeInvalidScope, ErrSchema, "a scoped request must be a JSON object")
 	}
 	var old []byte
 	for _, k := range p.members[root.m0 : root.m0+root.cnt] {

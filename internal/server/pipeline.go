@@ -70,7 +70,7 @@ func (s *Server) prepare(ctx context.Context, raw []byte, mode normalize.Mode, g
 	s.metrics.normalizeSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.metrics.normalizeErrors.WithLabelValues(normalize.ErrorCode(err)).Inc()
-		if scope != nil && errors.Is(err, normalize.ErrSchema) && !jsonObject(raw) {
+		if normalize.ErrorCode(err) == normalize.CodeInvalidScope && !jsonObject(raw) {
 			return prepared{}, errNotAnObject
 		}
 		return prepared{}, normalizeError(err)
