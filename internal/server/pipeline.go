@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"sync"
 	"time"
@@ -51,6 +52,12 @@ func checkGroup(g string) error {
 
 // prepare canonicalizes raw and computes its routing key.
 func (s *Server) prepare(ctx context.Context, raw []byte, mode normalize.Mode, group string, prefixLength int) (prepared, error) {
+	return s.prepareInto(ctx, nil, raw, mode, group, prefixLength)
+}
+
+// prepareInto is prepare writing the canonical body into dst's capacity
+// when it suffices.
+func (s *Server) prepareInto(ctx context.Context, dst, raw []byte, mode normalize.Mode, group string, prefixLength int) (prepared, error) {
 	if err := checkGroup(group); err != nil {
 		return prepared{}, err
 	}
@@ -66,7 +73,10 @@ func (s *Server) prepare(ctx context.Context, raw []byte, mode normalize.Mode, g
 		scope = s.tenantScope(tenant)
 	}
 	start := time.Now()
-	body, info, err := normalize.NormalizeScoped(make([]byte, 0, len(raw)+tenantSaltRoom), raw, opts, kopts, scope)
+	if need := len(raw) + tenantSaltRoom; cap(dst) < need {
+		dst = make([]byte, 0, need)
+	}
+	body, info, err := normalize.NormalizeScoped(dst[:0], raw, opts, kopts, scope)
 	s.metrics.normalizeSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.metrics.normalizeErrors.WithLabelValues(normalize.ErrorCode(err)).Inc()
@@ -234,35 +244,103 @@ type exchange struct {
 	// it failed, if it did. close hands both to the router.
 	usage backends.Usage
 	err   error
+	// lease holds body, the canonical request, until no transport write
+	// can still read it.
+	lease *bodyLease
+	body  []byte
 }
 
 // open normalizes body, routes it and forwards it to path, then writes the
 // routing headers into out. On success the caller must call close.
 func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header) (*exchange, error) {
 	nctx, span := s.startSpan(ctx, "normalize", attribute.Int("prefixgate.body_bytes", len(body)))
-	p, err := s.prepare(nctx, body, mode, group, 0)
+	lease := &bodyLease{buf: canonicalBuffers.Get().(*[]byte)}
+	p, err := s.prepareInto(nctx, *lease.buf, body, mode, group, 0)
 	span.End()
 	if err != nil {
+		lease.release(nil)
 		return nil, err
 	}
 	fctx, span := s.startSpan(ctx, "route and forward", attribute.String("prefixgate.key", p.info.KeyHex()))
 	defer span.End()
 	fwd := forwardHeaders(hdr)
 	injectTrace(fctx, fwd)
-	resp, d, err := s.dispatch(ctx, path, p, fwd)
+	resp, d, err := s.dispatch(httptrace.WithClientTrace(ctx, lease.trace()), path, p, fwd)
 	if err != nil {
+		lease.release(p.body)
 		return nil, err
 	}
 	span.SetAttributes(attribute.String("prefixgate.backend", d.Backend), attribute.String("prefixgate.decision", d.Reason.String()))
 	setRoutingHeaders(out, d, p.info)
 	b, _ := s.pool.Get(d.Backend)
-	return &exchange{resp: resp, d: d, info: p.info, s: s, b: b, usage: backends.UnknownUsage}, nil
+	return &exchange{resp: resp, d: d, info: p.info, s: s, b: b, usage: backends.UnknownUsage, lease: lease, body: p.body}, nil
+}
+
+// canonicalBuffers recycles canonical request bodies (up to
+// maxPooledBody), so that the steady path does not allocate one per
+// request.
+var canonicalBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// bodyLease holds a pooled canonical body until no transport can still be
+// reading it. A response can arrive before the request's body has been
+// written (a backend may answer early), and the transport may retry a
+// request on another connection, so the end of the exchange alone does
+// not free the body: every connection the transport got for it (GotConn)
+// must also have finished writing it (WroteRequest, which the transport
+// calls once per write, failed or not). A write that never ends keeps the
+// buffer out of the pool, and the garbage collector takes it.
+type bodyLease struct {
+	mu            sync.Mutex
+	buf           *[]byte
+	body          []byte
+	conns, writes int
+	closed        bool
+}
+
+func (l *bodyLease) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) {
+			l.mu.Lock()
+			l.conns++
+			l.mu.Unlock()
+		},
+		WroteRequest: func(httptrace.WroteRequestInfo) {
+			l.mu.Lock()
+			l.writes++
+			l.putLocked()
+			l.mu.Unlock()
+		},
+	}
+}
+
+// release ends the exchange's claim on body (nil when nothing was
+// written into the buffer).
+func (l *bodyLease) release(body []byte) {
+	l.mu.Lock()
+	l.closed, l.body = true, body
+	l.putLocked()
+	l.mu.Unlock()
+}
+
+func (l *bodyLease) putLocked() {
+	if !l.closed || l.buf == nil || l.writes != l.conns {
+		return
+	}
+	if cap(l.body) > cap(*l.buf) && cap(l.body) <= maxPooledBody {
+		*l.buf = l.body[:0]
+	}
+	if cap(*l.buf) > maxPooledBody {
+		*l.buf = nil
+	}
+	canonicalBuffers.Put(l.buf)
+	l.buf, l.body = nil, nil
 }
 
 // close releases the backend's body and the in-flight slot, handing the
 // answer's outcome and usage to the router and the usage metrics.
 func (x *exchange) close() {
 	x.resp.Body.Close()
+	x.lease.release(x.body)
 	x.s.countUsage(x.d.Backend, x.usage)
 	x.d.DoneWith(route.Outcome{Err: x.err, FirstByte: true, PromptTokens: x.usage.PromptTokens, CachedTokens: x.usage.CachedTokens})
 }
