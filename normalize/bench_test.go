@@ -157,3 +157,24 @@ func TestBenchBodiesValid(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNormalizeServer is the server's pass over a chat body: canonical
+// bytes, key, spill keys and the prefix blocks the default policy reads,
+// into a reused buffer.
+func BenchmarkNormalizeServer(b *testing.B) {
+	for _, sz := range benchSizes {
+		body := chatBodyOfSize(sz.size)
+		b.Run(sz.name, func(b *testing.B) {
+			dst := make([]byte, 0, 2*len(body))
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			defer cpuPerOp(b)()
+			for b.Loop() {
+				var err error
+				if dst, _, err = Normalize(dst[:0], body, Options{}, KeyOptions{Blocks: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -22,27 +22,39 @@ func AppendCanonical(dst, src []byte, opts Options) ([]byte, Mode, error) {
 }
 
 func (p *parser) canonical(dst, src []byte, opts Options) ([]byte, Mode, error) {
-	opt := opts.withDefaults()
-	if err := p.parse(src, opt); err != nil {
-		return dst, opts.Mode, err
-	}
-	mode, err := p.schema(opts.Mode)
+	mode, err := p.parseSchema(src, opts)
 	if err != nil {
 		return dst, opts.Mode, err
 	}
+	return p.emitRoot(dst, mode, nil), mode, nil
+}
+
+// parseSchema validates src and resolves its schema.
+func (p *parser) parseSchema(src []byte, opts Options) (Mode, error) {
+	if err := p.parse(src, opts.withDefaults()); err != nil {
+		return opts.Mode, err
+	}
+	return p.schema(opts.Mode)
+}
+
+// emitRoot appends the canonical form of the parsed document. With salt
+// set, the root (an object) gets a top-level "cache_salt" member of that
+// string value, in place of any it had, at the position canonical order
+// gives that member.
+func (p *parser) emitRoot(dst []byte, mode Mode, salt []byte) []byte {
 	root := &p.nodes[0]
-	if mode == ModeAuto || root.kind != kObject {
-		return p.emit(dst, 0), mode, nil
+	if root.kind != kObject || (mode == ModeAuto && salt == nil) {
+		return p.emit(dst, 0)
 	}
 	// Top level of a known schema: members by (group, rank), stable over the
-	// JCS order they are already sorted in.
+	// JCS order they are already sorted in (plain JCS order without one).
 	ms := p.members[root.m0 : root.m0+root.cnt]
 	// Ranks are computed once per member; a top level has few members, so
 	// an insertion sort on (rank, JCS position) is enough.
 	order := append(p.order[:0], ms...)
 	ranks := p.ranks[:0]
 	for _, k := range order {
-		ranks = append(ranks, int32(memberRank(mode, p.key(k))))
+		ranks = append(ranks, int32(p.rank(mode, p.key(k))))
 	}
 	for i := 1; i < len(order); i++ {
 		for j := i; j > 0 && ranks[j] < ranks[j-1]; j-- {
@@ -52,16 +64,53 @@ func (p *parser) canonical(dst, src []byte, opts Options) ([]byte, Mode, error) 
 	}
 	p.ranks = ranks
 	p.order = order
+	saltRank := int32(p.rank(mode, []byte(cacheSalt)))
+	saltDone := salt == nil
 	dst = append(dst, '{')
+	first := true
 	for i, k := range order {
-		if i > 0 {
+		name := p.key(k)
+		if !saltDone && (ranks[i] > saltRank || (ranks[i] == saltRank && compareUTF16(name, []byte(cacheSalt)) >= 0)) {
+			dst = appendSalt(dst, salt, first)
+			first, saltDone = false, true
+			if string(name) == cacheSalt {
+				continue
+			}
+		}
+		if !first {
 			dst = append(dst, ',')
 		}
+		first = false
 		dst = p.emitString(dst, k)
 		dst = append(dst, ':')
 		dst = p.emit(dst, k+1)
 	}
-	return append(dst, '}'), mode, nil
+	if !saltDone {
+		dst = appendSalt(dst, salt, first)
+	}
+	return append(dst, '}')
+}
+
+const cacheSalt = "cache_salt"
+
+// rank is a top-level member's rank: by schema, all equal without one
+// (plain JCS order).
+func (p *parser) rank(m Mode, name []byte) int {
+	if m == ModeAuto {
+		return 0
+	}
+	return memberRank(m, name)
+}
+
+func appendSalt(dst, salt []byte, first bool) []byte {
+	if !first {
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"cache_salt":"`...)
+	for _, r := range string(salt) {
+		dst = appendEscapedRune(dst, r)
+	}
+	return append(dst, '"')
 }
 
 // schema resolves the mode against the parsed root.

@@ -57,6 +57,7 @@ const (
 	CodeSchema           = "schema"
 	CodePrefixLength     = "prefix-length"
 	CodeInvalidGroup     = "invalid-group"
+	CodeInvalidScope     = "invalid-scope"
 	CodeUnsupportedEnc   = "unsupported-encoding"
 	CodeCompressionRatio = "compression-ratio"
 	CodeDecodedSize      = "decoded-size-limit"

@@ -125,8 +125,8 @@ func FormatKey(k uint64) string {
 }
 
 type keyScratch struct {
-	frame, chat, prompt, role []byte
-	bh                        blockHasher
+	frame, chat, prompt, role, names []byte
+	bh                               blockHasher
 }
 
 // blockHasher cuts records into BlockSize chunks and chains their hashes:
@@ -149,13 +149,26 @@ func (h *blockHasher) record(rec []byte) {
 		n := min(BlockSize, len(rec))
 		h.chain = xxh3.HashSeed(rec[:n], h.chain)
 		h.blocks = append(h.blocks, h.chain)
-		for _, c := range rec[:n] {
-			if c&0xC0 != 0x80 {
-				h.chars++
-			}
-		}
+		h.chars += n - continuationBytes(rec[:n])
 		rec = rec[n:]
 	}
+}
+
+// continuationBytes counts the UTF-8 continuation bytes (10xxxxxx) of b,
+// eight at a time: characters are the bytes that are not continuations.
+func continuationBytes(b []byte) int {
+	c := 0
+	for len(b) >= 8 {
+		v := binary.LittleEndian.Uint64(b)
+		c += bits.OnesCount64(v &^ (v << 1) & msb)
+		b = b[8:]
+	}
+	for _, x := range b {
+		if x&0xC0 == 0x80 {
+			c++
+		}
+	}
+	return c
 }
 
 // seedBlock mixes a message block's chain value with the seed.
@@ -170,24 +183,105 @@ var keyPool = sync.Pool{New: func() any { return new(keyScratch) }}
 
 // Normalize canonicalizes src into dst and computes the routing key of the
 // canonical form. A KeyOptions mode of ModeAuto follows the schema that
-// canonicalization used.
+// canonicalization used. Chat and completion keys are read off the same
+// parse that writes the canonical bytes (routeinfo.go), with the result
+// RouteKey gives for those bytes; native keys scan the canonical bytes.
 func Normalize(dst, src []byte, opts Options, kopts KeyOptions) ([]byte, RouteInfo, error) {
+	return NormalizeScoped(dst, src, opts, kopts, nil)
+}
+
+// Scope rewrites a request for its tenant inside Normalize's one pass. It
+// gets the group the key would use (KeyOptions.Group, else the body's
+// prompt_cache_key string, else "") and the body's cache_salt ("" when
+// absent or null; a string's text; any other value's canonical JSON), and
+// returns the group to key on (the KeyOptions.Group rules apply) and the
+// cache_salt, valid UTF-8, that the canonical body carries in place of
+// any it had.
+type Scope func(group, cacheSalt string) (keyGroup, newSalt string)
+
+// NormalizeScoped is Normalize with a scope (none when nil). With a scope
+// the body must be a JSON object: the salt is one of its members.
+func NormalizeScoped(dst, src []byte, opts Options, kopts KeyOptions, scope Scope) ([]byte, RouteInfo, error) {
 	start := len(dst)
-	out, mode, err := AppendCanonical(dst, src, opts)
+	p := getParser()
+	defer putParser(p)
+	mode, err := p.parseSchema(src, opts)
 	if err != nil {
 		return dst, RouteInfo{}, err
 	}
+	var salt []byte
+	if scope != nil {
+		if salt, kopts.Group, err = p.applyScope(scope, kopts.Group); err != nil {
+			return dst, RouteInfo{}, err
+		}
+	}
+	out := p.emitRoot(dst, mode, salt)
 	if kopts.Mode == ModeAuto {
 		kopts.Mode = mode
 		if mode == ModeAuto {
 			kopts.Mode = ModeNative
 		}
 	}
-	ri, err := RouteKey(out[start:], kopts)
+	ri, handled, err := p.routeInfo(kopts)
+	if !handled {
+		ri, err = RouteKey(out[start:], kopts)
+	}
 	if err != nil {
 		return dst, RouteInfo{}, err
 	}
 	return out, ri, nil
+}
+
+// applyScope calls scope with the parsed body's group and cache_salt and
+// returns the salt to write and the group to key on.
+func (p *parser) applyScope(scope Scope, group string) ([]byte, string, error) {
+	root := &p.nodes[0]
+	if root.kind != kObject {
+		return nil, "", newErr(int(root.start), CodeInvalidScope, ErrSchema, "a scoped request must be a JSON object")
+	}
+	var old []byte
+	for _, k := range p.members[root.m0 : root.m0+root.cnt] {
+		switch v := k + 1; string(p.key(k)) {
+		case "prompt_cache_key":
+			if group == "" && p.nodes[v].kind == kString {
+				group = string(p.appendText(nil, v))
+			}
+		case cacheSalt:
+			switch p.nodes[v].kind {
+			case kNull:
+			case kString:
+				old = p.appendText(nil, v)
+			default:
+				old = p.emit(nil, v)
+			}
+		}
+	}
+	keyGroup, salt := scope(group, string(old))
+	if !utf8.ValidString(salt) {
+		return nil, "", &optionError{code: CodeInvalidScope, msg: "scope returned a cache_salt that is not valid UTF-8"}
+	}
+	return []byte(salt), keyGroup, nil
+}
+
+// checkKeyOptions validates the prefix length and the explicit group id
+// and returns N.
+func checkKeyOptions(opts KeyOptions) (int, error) {
+	n := opts.PrefixLength
+	if n == 0 {
+		n = DefaultPrefixLength
+	}
+	if n < MinPrefixLength || n > MaxPrefixLength {
+		return 0, &optionError{code: CodePrefixLength, msg: fmt.Sprintf("prefix length %d is outside %d..%d", n, MinPrefixLength, MaxPrefixLength)}
+	}
+	if len(opts.Group) > MaxGroupBytes {
+		return 0, &optionError{code: CodeInvalidGroup, msg: fmt.Sprintf("group id of %d bytes is over %d", len(opts.Group), MaxGroupBytes)}
+	}
+	for i := 0; i < len(opts.Group); i++ {
+		if c := opts.Group[i]; c < 0x20 || c > 0x7e {
+			return 0, &optionError{code: CodeInvalidGroup, msg: fmt.Sprintf("group id has a non-printable byte 0x%02x at %d", c, i)}
+		}
+	}
+	return n, nil
 }
 
 // RouteKey computes the routing key of a canonical body, as returned by
@@ -195,20 +289,9 @@ func Normalize(dst, src []byte, opts Options, kopts KeyOptions) ([]byte, RouteIn
 // but does not validate it: the key of bytes that are not canonical may
 // differ from the key of their canonical form.
 func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
-	n := opts.PrefixLength
-	if n == 0 {
-		n = DefaultPrefixLength
-	}
-	if n < MinPrefixLength || n > MaxPrefixLength {
-		return RouteInfo{}, &optionError{code: CodePrefixLength, msg: fmt.Sprintf("prefix length %d is outside %d..%d", n, MinPrefixLength, MaxPrefixLength)}
-	}
-	if len(opts.Group) > MaxGroupBytes {
-		return RouteInfo{}, &optionError{code: CodeInvalidGroup, msg: fmt.Sprintf("group id of %d bytes is over %d", len(opts.Group), MaxGroupBytes)}
-	}
-	for i := 0; i < len(opts.Group); i++ {
-		if c := opts.Group[i]; c < 0x20 || c > 0x7e {
-			return RouteInfo{}, &optionError{code: CodeInvalidGroup, msg: fmt.Sprintf("group id has a non-printable byte 0x%02x at %d", c, i)}
-		}
+	n, err := checkKeyOptions(opts)
+	if err != nil {
+		return RouteInfo{}, err
 	}
 	ks := keyPool.Get().(*keyScratch)
 	defer keyPool.Put(ks)
@@ -336,45 +419,68 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 		}
 	}
 
+	// Group and model, unescaped.
+	kb := ks.names[:0]
+	if opts.Group == "" && pk.ok() {
+		if kb, _, err = appendString(kb, b, pk.start); err != nil {
+			return RouteInfo{}, err
+		}
+	}
+	gEnd := len(kb)
+	if model.ok() && b[model.start] == '"' {
+		if kb, _, err = appendString(kb, b, model.start); err != nil {
+			return RouteInfo{}, err
+		}
+	}
+	ks.names = kb
+	var toolsJSON []byte
+	if tools.ok() {
+		toolsJSON = b[tools.start:tools.end]
+	}
+	return ks.finish(opts, n, mode, kb[:gEnd], kb[gEnd:], toolsJSON, chatText, promptText, b, bh)
+}
+
+// finish assembles the key's frame (mode, group, model, routing text) and
+// derives the RouteInfo from it. group is the body's prompt_cache_key,
+// used when opts.Group is empty; toolsJSON is the canonical tools value of
+// a chat body; chatText and promptText are the records of chat and
+// completion mode; body is the canonical body, read in native mode.
+func (ks *keyScratch) finish(opts KeyOptions, n int, mode Mode, group, model, toolsJSON, chatText, promptText, body []byte, bh *blockHasher) (RouteInfo, error) {
 	ri := RouteInfo{Mode: mode}
 	f := append(ks.frame[:0], byte(mode))
 	// Group.
 	gstart := len(f) + 4
 	f = append(f, 0, 0, 0, 0)
-	var err error
 	if opts.Group != "" {
 		f = append(f, opts.Group...)
-	} else if pk.ok() {
-		if f, _, err = appendString(f, b, pk.start); err != nil {
-			return RouteInfo{}, err
-		}
+	} else {
+		f = append(f, group...)
 	}
 	binary.LittleEndian.PutUint32(f[gstart-4:], uint32(len(f)-gstart))
 	// Model.
 	mstart := len(f) + 4
 	f = append(f, 0, 0, 0, 0)
-	if model.ok() && b[model.start] == '"' {
-		if f, _, err = appendString(f, b, model.start); err != nil {
-			return RouteInfo{}, err
-		}
-	}
+	f = append(f, model...)
 	binary.LittleEndian.PutUint32(f[mstart-4:], uint32(len(f)-mstart))
 	// Routing text.
 	tstart := len(f) + 4
 	f = append(f, 0, 0, 0, 0)
+	var toolsRec []byte
 	switch mode {
 	case ModeChat:
-		if tools.ok() {
+		if toolsJSON != nil {
 			f = append(f, "tools"...)
 			f = append(f, unitSep)
-			f = append(f, b[tools.start:tools.end]...)
+			f = append(f, toolsJSON...)
 			f = append(f, recordSep)
+			toolsRec = f[tstart:]
 		}
 		f = append(f, chatText...)
 	case ModeCompletion:
 		f = append(f, promptText...)
 	default:
-		if f, err = appendNativeText(f, b, spillCap(n)+1); err != nil {
+		var err error
+		if f, err = appendNativeText(f, body, spillCap(n)+1); err != nil {
 			return RouteInfo{}, err
 		}
 	}
@@ -401,30 +507,29 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 		ri.SpillKeys = append(ri.SpillKeys, hashFrame(f, tstart, end))
 	}
 	if bh != nil {
-		ri.Blocks, ri.PromptTokens, ri.chatSeed = prefixBlocks(bh, f[:tstart-4], mode, b, tools, promptText)
+		if toolsRec != nil {
+			toolsRec = f[tstart : tstart+len(toolsRec)]
+		}
+		ri.Blocks, ri.PromptTokens, ri.chatSeed = prefixBlocks(bh, f[:tstart-4], mode, body, toolsRec, promptText)
 		ri.chatChain, ri.chatBlocks = bh.chain, mode == ModeChat
 	}
 	return ri, nil
 }
 
 // prefixBlocks assembles RouteInfo.Blocks: head (mode, group and model, as
-// in the key's frame) seeds the chain; in chat mode the tools record comes
-// first, then the message blocks bh collected; in completion mode the
-// prompt text; in native mode the canonical body. It also returns the seed
-// the message blocks were mixed with (for AnswerBlocks).
-func prefixBlocks(bh *blockHasher, head []byte, mode Mode, body []byte, tools span, promptText []byte) ([]uint64, int, uint64) {
+// in the key's frame) seeds the chain; in chat mode the tools record
+// (toolsRec, nil without tools) comes first, then the message blocks bh
+// collected; in completion mode the prompt text; in native mode the
+// canonical body. It also returns the seed the message blocks were mixed
+// with (for AnswerBlocks).
+func prefixBlocks(bh *blockHasher, head []byte, mode Mode, body, toolsRec []byte, promptText []byte) ([]uint64, int, uint64) {
 	seed := xxh3.Hash(head)
 	var t blockHasher
 	t.chain = seed
 	switch mode {
 	case ModeChat:
-		if tools.ok() {
-			rec := make([]byte, 0, len("tools")+2+tools.end-tools.start)
-			rec = append(rec, "tools"...)
-			rec = append(rec, unitSep)
-			rec = append(rec, body[tools.start:tools.end]...)
-			rec = append(rec, recordSep)
-			t.record(rec)
+		if toolsRec != nil {
+			t.record(toolsRec)
 		}
 	case ModeCompletion:
 		bh.reset()

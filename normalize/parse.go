@@ -1,6 +1,7 @@
 package normalize
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"slices"
@@ -605,12 +606,12 @@ func appendUnescaped(dst, s []byte) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c != '\\' {
-			j := i + 1
-			for j < len(s) && s[j] != '\\' {
-				j++
+			j := bytes.IndexByte(s[i:], '\\')
+			if j < 0 {
+				return append(dst, s[i:]...)
 			}
-			dst = append(dst, s[i:j]...)
-			i = j
+			dst = append(dst, s[i:i+j]...)
+			i += j
 			continue
 		}
 		switch s[i+1] {

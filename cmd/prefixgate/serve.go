@@ -100,7 +100,12 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "prefixgate serve: %v\n", err)
 		return 2
 	}
-	log := newLogger(file, stderr)
+	logOut := newLogWriter(stderr)
+	defer logOut.Close()
+	// Messages from here on go through the same buffer, in order with the
+	// log lines.
+	stderr = logOut
+	log := newLogger(file, logOut)
 	// The router's heap is small and mostly short-lived request buffers;
 	// collecting less often trades a little memory for less CPU per request
 	// (docs/benchmarks.md, server overhead). GOGC in the environment wins.

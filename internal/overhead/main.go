@@ -61,6 +61,7 @@ type options struct {
 	stubReplicas int
 	pgEnv        stringList
 	pgArgs       stringList
+	baselineBin  string
 }
 
 // stringList is a repeatable flag.
@@ -98,6 +99,7 @@ func main() {
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (logs, HAProxy config)")
 	fs.IntVar(&o.stubReplicas, "replicas", 3, "stub backend replicas (1..10)")
 	fs.Var(&o.pgEnv, "pg-env", "KEY=VALUE added to prefixgate's environment (repeatable; e.g. GOGC=400)")
+	fs.StringVar(&o.baselineBin, "baseline-bin", "", "a second prefixgate binary (an earlier build), measured in the same run as the row \"baseline\"; not built")
 	fs.Var(&o.pgArgs, "pg-arg", "extra argument to `prefixgate serve` (repeatable; e.g. --pg-arg=--config=FILE)")
 	fs.Parse(os.Args[1:])
 	for _, s := range strings.Split(sizes, ",") {
@@ -265,6 +267,36 @@ func run(ctx context.Context, o options) int {
 		return fail(fmt.Errorf("prefixgate not ready: %w (log: %s)", err, tail(pgLog.Name())))
 	}
 	targets = append(targets, &target{Name: "prefixgate", urls: []string{pgURL + "/v1/chat/completions"}, proc: pg})
+
+	// The baseline build, same flags, its own port and log.
+	if o.baselineBin != "" {
+		blAddr, err := freeAddr()
+		if err != nil {
+			return fail(err)
+		}
+		blArgs := []string{"serve", "--listen", blAddr}
+		for _, b := range backends {
+			blArgs = append(blArgs, "--backend", b)
+		}
+		blArgs = append(blArgs, o.pgArgs...)
+		blLog, err := os.Create(filepath.Join(tmp, "baseline.log"))
+		if err != nil {
+			return fail(err)
+		}
+		defer blLog.Close()
+		blCmd := exec.Command(o.baselineBin, blArgs...)
+		blCmd.Stdout, blCmd.Stderr = blLog, blLog
+		blCmd.Env = append(os.Environ(), o.pgEnv...)
+		bl, err := ps.start("baseline", blCmd)
+		if err != nil {
+			return fail(err)
+		}
+		blURL := "http://" + blAddr
+		if err := waitFor(ctx, bl, func() error { return getContains(blURL+"/v1/models", `"`+stubModel+`"`) }); err != nil {
+			return fail(fmt.Errorf("baseline not ready: %w (log: %s)", err, tail(blLog.Name())))
+		}
+		targets = append(targets, &target{Name: "baseline", urls: []string{blURL + "/v1/chat/completions"}, proc: bl})
+	}
 
 	// HAProxy, if installed.
 	haVersion := ""

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -19,123 +18,6 @@ import (
 // inferenceService implements prefixgate.v1.InferenceService on top of the
 // same pipeline as the REST proxy.
 type inferenceService struct{ s *Server }
-
-// chatBody renders a ChatInput as an OpenAI chat completion request.
-func chatBody(in *pb.ChatInput, stream bool) ([]byte, error) {
-	if in == nil {
-		return nil, &requestError{status: http.StatusBadRequest, code: "missing_input", msg: "input is required"}
-	}
-	body, err := extraMembers(in.GetExtraJson(), "model", "tools", "messages")
-	if err != nil {
-		return nil, err
-	}
-	body["model"] = in.GetModel()
-	if len(in.GetTools()) > 0 {
-		tools := make([]any, 0, len(in.GetTools()))
-		for i, t := range in.GetTools() {
-			fn := map[string]any{"name": t.GetName()}
-			if t.GetDescription() != "" {
-				fn["description"] = t.GetDescription()
-			}
-			if t.GetParametersJson() != "" {
-				if !json.Valid([]byte(t.GetParametersJson())) {
-					return nil, invalidField(fmt.Sprintf("tools[%d].parameters_json", i), "is not valid JSON")
-				}
-				fn["parameters"] = json.RawMessage(t.GetParametersJson())
-			}
-			typ := t.GetType()
-			if typ == "" {
-				typ = "function"
-			}
-			tools = append(tools, map[string]any{"type": typ, "function": fn})
-		}
-		body["tools"] = tools
-	}
-	msgs := make([]any, 0, len(in.GetMessages()))
-	for i, m := range in.GetMessages() {
-		if m.GetRole() == "" {
-			return nil, invalidField(fmt.Sprintf("messages[%d].role", i), "is empty")
-		}
-		msg := map[string]any{"role": m.GetRole()}
-		switch {
-		case len(m.GetParts()) > 0 && m.GetContent() != "":
-			return nil, invalidField(fmt.Sprintf("messages[%d]", i), "sets both content and parts")
-		case len(m.GetParts()) > 0:
-			parts := make([]any, 0, len(m.GetParts()))
-			for _, p := range m.GetParts() {
-				switch p.GetType() {
-				case "image_url":
-					parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]any{"url": p.GetImageUrl()}})
-				default:
-					parts = append(parts, map[string]any{"type": "text", "text": p.GetText()})
-				}
-			}
-			msg["content"] = parts
-		default:
-			msg["content"] = m.GetContent()
-		}
-		if m.GetName() != "" {
-			msg["name"] = m.GetName()
-		}
-		if m.GetToolCallId() != "" {
-			msg["tool_call_id"] = m.GetToolCallId()
-		}
-		if m.GetToolCallsJson() != "" {
-			if !json.Valid([]byte(m.GetToolCallsJson())) {
-				return nil, invalidField(fmt.Sprintf("messages[%d].tool_calls_json", i), "is not valid JSON")
-			}
-			msg["tool_calls"] = json.RawMessage(m.GetToolCallsJson())
-		}
-		msgs = append(msgs, msg)
-	}
-	body["messages"] = msgs
-	if stream {
-		body["stream"] = true
-		body["stream_options"] = map[string]any{"include_usage": true}
-	}
-	return json.Marshal(body)
-}
-
-// completionBody renders a CompletionInput as an OpenAI completion request.
-func completionBody(in *pb.CompletionInput, stream bool) ([]byte, error) {
-	if in == nil {
-		return nil, &requestError{status: http.StatusBadRequest, code: "missing_input", msg: "input is required"}
-	}
-	body, err := extraMembers(in.GetExtraJson(), "model", "prompt")
-	if err != nil {
-		return nil, err
-	}
-	body["model"] = in.GetModel()
-	body["prompt"] = in.GetPrompt()
-	if stream {
-		body["stream"] = true
-		body["stream_options"] = map[string]any{"include_usage": true}
-	}
-	return json.Marshal(body)
-}
-
-// extraMembers parses extra_json, which must be a JSON object whose members
-// do not collide with the first-class fields.
-func extraMembers(extra string, reserved ...string) (map[string]any, error) {
-	body := map[string]any{}
-	if extra == "" {
-		return body, nil
-	}
-	var members map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader([]byte(extra)))
-	if err := dec.Decode(&members); err != nil || members == nil {
-		return nil, invalidField("extra_json", "is not a JSON object")
-	}
-	for _, r := range reserved {
-		if _, ok := members[r]; ok {
-			return nil, invalidField("extra_json", fmt.Sprintf("sets %q, which has its own field", r))
-		}
-	}
-	for k, v := range members {
-		body[k] = v
-	}
-	return body, nil
-}
 
 func invalidField(field, what string) error {
 	return &requestError{status: http.StatusBadRequest, code: "invalid_field", msg: field + " " + what}
@@ -182,15 +64,26 @@ type answer struct {
 	usage              *pb.Usage
 }
 
-// parseAnswer reads the first choice's text (at textPath), its finish
-// reason and the usage of an OpenAI response or chunk.
+// parseAnswer reads the first choice's text (at textPath inside it), its
+// finish reason and the usage of an OpenAI response or chunk, in one walk
+// of the top level (each stream chunk used to be scanned once per field).
+// Of a member that appears twice, the first counts, as with gjson.Get.
 func parseAnswer(raw []byte, textPath string) answer {
-	j := gjson.ParseBytes(raw)
-	return answer{
-		text:         j.Get(textPath).String(),
-		finishReason: j.Get("choices.0.finish_reason").String(),
-		usage:        usageProto(j.Get("usage")),
-	}
+	var a answer
+	var choices, usage bool
+	gjson.ParseBytes(raw).ForEach(func(k, v gjson.Result) bool {
+		switch {
+		case k.Str == "choices" && !choices:
+			choices = true
+			c := v.Get("0")
+			a.text, a.finishReason = c.Get(textPath).String(), c.Get("finish_reason").String()
+		case k.Str == "usage" && !usage:
+			usage = true
+			a.usage = usageProto(v)
+		}
+		return true
+	})
+	return a
 }
 
 // unary runs one non-streaming request through the pipeline and returns the
@@ -230,7 +123,7 @@ func (is inferenceService) Chat(ctx context.Context, req *connect.Request[pb.Cha
 	if err != nil {
 		return nil, err
 	}
-	a := parseAnswer(raw, "choices.0.message.content")
+	a := parseAnswer(raw, "message.content")
 	res.Msg.Content, res.Msg.FinishReason, res.Msg.Usage = a.text, a.finishReason, a.usage
 	res.Msg.BodyJson, res.Msg.Routing = string(raw), routing
 	return res, nil
@@ -246,7 +139,7 @@ func (is inferenceService) Complete(ctx context.Context, req *connect.Request[pb
 	if err != nil {
 		return nil, err
 	}
-	a := parseAnswer(raw, "choices.0.text")
+	a := parseAnswer(raw, "text")
 	res.Msg.Text, res.Msg.FinishReason, res.Msg.Usage = a.text, a.finishReason, a.usage
 	res.Msg.BodyJson, res.Msg.Routing = string(raw), routing
 	return res, nil
@@ -317,7 +210,7 @@ func (is inferenceService) ChatStream(ctx context.Context, req *connect.Request[
 	}
 	return is.stream(ctx, "ChatStream", "/v1/chat/completions", normalize.ModeChat, body, req.Msg.GetInput().GetGroup(), req.Header(), st.ResponseHeader(),
 		func(ev []byte, routing *pb.Routing) error {
-			a := parseAnswer(ev, "choices.0.delta.content")
+			a := parseAnswer(ev, "delta.content")
 			return st.Send(&pb.ChatStreamResponse{Delta: a.text, FinishReason: a.finishReason, Usage: a.usage, ChunkJson: string(ev), Routing: routing})
 		})
 }
@@ -329,7 +222,7 @@ func (is inferenceService) CompleteStream(ctx context.Context, req *connect.Requ
 	}
 	return is.stream(ctx, "CompleteStream", "/v1/completions", normalize.ModeCompletion, body, req.Msg.GetInput().GetGroup(), req.Header(), st.ResponseHeader(),
 		func(ev []byte, routing *pb.Routing) error {
-			a := parseAnswer(ev, "choices.0.text")
+			a := parseAnswer(ev, "text")
 			return st.Send(&pb.CompleteStreamResponse{Delta: a.text, FinishReason: a.finishReason, Usage: a.usage, ChunkJson: string(ev), Routing: routing})
 		})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/prefixgate/prefixgate/internal/bodydecode"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -42,8 +43,8 @@ func (s *Server) Prepare(ctx context.Context, raw []byte, encoding string, mode 
 			msg: "request body is larger than the limit of " + strconv.FormatInt(s.cfg.MaxBodyBytes, 10) + " bytes"}
 	}
 	if e := strings.TrimSpace(encoding); e != "" && !strings.EqualFold(e, "identity") {
-		lim := normalize.DecodeLimits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}
-		decoded, err := normalize.DecodeBodyInto(nil, encoding, bytes.NewReader(raw), lim)
+		lim := bodydecode.Limits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}
+		decoded, err := bodydecode.DecodeInto(nil, encoding, bytes.NewReader(raw), lim)
 		if err != nil {
 			return Prepared{}, normalizeError(err)
 		}

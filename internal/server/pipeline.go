@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/internal/bodydecode"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -50,6 +52,12 @@ func checkGroup(g string) error {
 
 // prepare canonicalizes raw and computes its routing key.
 func (s *Server) prepare(ctx context.Context, raw []byte, mode normalize.Mode, group string, prefixLength int) (prepared, error) {
+	return s.prepareInto(ctx, nil, raw, mode, group, prefixLength)
+}
+
+// prepareInto is prepare writing the canonical body into dst's capacity
+// when it suffices.
+func (s *Server) prepareInto(ctx context.Context, dst, raw []byte, mode normalize.Mode, group string, prefixLength int) (prepared, error) {
 	if err := checkGroup(group); err != nil {
 		return prepared{}, err
 	}
@@ -60,18 +68,24 @@ func (s *Server) prepare(ctx context.Context, raw []byte, mode normalize.Mode, g
 	// Only prefix-index reads the prompt's blocks; other policies skip
 	// hashing the whole prompt.
 	kopts := normalize.KeyOptions{Mode: mode, Group: group, PrefixLength: prefixLength, Blocks: s.rt().Config().Policy == "prefix-index"}
+	var scope normalize.Scope
+	if tenant := tenantFrom(ctx); tenant != "" {
+		scope = s.tenantScope(tenant)
+	}
 	start := time.Now()
-	body, info, err := normalize.Normalize(make([]byte, 0, len(raw)), raw, opts, kopts)
+	if need := len(raw) + tenantSaltRoom; cap(dst) < need {
+		dst = make([]byte, 0, need)
+	}
+	body, info, err := normalize.NormalizeScoped(dst[:0], raw, opts, kopts, scope)
 	s.metrics.normalizeSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.metrics.normalizeErrors.WithLabelValues(normalize.ErrorCode(err)).Inc()
+		if normalize.ErrorCode(err) == normalize.CodeInvalidScope && !jsonObject(raw) {
+			return prepared{}, errNotAnObject
+		}
 		return prepared{}, normalizeError(err)
 	}
-	p := prepared{body: body, info: info}
-	if tenant := tenantFrom(ctx); tenant != "" {
-		return s.applyTenant(p, tenant, kopts, opts)
-	}
-	return p, nil
+	return prepared{body: body, info: info}, nil
 }
 
 // bodyBuffers recycles request body buffers up to maxPooledBody bytes: a
@@ -106,9 +120,9 @@ func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([
 			msg: fmt.Sprintf("request body of %d bytes is larger than the limit of %d bytes", r.ContentLength, s.cfg.MaxBodyBytes)}
 	}
 	rd := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	lim := normalize.DecodeLimits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}
+	lim := bodydecode.Limits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}
 	lim.SizeHint = r.ContentLength // one exact allocation for the body
-	body, err := normalize.DecodeBodyInto(buf, r.Header.Get("Content-Encoding"), rd, lim)
+	body, err := bodydecode.DecodeInto(buf, r.Header.Get("Content-Encoding"), rd, lim)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -230,34 +244,102 @@ type exchange struct {
 	// answer is the prompt's blocks through the generated text, for the
 	// prefix index (answerblocks.go); nil when unknown.
 	answer []uint64
+	// lease holds body, the canonical request, until no transport write
+	// can still read it.
+	lease *bodyLease
+	body  []byte
 }
 
 // open normalizes body, routes it and forwards it to path, then writes the
 // routing headers into out. On success the caller must call close.
 func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header) (*exchange, error) {
 	nctx, span := s.startSpan(ctx, "normalize", attribute.Int("prefixgate.body_bytes", len(body)))
-	p, err := s.prepare(nctx, body, mode, group, 0)
+	lease := &bodyLease{buf: canonicalBuffers.Get().(*[]byte)}
+	p, err := s.prepareInto(nctx, *lease.buf, body, mode, group, 0)
 	span.End()
 	if err != nil {
+		lease.release(nil)
 		return nil, err
 	}
 	fctx, span := s.startSpan(ctx, "route and forward", attribute.String("prefixgate.key", p.info.KeyHex()))
 	defer span.End()
 	fwd := forwardHeaders(hdr)
 	injectTrace(fctx, fwd)
-	resp, d, err := s.dispatch(ctx, path, p, fwd)
+	resp, d, err := s.dispatch(httptrace.WithClientTrace(ctx, lease.trace()), path, p, fwd)
 	if err != nil {
+		lease.release(p.body)
 		return nil, err
 	}
 	span.SetAttributes(attribute.String("prefixgate.backend", d.Backend), attribute.String("prefixgate.decision", d.Reason.String()))
 	setRoutingHeaders(out, d, p.info)
-	return &exchange{resp: resp, d: d, info: p.info, s: s, b: d.Member.(*backends.Backend), usage: backends.UnknownUsage}, nil
+	return &exchange{resp: resp, d: d, info: p.info, s: s, b: d.Member.(*backends.Backend), usage: backends.UnknownUsage, lease: lease, body: p.body}, nil
+}
+
+// canonicalBuffers recycles canonical request bodies (up to
+// maxPooledBody), so that the steady path does not allocate one per
+// request.
+var canonicalBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// bodyLease holds a pooled canonical body until no transport can still be
+// reading it. A response can arrive before the request's body has been
+// written (a backend may answer early), and the transport may retry a
+// request on another connection, so the end of the exchange alone does
+// not free the body: every connection the transport got for it (GotConn)
+// must also have finished writing it (WroteRequest, which the transport
+// calls once per write, failed or not). A write that never ends keeps the
+// buffer out of the pool, and the garbage collector takes it.
+type bodyLease struct {
+	mu            sync.Mutex
+	buf           *[]byte
+	body          []byte
+	conns, writes int
+	closed        bool
+}
+
+func (l *bodyLease) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) {
+			l.mu.Lock()
+			l.conns++
+			l.mu.Unlock()
+		},
+		WroteRequest: func(httptrace.WroteRequestInfo) {
+			l.mu.Lock()
+			l.writes++
+			l.putLocked()
+			l.mu.Unlock()
+		},
+	}
+}
+
+// release ends the exchange's claim on body (nil when nothing was
+// written into the buffer).
+func (l *bodyLease) release(body []byte) {
+	l.mu.Lock()
+	l.closed, l.body = true, body
+	l.putLocked()
+	l.mu.Unlock()
+}
+
+func (l *bodyLease) putLocked() {
+	if !l.closed || l.buf == nil || l.writes != l.conns {
+		return
+	}
+	if cap(l.body) > cap(*l.buf) && cap(l.body) <= maxPooledBody {
+		*l.buf = l.body[:0]
+	}
+	if cap(*l.buf) > maxPooledBody {
+		*l.buf = nil
+	}
+	canonicalBuffers.Put(l.buf)
+	l.buf, l.body = nil, nil
 }
 
 // close releases the backend's body and the in-flight slot, handing the
 // answer's outcome and usage to the router and the usage metrics.
 func (x *exchange) close() {
 	x.resp.Body.Close()
+	x.lease.release(x.body)
 	x.s.countUsage(x.d.Backend, x.usage)
 	x.d.DoneWith(route.Outcome{Err: x.err, FirstByte: true, PromptTokens: x.usage.PromptTokens, CachedTokens: x.usage.CachedTokens, Blocks: x.answer})
 }

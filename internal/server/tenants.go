@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/prefixgate/prefixgate/normalize"
 )
 
@@ -70,47 +68,31 @@ func (s *Server) tenantMAC(parts ...string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// applyTenant rewrites a prepared request for its tenant: the group becomes
-// a MAC of tenant and group (printable, 32 hex digits), and cache_salt is
-// set to a MAC of the tenant and any caller-supplied salt, so a caller's own
-// salt still separates its requests but never matches another tenant's.
-func (s *Server) applyTenant(p prepared, tenant string, kopts normalize.KeyOptions, opts normalize.Options) (prepared, error) {
-	group := s.tenantMAC("group", tenant, p.info.Group)[:32]
-	salt := s.tenantMAC("cache_salt", tenant, gjson.GetBytes(p.body, "cache_salt").String())[:32]
-	body, err := setTopLevelString(p.body, "cache_salt", salt)
-	if err != nil {
-		return p, err
+// tenantScope rewrites a request for its tenant inside normalization's one
+// pass: the group becomes a MAC of tenant and group (printable, 32 hex
+// digits), and cache_salt is set to a MAC of the tenant and any
+// caller-supplied salt, so a caller's own salt still separates its
+// requests but never matches another tenant's.
+func (s *Server) tenantScope(tenant string) normalize.Scope {
+	return func(group, salt string) (string, string) {
+		return s.tenantMAC("group", tenant, group)[:32], s.tenantMAC("cache_salt", tenant, salt)[:32]
 	}
-	kopts.Group = group
-	out, info, err := normalize.Normalize(make([]byte, 0, len(body)), body, opts, kopts)
-	if err != nil {
-		return p, normalizeError(err)
-	}
-	return prepared{body: out, info: info}, nil
 }
 
-// setTopLevelString sets member name of a canonical JSON object to the
-// string v (which needs no escaping), replacing any value it had.
-func setTopLevelString(obj []byte, name, v string) ([]byte, error) {
-	if len(obj) < 2 || obj[0] != '{' {
-		return nil, &requestError{status: http.StatusBadRequest, code: "not_an_object",
-			msg: "invalid request body: with tenants configured the body must be a JSON object"}
+// tenantSaltRoom is what a tenant's cache_salt member can add to a body.
+const tenantSaltRoom = len(`,"cache_salt":""`) + 32
+
+var errNotAnObject = &requestError{status: http.StatusBadRequest, code: "not_an_object",
+	msg: "invalid request body: with tenants configured the body must be a JSON object"}
+
+// jsonObject reports whether a valid JSON text is an object.
+func jsonObject(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return c == '{'
 	}
-	out := make([]byte, 0, len(obj)+len(name)+len(v)+8)
-	if old := gjson.GetBytes(obj, name); old.Exists() && old.Index > 0 {
-		out = append(out, obj[:old.Index]...)
-		out = append(out, '"')
-		out = append(out, v...)
-		out = append(out, '"')
-		return append(out, obj[old.Index+len(old.Raw):]...), nil
-	}
-	out = append(out, '{', '"')
-	out = append(out, name...)
-	out = append(out, '"', ':', '"')
-	out = append(out, v...)
-	out = append(out, '"')
-	if len(obj) > 2 {
-		out = append(out, ',')
-	}
-	return append(out, obj[1:]...), nil
+	return false
 }

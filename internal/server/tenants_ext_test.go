@@ -159,3 +159,39 @@ func TestDrainFinishesStream(t *testing.T) {
 		t.Errorf("Serve after drain: %v", err)
 	}
 }
+
+// TestTenantBodyMustBeObject: with tenants, a native body that is not an
+// object has nowhere to carry its cache_salt (400 not_an_object); a chat
+// body that is not an object is still the schema error it always was.
+func TestTenantBodyMustBeObject(t *testing.T) {
+	hs := httptest.NewServer(&capture{})
+	defer hs.Close()
+	srv, err := server.New(server.Config{
+		Backends:     []string{hs.URL},
+		Tenants:      map[string]string{"key-of-tenant-a-000": "a"},
+		TenantSecret: []byte("a server secret of enough length"),
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	router := httptest.NewServer(srv.Handler())
+	defer router.Close()
+	for _, c := range []struct{ path, body, code string }{
+		{"/invocations", `[1,2]`, `"not_an_object"`},
+		{"/v1/chat/completions", `[1,2]`, `"schema"`},
+		{"/invocations", `[1,`, `"unexpected-end"`},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, router.URL+c.path, strings.NewReader(c.body))
+		req.Header.Set("Authorization", "Bearer key-of-tenant-a-000")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), c.code) {
+			t.Errorf("%s %s: %d %s, want 400 with %s", c.path, c.body, resp.StatusCode, b, c.code)
+		}
+	}
+}

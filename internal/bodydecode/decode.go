@@ -1,4 +1,10 @@
-package normalize
+// Package bodydecode undoes an HTTP request body's Content-Encoding
+// (gzip, deflate, zstd) within bounds on the decoded size and the
+// expansion ratio. It lives apart from package normalize so that the
+// normalizer, and the Go SDK that imports it, carry no compression
+// library; its errors carry normalize's error classes and reason codes,
+// which the front doors already map to statuses.
+package bodydecode
 
 import (
 	"errors"
@@ -8,23 +14,24 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/flate"
-
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/prefixgate/prefixgate/normalize"
 )
 
-// Decode defaults; DecodeLimits fields left at zero take these.
+// Decode defaults; Limits fields left at zero take these.
 const (
-	DefaultMaxDecodedBytes = DefaultMaxBodyBytes
+	DefaultMaxDecodedBytes = normalize.DefaultMaxBodyBytes
 	DefaultMaxRatio        = 100
 	// ratioFloor is the decoded size below which the ratio is not checked:
 	// small bodies of repetitive JSON legitimately compress very well.
 	ratioFloor = 64 << 10
 )
 
-// DecodeLimits bounds DecodeBody.
-type DecodeLimits struct {
+// Limits bounds Decode.
+type Limits struct {
 	// MaxDecodedBytes limits the decoded body (default 8 MiB).
 	MaxDecodedBytes int64
 	// MaxRatio limits decoded bytes per compressed byte read once the
@@ -37,10 +44,10 @@ type DecodeLimits struct {
 	SizeHint int64
 }
 
-// DecodeError reports why a body could not be decoded. It matches
-// ErrUnsupportedEncoding (415), ErrTooLarge (413; ErrCompressionRatio too for
-// a likely compression bomb) or ErrCorrupt (400) with errors.Is.
-type DecodeError struct {
+// Error reports why a body could not be decoded. It matches
+// normalize.ErrUnsupportedEncoding (415), normalize.ErrTooLarge (413; normalize.ErrCompressionRatio too for
+// a likely compression bomb) or normalize.ErrCorrupt (400) with errors.Is.
+type Error struct {
 	Encoding string
 	// Offset is the number of decoded bytes produced before the failure.
 	Offset int64
@@ -50,28 +57,28 @@ type DecodeError struct {
 	kinds []error
 }
 
-func (e *DecodeError) Error() string {
+func (e *Error) Error() string {
 	return fmt.Sprintf("content-encoding %q: offset %d: %s", e.Encoding, e.Offset, e.Reason)
 }
 
 // Code returns the stable reason code.
-func (e *DecodeError) Code() string { return e.code }
+func (e *Error) Code() string { return e.code }
 
 // Unwrap returns the error classes (and the underlying decoder error, if any).
-func (e *DecodeError) Unwrap() []error { return e.kinds }
+func (e *Error) Unwrap() []error { return e.kinds }
 
-// DecodeBody reads r and undoes contentEncoding: "" or "identity", "gzip"
+// Decode reads r and undoes contentEncoding: "" or "identity", "gzip"
 // (or "x-gzip"), "deflate" (zlib-wrapped as HTTP specifies, or raw), or
 // "zstd". Stacked encodings are not accepted. The decoded size and the
 // expansion ratio are bounded by lim.
-func DecodeBody(contentEncoding string, r io.Reader, lim DecodeLimits) ([]byte, error) {
-	return DecodeBodyInto(nil, contentEncoding, r, lim)
+func Decode(contentEncoding string, r io.Reader, lim Limits) ([]byte, error) {
+	return DecodeInto(nil, contentEncoding, r, lim)
 }
 
-// DecodeBodyInto is DecodeBody reading into dst's capacity (its contents
+// DecodeInto is Decode reading into dst's capacity (its contents
 // are overwritten) when that is enough, so that a caller can recycle body
 // buffers. The result may or may not share dst's memory.
-func DecodeBodyInto(dst []byte, contentEncoding string, r io.Reader, lim DecodeLimits) ([]byte, error) {
+func DecodeInto(dst []byte, contentEncoding string, r io.Reader, lim Limits) ([]byte, error) {
 	if lim.MaxDecodedBytes <= 0 {
 		lim.MaxDecodedBytes = DefaultMaxDecodedBytes
 	}
@@ -117,14 +124,14 @@ func DecodeBodyInto(dst []byte, contentEncoding string, r io.Reader, lim DecodeL
 		defer zr.Close()
 		dec = zr
 	default:
-		return nil, &DecodeError{Encoding: contentEncoding, Reason: "unsupported content encoding (want identity, gzip, deflate or zstd)",
-			code: CodeUnsupportedEnc, kinds: []error{ErrUnsupportedEncoding}}
+		return nil, &Error{Encoding: contentEncoding, Reason: "unsupported content encoding (want identity, gzip, deflate or zstd)",
+			code: normalize.CodeUnsupportedEnc, kinds: []error{normalize.ErrUnsupportedEncoding}}
 	}
 	return readBounded(dst, enc, dec, cr, lim)
 }
 
 func corrupt(enc string, off int64, err error) error {
-	return &DecodeError{Encoding: enc, Offset: off, Reason: "corrupt body: " + err.Error(), code: CodeCorrupt, kinds: []error{ErrCorrupt, err}}
+	return &Error{Encoding: enc, Offset: off, Reason: "corrupt body: " + err.Error(), code: normalize.CodeCorrupt, kinds: []error{normalize.ErrCorrupt, err}}
 }
 
 // readChunk is the most readBounded asks of r per Read: a decompressor
@@ -134,7 +141,7 @@ const readChunk = 32 << 10
 // readBounded reads r to EOF straight into the result (in dst's capacity
 // when it suffices), checking the decoded size (and, for a compressed body,
 // the expansion ratio) after every Read.
-func readBounded(dst []byte, enc string, r io.Reader, compressed *countingReader, lim DecodeLimits) ([]byte, error) {
+func readBounded(dst []byte, enc string, r io.Reader, compressed *countingReader, lim Limits) ([]byte, error) {
 	buf := dst[:0]
 	switch {
 	case compressed == nil && lim.SizeHint > 0 && lim.SizeHint <= lim.MaxDecodedBytes:
@@ -161,15 +168,15 @@ func readBounded(dst []byte, enc string, r io.Reader, compressed *countingReader
 		n, err := r.Read(buf[len(buf):min(cap(buf), len(buf)+readChunk)])
 		if n > 0 {
 			if int64(len(buf)+n) > lim.MaxDecodedBytes {
-				return nil, &DecodeError{Encoding: enc, Offset: lim.MaxDecodedBytes,
+				return nil, &Error{Encoding: enc, Offset: lim.MaxDecodedBytes,
 					Reason: fmt.Sprintf("decoded body is over the limit of %d bytes", lim.MaxDecodedBytes),
-					code:   CodeDecodedSize, kinds: []error{ErrTooLarge}}
+					code:   normalize.CodeDecodedSize, kinds: []error{normalize.ErrTooLarge}}
 			}
 			buf = buf[:len(buf)+n]
 			if compressed != nil && len(buf) > ratioFloor && int64(len(buf)) > int64(lim.MaxRatio)*max(compressed.n, 1) {
-				return nil, &DecodeError{Encoding: enc, Offset: int64(len(buf)),
+				return nil, &Error{Encoding: enc, Offset: int64(len(buf)),
 					Reason: fmt.Sprintf("expands more than %d:1 (%d bytes from %d): likely a compression bomb", lim.MaxRatio, len(buf), compressed.n),
-					code:   CodeCompressionRatio, kinds: []error{ErrCompressionRatio, ErrTooLarge}}
+					code:   normalize.CodeCompressionRatio, kinds: []error{normalize.ErrCompressionRatio, normalize.ErrTooLarge}}
 			}
 		}
 		if err == io.EOF {
@@ -182,15 +189,15 @@ func readBounded(dst []byte, enc string, r io.Reader, compressed *countingReader
 			if compressed == nil {
 				return nil, fmt.Errorf("read body: %w", err)
 			}
-			var de *DecodeError
+			var de *Error
 			if errors.As(err, &de) {
 				return nil, err
 			}
 			if errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
 				// The frame declares more than the decoded-size limit allows.
-				return nil, &DecodeError{Encoding: enc, Offset: int64(len(buf)),
+				return nil, &Error{Encoding: enc, Offset: int64(len(buf)),
 					Reason: fmt.Sprintf("zstd frame needs more than the decoded-size limit of %d bytes: %v", lim.MaxDecodedBytes, err),
-					code:   CodeDecodedSize, kinds: []error{ErrTooLarge, err}}
+					code:   normalize.CodeDecodedSize, kinds: []error{normalize.ErrTooLarge, err}}
 			}
 			return nil, corrupt(enc, int64(len(buf)), err)
 		}

@@ -1,0 +1,209 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+
+	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
+	"github.com/prefixgate/prefixgate/normalize"
+)
+
+// The Connect RPCs write their OpenAI request body straight from the proto
+// message: strings through normalize's canonical string writer, embedded
+// JSON (extra_json, parameters_json, tool_calls_json) validated and
+// written in canonical form by normalize, with no map and no encoding/json
+// round trip. prepare's one pass then puts the members in schema order and
+// keys the body, so an RPC's canonical body is the one the REST path makes
+// of the same request (rpcbody_test.go).
+
+// rpcBody is the body being written and the first error met.
+type rpcBody struct {
+	b   []byte
+	err error
+}
+
+func (w *rpcBody) raw(s string) { w.b = append(w.b, s...) }
+
+// str writes a member value string; field names the proto field in an
+// error.
+func (w *rpcBody) str(s, field string) {
+	if w.err != nil {
+		return
+	}
+	out, err := normalize.AppendString(w.b, s)
+	if err != nil {
+		w.err = invalidField(field, "is not valid text: "+err.Error())
+		return
+	}
+	w.b = out
+}
+
+// json writes embedded JSON text in canonical form.
+func (w *rpcBody) json(s, field string) {
+	if w.err != nil {
+		return
+	}
+	out, _, err := normalize.AppendCanonical(w.b, []byte(s), normalize.Options{})
+	if err != nil {
+		w.err = invalidField(field, "is not valid JSON: "+err.Error())
+		return
+	}
+	w.b = out
+}
+
+// extra writes extra_json's members, which must not collide with the
+// first-class fields; with stream, its own "stream" and "stream_options"
+// give way to the RPC's.
+func (w *rpcBody) extra(extra string, stream bool, reserved ...string) {
+	if w.err != nil || extra == "" {
+		return
+	}
+	mark := len(w.b)
+	w.b = append(w.b, ',')
+	out, err := normalize.AppendMembers(w.b, []byte(extra), normalize.Options{}, func(name []byte) (bool, error) {
+		for _, r := range reserved {
+			if string(name) == r {
+				return false, invalidField("extra_json", fmt.Sprintf("sets %q, which has its own field", r))
+			}
+		}
+		return !stream || (string(name) != "stream" && string(name) != "stream_options"), nil
+	})
+	if err != nil {
+		if _, ok := err.(*requestError); !ok {
+			err = invalidField("extra_json", "is not a JSON object: "+err.Error())
+		}
+		w.b, w.err = w.b[:mark], err
+		return
+	}
+	if len(out) == mark+1 {
+		out = out[:mark] // no members
+	}
+	w.b = out
+}
+
+func (w *rpcBody) end(stream bool) ([]byte, error) {
+	if stream {
+		w.raw(`,"stream":true,"stream_options":{"include_usage":true}`)
+	}
+	w.raw("}")
+	return w.b, w.err
+}
+
+// chatBody writes a ChatInput as an OpenAI chat completion request.
+func chatBody(in *pb.ChatInput, stream bool) ([]byte, error) {
+	if in == nil {
+		return nil, &requestError{status: http.StatusBadRequest, code: "missing_input", msg: "input is required"}
+	}
+	w := &rpcBody{b: make([]byte, 0, 256+len(in.GetExtraJson())+chatTextSize(in))}
+	w.raw(`{"model":`)
+	w.str(in.GetModel(), "model")
+	if len(in.GetTools()) > 0 {
+		w.raw(`,"tools":[`)
+		for i, t := range in.GetTools() {
+			if i > 0 {
+				w.raw(",")
+			}
+			typ := t.GetType()
+			if typ == "" {
+				typ = "function"
+			}
+			w.raw(`{"type":`)
+			w.str(typ, fmt.Sprintf("tools[%d].type", i))
+			w.raw(`,"function":{"name":`)
+			w.str(t.GetName(), fmt.Sprintf("tools[%d].name", i))
+			if t.GetDescription() != "" {
+				w.raw(`,"description":`)
+				w.str(t.GetDescription(), fmt.Sprintf("tools[%d].description", i))
+			}
+			if t.GetParametersJson() != "" {
+				w.raw(`,"parameters":`)
+				w.json(t.GetParametersJson(), fmt.Sprintf("tools[%d].parameters_json", i))
+			}
+			w.raw("}}")
+		}
+		w.raw("]")
+	}
+	w.raw(`,"messages":[`)
+	for i, m := range in.GetMessages() {
+		if i > 0 {
+			w.raw(",")
+		}
+		if m.GetRole() == "" {
+			return nil, invalidField(fmt.Sprintf("messages[%d].role", i), "is empty")
+		}
+		if len(m.GetParts()) > 0 && m.GetContent() != "" {
+			return nil, invalidField(fmt.Sprintf("messages[%d]", i), "sets both content and parts")
+		}
+		w.raw(`{"role":`)
+		w.str(m.GetRole(), fmt.Sprintf("messages[%d].role", i))
+		w.raw(`,"content":`)
+		if len(m.GetParts()) > 0 {
+			w.raw("[")
+			for j, p := range m.GetParts() {
+				if j > 0 {
+					w.raw(",")
+				}
+				if p.GetType() == "image_url" {
+					w.raw(`{"type":"image_url","image_url":{"url":`)
+					w.str(p.GetImageUrl(), fmt.Sprintf("messages[%d].parts[%d].image_url", i, j))
+					w.raw("}}")
+				} else {
+					w.raw(`{"type":"text","text":`)
+					w.str(p.GetText(), fmt.Sprintf("messages[%d].parts[%d].text", i, j))
+					w.raw("}")
+				}
+			}
+			w.raw("]")
+		} else {
+			w.str(m.GetContent(), fmt.Sprintf("messages[%d].content", i))
+		}
+		if m.GetName() != "" {
+			w.raw(`,"name":`)
+			w.str(m.GetName(), fmt.Sprintf("messages[%d].name", i))
+		}
+		if m.GetToolCallId() != "" {
+			w.raw(`,"tool_call_id":`)
+			w.str(m.GetToolCallId(), fmt.Sprintf("messages[%d].tool_call_id", i))
+		}
+		if m.GetToolCallsJson() != "" {
+			w.raw(`,"tool_calls":`)
+			w.json(m.GetToolCallsJson(), fmt.Sprintf("messages[%d].tool_calls_json", i))
+		}
+		w.raw("}")
+		if w.err != nil {
+			return nil, w.err
+		}
+	}
+	w.raw("]")
+	w.extra(in.GetExtraJson(), stream, "model", "tools", "messages")
+	return w.end(stream)
+}
+
+// chatTextSize estimates a chat body's text, to size its buffer once.
+func chatTextSize(in *pb.ChatInput) int {
+	n := 0
+	for _, m := range in.GetMessages() {
+		n += len(m.GetContent()) + 48
+		for _, p := range m.GetParts() {
+			n += len(p.GetText()) + len(p.GetImageUrl()) + 40
+		}
+	}
+	for _, t := range in.GetTools() {
+		n += len(t.GetParametersJson()) + len(t.GetDescription()) + 64
+	}
+	return n
+}
+
+// completionBody writes a CompletionInput as an OpenAI completion request.
+func completionBody(in *pb.CompletionInput, stream bool) ([]byte, error) {
+	if in == nil {
+		return nil, &requestError{status: http.StatusBadRequest, code: "missing_input", msg: "input is required"}
+	}
+	w := &rpcBody{b: make([]byte, 0, 128+len(in.GetPrompt())+len(in.GetExtraJson()))}
+	w.raw(`{"model":`)
+	w.str(in.GetModel(), "model")
+	w.raw(`,"prompt":`)
+	w.str(in.GetPrompt(), "prompt")
+	w.extra(in.GetExtraJson(), stream, "model", "prompt")
+	return w.end(stream)
+}
