@@ -170,7 +170,7 @@ func TestGIEWeightedScores(t *testing.T) {
 // point for ties the two break differently) and keeps the same bound.
 func TestOracleIsPreciseCostRouting(t *testing.T) {
 	for _, w := range []string{"zipf", "sharegpt"} {
-		rep := small(t, Options{Workload: w, Requests: 800, Policies: []string{"prefix-index", oraclePolicy}})
+		rep := small(t, Options{Workload: w, Requests: 400, Policies: []string{"prefix-index", oraclePolicy}})
 		pi, oracle := rep.Policies[0], rep.Policies[1]
 		if oracle.Role != RoleOracle || pi.Name != "prefix-index" {
 			t.Fatalf("%s: entries %s, %s", w, pi.Name, oracle.Name)

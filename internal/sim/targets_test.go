@@ -13,7 +13,7 @@ import (
 // it keeps later turns on the previous turn's replica, and stays within its
 // bound.
 func TestPrefixIndexMatchesPeersMultiTurn(t *testing.T) {
-	rep := small(t, Options{Workload: "multi-turn", Requests: 1500, Policies: []string{"prefix-index", "sglang-cache-aware", "gie-prefix"}})
+	rep := small(t, Options{Workload: "multi-turn", Requests: 1000, Policies: []string{"prefix-index", "sglang-cache-aware", "gie-prefix"}})
 	pi := rep.Policies[0]
 	for _, p := range rep.Policies[1:] {
 		t.Logf("%s hit %.3f p90 %.0f ms", p.Name, p.HitRate, p.TTFT.P90)
@@ -35,7 +35,7 @@ func TestPrefixIndexMatchesPeersMultiTurn(t *testing.T) {
 // rate prefix-index still serves within the SLO, and there it generates
 // 1.2× the tokens per second or more.
 func TestPrefixIndexSustainsMoreThanRandom(t *testing.T) {
-	rep := small(t, Options{Workload: "long-context", Requests: 1000, Rates: []float64{1, 3}, Policies: []string{"random", "prefix-index"}})
+	rep := small(t, Options{Workload: "long-context", Requests: 600, Rates: []float64{1, 3}, Policies: []string{"random", "prefix-index"}})
 	rnd, pi := rep.SustainableRate["random"], rep.SustainableRate["prefix-index"]
 	hi := rep.Sweep[len(rep.Sweep)-1]
 	r4, p4 := hi.Policies[0], hi.Policies[1]
