@@ -455,3 +455,55 @@ func TestPrefixIndexShortSharedPrefix(t *testing.T) {
 		db.Done()
 	}
 }
+
+// TestPrefixIndexShortHistoryRoutersAgree: a short match only one member
+// holds (a shared prompt this router sent to one member, or a
+// conversation's own short history) is placed by the block past the part
+// several members hold, so a router that routed turn 1 and one that did
+// not send turn 2 to the same member.
+func TestPrefixIndexShortHistoryRoutersAgree(t *testing.T) {
+	a := indexRouter(t, Config{VirtualNodes: 64}, fleet(5))
+	b := indexRouter(t, Config{VirtualNodes: 64}, fleet(5))
+	sys := chain(42, 8) // 128 tokens, under warmTokens
+	// a learns the system prompt on one member only, b on all.
+	d, _ := a.PickMember("vllm-2", Request{Key: 1, Blocks: sys, PromptTokens: 128}, false)
+	d.Done()
+	for i := range 5 {
+		d, _ := b.PickMember(fmt.Sprintf("vllm-%d", i), Request{Key: 1, Blocks: sys, PromptTokens: 128}, false)
+		d.Done()
+	}
+	moved := 0
+	for i := range 50 {
+		turn1 := extend(sys, uint64(i), 4) // 64 tokens of the conversation's own
+		d1a, _ := a.TryPick(Request{Key: 1, Blocks: turn1, PromptTokens: 192})
+		d1b, _ := b.TryPick(Request{Key: 1, Blocks: turn1, PromptTokens: 192})
+		if d1a.Backend != d1b.Backend {
+			t.Fatalf("conversation %d turn 1: router a chose %s, router b %s", i, d1a.Backend, d1b.Backend)
+		}
+		if d1a.Backend != "vllm-2" {
+			moved++
+		}
+		d1a.Done()
+		d1b.Done()
+		// Turn 2 through b, which routed turn 1 too, and through a fresh
+		// router that never saw the conversation.
+		turn2 := extend(turn1, uint64(1000+i), 6)
+		c := indexRouter(t, Config{VirtualNodes: 64}, fleet(5))
+		for j := range 5 {
+			d, _ := c.PickMember(fmt.Sprintf("vllm-%d", j), Request{Key: 1, Blocks: sys, PromptTokens: 128}, false)
+			d.Done()
+		}
+		d2b, _ := b.TryPick(Request{Key: 1, Blocks: turn2, PromptTokens: 288})
+		d2c, _ := c.TryPick(Request{Key: 1, Blocks: turn2, PromptTokens: 288})
+		if d2b.Backend != d1a.Backend || d2c.Backend != d1a.Backend {
+			t.Fatalf("conversation %d turn 2: b chose %s, a fresh router %s, turn 1 was on %s", i, d2b.Backend, d2c.Backend, d1a.Backend)
+		}
+		d2b.Done()
+		d2c.Done()
+	}
+	// The one member a sent the system prompt to does not take every
+	// conversation behind it.
+	if moved < 25 {
+		t.Errorf("%d of 50 conversations placed off the system prompt's single holder, want most", moved)
+	}
+}

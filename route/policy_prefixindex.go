@@ -109,23 +109,42 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 		id := e.s.members[i].st.id
 		sc.cand[id>>6] |= 1 << (id & 63)
 	}
-	common, best, nBest := ix.match(req.Blocks, sc.cand), 0, 0
+	// best is the longest match and nBest how many candidates hold it;
+	// second is the longest match two or more candidates hold (best
+	// itself when nBest > 1): the part of the prompt that is shared.
+	common, best, nBest, second := ix.match(req.Blocks, sc.cand), 0, 0, 0
 	for _, i := range order {
 		m := int(ix.matched[e.s.members[i].st.id])
 		common = min(common, m)
 		switch {
 		case m > best:
+			second = best
 			best, nBest = m, 1
 		case m == best:
 			nBest++
+		case m > second:
+			second = m
 		}
+	}
+	if nBest > 1 {
+		second = best
 	}
 	nb := len(req.Blocks)
 	tokens := func(blocks int) int64 { return int64(blocks) * int64(req.PromptTokens) / int64(nb) }
 
-	if best-common < warmBlocks || tokens(best-common) < warmTokens && nBest > 1 {
+	if best-common < warmBlocks || tokens(best-second) < warmTokens && tokens(best-common) < warmTokens {
+		// Cold, including a short match only one candidate holds: that is
+		// a conversation's own short history as this router saw it, or a
+		// shared prompt this router happens to have sent to one member.
+		// Other routers that did not see it place the prompt by the block
+		// past the shared part, so this router does the same and they all
+		// agree.
 		key := req.Key
-		if k := heldSamples(best, nb); best > 0 && k < samples(nb) {
+		base := second
+		if base == 0 {
+			base = best
+		}
+		if k := heldSamples(base, nb); base > 0 && k < samples(nb) {
 			// The start is held everywhere, or is too short to matter (a
 			// shared system prompt): place by the first sampled block past
 			// it, where prompts behind that shared start differ and which

@@ -1,12 +1,9 @@
 package sim
 
 import (
-	"slices"
 	"time"
 
 	"github.com/zeebo/xxh3"
-
-	"github.com/prefixgate/prefixgate/backends/vllmsim"
 )
 
 // Peer references: other routers' published algorithms, each in its own
@@ -105,45 +102,6 @@ func (r *rng) pickTie(xs []int) int {
 
 // ownLoad is a router's own in-flight count per replica.
 type ownLoad map[int]int
-
-// oraclePicker reads every replica's true prefix cache (the engines'
-// CachedPrefix, what precise KV-event routing would know with no delay) and
-// sends the request where the most prompt tokens are cached; ties go to the
-// replica with the fewest in-flight requests fleet-wide, then the lowest
-// index. It is the hit-rate ceiling of cache-affinity routing, not a
-// balanced policy.
-type oraclePicker struct {
-	f      *fleet
-	active []int
-}
-
-func newOraclePicker(f *fleet, _ uint64) picker {
-	return &oraclePicker{f: f, active: slices.Clone(f.active)}
-}
-
-func (p *oraclePicker) pick(fl *flight) (int, bool) {
-	req := vllmsim.Request{Prompt: fl.prompt()}
-	if p.f.w.Salted {
-		req.CacheSalt = fl.req.Group
-	}
-	best, bestN := -1, -1
-	for _, a := range p.active {
-		n := p.f.reps[a].eng.CachedPrefix(req)
-		if best < 0 || n > bestN || n == bestN && p.f.inflight[a] < p.f.inflight[best] {
-			best, bestN = a, n
-		}
-	}
-	return best, true
-}
-
-func (p *oraclePicker) done(*flight) {}
-
-func (p *oraclePicker) setMembers(active []int) error {
-	p.active = slices.Clone(active)
-	return nil
-}
-
-func (p *oraclePicker) hint(active, inflight []int) {}
 
 // scraped is one replica's metrics as a scraping router last read them.
 type scraped struct {

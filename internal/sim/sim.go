@@ -394,8 +394,12 @@ type fleet struct {
 	turns   turnHeap // session turns released by answers, by arrival
 	turnSeq int
 
-	scraped   []scraped // replica metrics as scraping peers see them
-	scrapedAt time.Time
+	scraped []scraped // replica metrics as scraping peers see them
+	// oraclePending is the prefill the oracle charged each replica and
+	// whose first token has not come back (fleet-wide: the oracle sees
+	// every router's requests).
+	oraclePending []int64
+	scrapedAt     time.Time
 
 	// onFinish, if set, sees every request that finished and when (tests).
 	onFinish func(fl *flight, at time.Time)
@@ -417,6 +421,11 @@ func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progres
 			f.slack = route.DefaultSlack
 		}
 		if build, ok := peerBuilders[policy]; ok {
+			if policy == oraclePolicy && opts.Slack == 0 {
+				// The oracle keeps prefix-index's bound and is
+				// measured against it.
+				f.slack = route.DefaultIndexSlack
+			}
 			p = build(f, opts.Seed+uint64(i)*7919)
 		} else {
 			rp, err := newRoutePicker(route.Config{

@@ -1,0 +1,166 @@
+package sim
+
+import (
+	"math"
+	"slices"
+
+	"github.com/prefixgate/prefixgate/backends/vllmsim"
+	"github.com/prefixgate/prefixgate/route"
+)
+
+// The oracle is precise KV-event routing with no delay: prefix-index's cost
+// model (route/policy_prefixindex.go) fed with what the replicas really
+// hold. Where prefix-index predicts a candidate's cached prefix from the
+// prompts it sent there, the oracle reads the engine's CachedPrefix; where
+// a router counts its own in-flight requests, the oracle sees the fleet's.
+// It balances as a good cache-aware router does, so it is the ceiling of
+// precise routing with that cost model, not of every policy: a greedy
+// reader of the true cache that ignores load piles hot prefixes onto one
+// replica and loses both latency and, once that replica evicts, hits.
+//
+// The constants are route's defaults, repeated because route keeps them
+// unexported: a miss costs oracleMissWeight tokens of work per uncached
+// prompt token, a request held costs route.DefaultDecodeWeight, and a
+// prompt whose best holder has less than oracleWarmTokens more cached than
+// every replica (with several holders at that length) is cold and goes to
+// its ring home.
+const (
+	oracleMissWeight = 8
+	oracleWarmTokens = 160
+)
+
+type oraclePicker struct {
+	f      *fleet
+	active []int
+	ring   *route.Router // ring homes only (consistent-hash: no load kept)
+	names  map[string]int
+	cached []int // scratch: true cached prefix per replica
+	blocks []uint64
+}
+
+// oracleFlight is the prefill the oracle charged for one request.
+type oracleFlight struct {
+	prefill int64
+	done    bool
+}
+
+func newOraclePicker(f *fleet, seed uint64) picker {
+	r, err := route.New(route.Config{Policy: "consistent-hash", Seed: seed}, members(f.active, 0))
+	if err != nil {
+		panic(err) // consistent-hash over named members cannot fail
+	}
+	p := &oraclePicker{f: f, ring: r, names: map[string]int{}}
+	p.index(f.active)
+	return p
+}
+
+func (p *oraclePicker) index(active []int) {
+	p.active = slices.Clone(active)
+	for _, a := range active {
+		p.names[replicaName(a)] = a
+	}
+}
+
+// bound is the bound prefix-index keeps on a fleet-wide in-flight count:
+// max(ceil(c·(total+1)/n), ceil((total+1)/n) + slack).
+func (p *oraclePicker) bound() int {
+	n := len(p.active)
+	t := p.f.total + 1
+	c := p.f.opts.LoadFactor
+	if c == 0 {
+		c = route.DefaultLoadFactor
+	}
+	b := int(math.Ceil(c * float64(t) / float64(n)))
+	if p.f.slack > 0 {
+		b = max(b, (t+n-1)/n+p.f.slack)
+	}
+	return b
+}
+
+func (p *oraclePicker) cost(a, promptTokens int) int64 {
+	return oracleMissWeight*int64(promptTokens-p.cached[a]) + p.f.oraclePending[a] + int64(route.DefaultDecodeWeight*p.f.inflight[a])
+}
+
+func (p *oraclePicker) pick(fl *flight) (int, bool) {
+	f := p.f
+	for len(f.oraclePending) < len(f.reps) {
+		f.oraclePending = append(f.oraclePending, 0)
+	}
+	for len(p.cached) < len(f.reps) {
+		p.cached = append(p.cached, 0)
+	}
+	prompt := fl.prompt()
+	req := vllmsim.Request{Prompt: prompt}
+	if f.w.Salted {
+		req.CacheSalt = fl.req.Group
+	}
+	best, common, nBest := 0, len(prompt), 0
+	for _, a := range p.active {
+		n := f.reps[a].eng.CachedPrefix(req)
+		p.cached[a] = n
+		common = min(common, n)
+		switch {
+		case n > best:
+			best, nBest = n, 1
+		case n == best:
+			nBest++
+		}
+	}
+	lim := p.bound()
+	pickIdx := -1
+	if best-common < vllmsim.BlockSize || best-common < oracleWarmTokens && nBest > 1 {
+		// Cold: the ring home of the first block past the start every
+		// replica holds (the key itself when none holds any), so
+		// concurrent requests for a new prefix meet on one replica.
+		key := fl.req.key.Key
+		if common > 0 {
+			p.blocks = fl.req.appendBlocks(p.blocks[:0])
+			if nb := len(p.blocks); nb > 0 {
+				key = p.blocks[min(nb-1, common*nb/len(prompt))]
+			}
+		}
+		if h, ok := p.names[p.ring.Home(key)]; ok && f.inflight[h]+1 <= lim {
+			pickIdx = h
+		}
+	}
+	if pickIdx < 0 {
+		// Warm, or the home is full: the cheapest replica below the
+		// bound (the cheapest of all if none is); ties to the longer
+		// cached prefix, then the lower index.
+		var bestCost int64
+		under := false
+		for _, a := range p.active {
+			u := f.inflight[a]+1 <= lim
+			c := p.cost(a, len(prompt))
+			if pickIdx < 0 || u && !under || u == under && (c < bestCost || c == bestCost && p.cached[a] > p.cached[pickIdx]) {
+				pickIdx, bestCost, under = a, c, u
+			}
+		}
+	}
+	of := &oracleFlight{prefill: int64(len(prompt) - p.cached[pickIdx])}
+	f.oraclePending[pickIdx] += of.prefill
+	fl.peer = of
+	return pickIdx, true
+}
+
+// firstToken ends the request's prefill charge.
+func (p *oraclePicker) firstToken(fl *flight, _, _ int) {
+	of := fl.peer.(*oracleFlight)
+	if !of.done {
+		of.done = true
+		p.f.oraclePending[fl.replica] -= of.prefill
+	}
+}
+
+func (p *oraclePicker) done(fl *flight) {
+	p.firstToken(fl, 0, 0)
+	fl.peer = nil
+}
+
+func (p *oraclePicker) setMembers(active []int) error {
+	p.index(active)
+	return p.ring.SetMembers(members(active, 0))
+}
+
+// hint is ignored: the oracle reads the fleet's in-flight counts.
+func (p *oraclePicker) hint(active, inflight []int) {}
