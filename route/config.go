@@ -27,7 +27,7 @@ const (
 	DefaultVirtualNodes = 4096
 	// DefaultThreshold is a backend's concurrency threshold (maximum in
 	// flight) when neither Member.Threshold nor Config.DefaultThreshold set it.
-	DefaultThreshold = 64
+	DefaultThreshold = 256
 	// DefaultQueueDepth is the number of requests that may wait for capacity.
 	DefaultQueueDepth = 256
 	// DefaultQueueWait is how long a request waits for capacity.

@@ -52,7 +52,7 @@ func TestNewValidates(t *testing.T) {
 		})
 	}
 	r := mustNew(t, Config{}, nil)
-	want := Config{Policy: "prefix-index", LoadFactor: 1.25, Slack: DefaultIndexSlack, VirtualNodes: 4096, DefaultThreshold: 64, QueueDepth: 256, QueueWait: DefaultQueueWait, DefaultCacheTokens: DefaultCacheTokens, DecodeWeight: DefaultDecodeWeight}
+	want := Config{Policy: "prefix-index", LoadFactor: 1.25, Slack: DefaultIndexSlack, VirtualNodes: 4096, DefaultThreshold: 256, QueueDepth: 256, QueueWait: DefaultQueueWait, DefaultCacheTokens: DefaultCacheTokens, DecodeWeight: DefaultDecodeWeight}
 	if diff := cmp.Diff(want, r.Config()); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
