@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/prefixgate/prefixgate/internal/sim"
+	"github.com/prefixgate/prefixgate/route"
 )
 
 // runSim is `prefixgate sim`: a discrete-event simulation of a fleet in
@@ -31,7 +32,7 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	slack := fs.Int("slack", 0, "keep the bound at least this far above the mean in-flight count (route.Config.Slack; 0: route's default for the policy, 3, prefix-index 12; -1: none)")
 	spillChain := fs.Bool("spill-chain", true, "let prefix-aware use the spill chain (false: plain clockwise walk)")
 	prefixLength := fs.Int("prefix-length", 0, "routing window N in characters (0: normalize's default)")
-	threshold := fs.Int("threshold", 0, "per-replica concurrency threshold (0: route's default, 64)")
+	threshold := fs.Int("threshold", 0, fmt.Sprintf("per-replica concurrency threshold (0: route's default, %d)", route.DefaultThreshold))
 	rate := fs.Float64("rate", 1, "multiply the workload's arrival rate by this (think times within a session stay)")
 	rates := fs.String("rates", "", "sweep: comma-separated rate multipliers (e.g. 0.5,1,2,4); each runs the whole comparison with --requests requests (0: 10000)")
 	slo := fs.Duration("slo", sim.DefaultSLO, "TTFT objective for goodput and the sustainable rate")
