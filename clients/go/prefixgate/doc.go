@@ -6,7 +6,8 @@
 // The canonical encoder is the normalize package itself, the reference
 // implementation that the router runs, so a key computed here is the key the
 // router computes. The package deliberately imports nothing of the server
-// (internal/server, route, backends); deps_test.go guards that.
+// (internal/server, route, backends); the test in internal/layering guards
+// that.
 //
 // It does not own the wire types (package gen/prefixgate/v1, generated) or the
 // canonical form's rules (package normalize, documented in

@@ -1,0 +1,5 @@
+// Package layering holds no code, only the test that keeps prefixgate's
+// import graph in the shape the design gives it: the normalizer and the Go
+// SDK carry no HTTP, compression or RPC library, route knows nothing of
+// JSON bodies or HTTP, and backends knows nothing of route or normalize.
+package layering

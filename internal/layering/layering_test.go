@@ -1,0 +1,63 @@
+package layering
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/prefixgate/prefixgate/"
+
+// TestImportGraph lists each package's transitive imports (tests
+// excluded, as Tailscale's deptest does) and fails on a forbidden one. An
+// entry ending in "/" forbids every package under it; any other entry
+// forbids the package and everything under it.
+func TestImportGraph(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	for _, tc := range []struct {
+		why       string
+		pkgs      []string
+		forbidden []string
+	}{
+		{
+			why:       "the Go SDK imports the normalizer",
+			pkgs:      []string{mod + "normalize"},
+			forbidden: []string{"net/http", "github.com/klauspost/compress", "google.golang.org/grpc", "connectrpc.com/", mod + "internal/", mod + "route", mod + "backends"},
+		},
+		{
+			why:       "route picks over members and knows nothing of JSON bodies or HTTP",
+			pkgs:      []string{mod + "route"},
+			forbidden: []string{"net/http", "github.com/klauspost/compress", "google.golang.org/grpc", mod + "normalize", mod + "internal/", mod + "backends"},
+		},
+		{
+			why:       "backends owns the replicas and satisfies route's interface without importing it",
+			pkgs:      []string{mod + "backends"},
+			forbidden: []string{"github.com/klauspost/compress", "google.golang.org/grpc", mod + "internal/", mod + "route", mod + "normalize"},
+		},
+		{
+			why:       "a user of the SDK must not compile the server, the ring, the pool or the body decoder",
+			pkgs:      []string{mod + "clients/go/prefixgate", mod + "clients/go/cmd/prefixgate-go"},
+			forbidden: []string{mod + "internal/", mod + "backends", mod + "route", mod + "cmd/", "github.com/klauspost/compress"},
+		},
+	} {
+		t.Run(tc.pkgs[0], func(t *testing.T) {
+			out, err := exec.Command("go", append([]string{"list", "-deps"}, tc.pkgs...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("go list: %v\n%s", err, out)
+			}
+			deps := strings.Fields(string(out))
+			if len(deps) < 2 {
+				t.Fatalf("go list printed %q", out)
+			}
+			for _, pkg := range deps {
+				for _, f := range tc.forbidden {
+					if pkg == strings.TrimSuffix(f, "/") || strings.HasPrefix(pkg, strings.TrimSuffix(f, "/")+"/") {
+						t.Errorf("%s imports %s (%s)", tc.pkgs[0], pkg, tc.why)
+					}
+				}
+			}
+		})
+	}
+}
