@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -747,9 +748,20 @@ func (r *Replica) handleSetFaults(w http.ResponseWriter, req *http.Request) {
 	crash := f.Crash
 	f.Crash = false
 	r.SetFaults(f)
-	writeJSON(w, http.StatusOK, map[string]any{"faults": f, "crashing": crash})
-	if crash {
-		http.NewResponseController(w).Flush()
-		go r.Crash()
+	if !crash {
+		writeJSON(w, http.StatusOK, map[string]any{"faults": f, "crashing": false})
+		return
 	}
+	// The crash closes this connection too, so the answer must be complete
+	// on the wire first: a Content-Length body, flushed, never a chunked one
+	// whose last chunk is written only after the handler returns.
+	b, _ = json.Marshal(map[string]any{"faults": f, "crashing": true})
+	b = append(b, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+	http.NewResponseController(w).Flush()
+	go r.Crash()
 }
