@@ -14,21 +14,19 @@ var ErrIdleTimeout = errors.New("backend stream idle for longer than the idle ti
 // idleBody is a forwarded response body under the idle timeout: a Read
 // that waits more than idle for data fails with ErrIdleTimeout and closes
 // the body, for server-sent event streams whose backend stalls; the stall
-// counts as a failure of its backend. Only time spent inside Read counts: a
-// slow consumer does not trip it. Close may be called from another
-// goroutine. In-flight counts are the router's
+// counts as a failure of its backend when the error reaches Observe. Only
+// time spent inside Read counts: a slow consumer does not trip it. Close
+// may be called from another goroutine. In-flight counts are the router's
 // (the caller's Decision), not the body's.
 type idleBody struct {
 	rc       io.ReadCloser
 	idle     time.Duration
 	timer    *time.Timer
-	b        *Backend // nil in tests
-	p        *Pool
 	timedOut atomic.Bool
 }
 
-func newIdleBody(rc io.ReadCloser, idle time.Duration, b *Backend, p *Pool) io.ReadCloser {
-	t := &idleBody{rc: rc, idle: idle, b: b, p: p}
+func newIdleBody(rc io.ReadCloser, idle time.Duration) io.ReadCloser {
+	t := &idleBody{rc: rc, idle: idle}
 	t.timer = time.AfterFunc(time.Hour, t.expire)
 	t.timer.Stop()
 	return t
@@ -47,10 +45,9 @@ func (t *idleBody) Read(p []byte) (int, error) {
 	t.timer.Reset(t.idle)
 	n, err := t.rc.Read(p)
 	fired := !t.timer.Stop() && t.timedOut.Load()
-	if fired && err != nil {
-		if t.b != nil && err != io.EOF {
-			t.p.ReportFailure(t.b)
-		}
+	if fired && err != nil && err != io.EOF {
+		// The timer closed the body under the Read; a body that ended
+		// anyway ended well.
 		return n, ErrIdleTimeout
 	}
 	return n, err

@@ -38,7 +38,7 @@ func TestParseUsageBadFigures(t *testing.T) {
 func TestIdleTimeoutReaderSlowConsumer(t *testing.T) {
 	// Time the consumer spends between reads does not count.
 	pr, pw := io.Pipe()
-	r := newIdleBody(pr, 20*time.Millisecond, nil, nil)
+	r := newIdleBody(pr, 20*time.Millisecond)
 	go func() {
 		for range 3 {
 			pw.Write([]byte("x"))

@@ -110,7 +110,7 @@ func TestDNSDiscovery(t *testing.T) {
 	if stay.URL.String() != "http://10.0.0.1:8000" {
 		t.Fatalf("URL %s", stay.URL)
 	}
-	p.ReportFailure(stay) // ejected: state that must survive the change
+	stay.Observe(&backends.UnreachableError{Backend: stay.Name, Err: errors.New("refused")}, 0) // ejected: state that must survive the change
 	drained, _ := p.Get("10.0.0.2:8000")
 	p.Drain(drained.Name)
 	gone, _ := p.Get("[fd00::1]:8000")

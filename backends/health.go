@@ -2,6 +2,7 @@ package backends
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,20 +39,45 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", int32(s))
 }
 
-// ReportFailure records a failed request to b; after FailThreshold in a row
+// Observe judges one finished request to b from its outcome: err is the
+// forwarding or relaying error (nil when the answer was relayed whole) and
+// status the HTTP status (0 when no answer came back). It is the only way
+// passive health learns of requests, and the router's Decision.DoneWith
+// calls it once per pick (b satisfies route.Observer). An UnreachableError
+// (nothing came back) ejects b at once; a 5xx or a stream that stalled past
+// the idle timeout counts as a failure (FailThreshold in a row eject); any
+// other answer is a success. Other errors say nothing of b: the client went
+// away or its context ended.
+func (b *Backend) Observe(err error, status int) {
+	p := b.pool
+	if p == nil {
+		return
+	}
+	var ue *UnreachableError
+	switch {
+	case errors.As(err, &ue):
+		p.eject(b)
+	case status >= 500 || errors.Is(err, ErrIdleTimeout):
+		p.reportFailure(b)
+	case err == nil && status > 0:
+		p.reportSuccess(b)
+	}
+}
+
+// reportFailure records a failed request to b; after FailThreshold in a row
 // the backend leaves the candidate set until its backoff has passed and
 // RiseThreshold probes in a row succeed.
-func (p *Pool) ReportFailure(b *Backend) {
+func (p *Pool) reportFailure(b *Backend) {
 	b.mu.Lock()
 	p.failLocked(b, p.now())
 	b.mu.Unlock()
 	p.report(b)
 }
 
-// Eject takes b out of the candidate set at once, for a backend that sent
+// eject takes b out of the candidate set at once, for a backend that sent
 // nothing back. It returns like any ejected backend: after its backoff,
 // RiseThreshold successful probes in a row.
-func (p *Pool) Eject(b *Backend) {
+func (p *Pool) eject(b *Backend) {
 	b.mu.Lock()
 	if b.up {
 		p.ejectLocked(b, p.now())
@@ -60,8 +86,8 @@ func (p *Pool) Eject(b *Backend) {
 	p.report(b)
 }
 
-// ReportSuccess records a successful request to b.
-func (p *Pool) ReportSuccess(b *Backend) {
+// reportSuccess records a successful request to b.
+func (p *Pool) reportSuccess(b *Backend) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.up {

@@ -2,6 +2,8 @@ package backends
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -179,15 +181,15 @@ func TestPassiveEjectionAndDrain(t *testing.T) {
 	p.now = clock.now
 	b := p.Backends()[0]
 
-	p.ReportFailure(b)
-	p.ReportFailure(b)
-	p.ReportSuccess(b) // a success breaks the streak
-	p.ReportFailure(b)
-	p.ReportFailure(b)
+	p.reportFailure(b)
+	p.reportFailure(b)
+	p.reportSuccess(b) // a success breaks the streak
+	p.reportFailure(b)
+	p.reportFailure(b)
 	if !b.Healthy() {
 		t.Fatal("ejected before FailThreshold failures in a row")
 	}
-	p.ReportFailure(b)
+	p.reportFailure(b)
 	if b.State() != StateEjected {
 		t.Fatalf("state %v after 3 failures in a row, want ejected", b.State())
 	}
@@ -263,4 +265,49 @@ func TestSetDrained(t *testing.T) {
 	if states, _ := log.get(); !slices.Equal(states, []State{StateHealthy, StateDraining, StateHealthy}) {
 		t.Fatalf("OnState calls %v", states)
 	}
+}
+
+// TestObserveJudgesOutcomes: Observe is passive health's only input, and it
+// tells the backend's failures from the client's.
+func TestObserveJudgesOutcomes(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	p, err := NewPool([]string{srv.URL}, Options{FailThreshold: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := p.Backends()[0]
+	for _, tc := range []struct {
+		what   string
+		err    error
+		status int
+	}{
+		{"a client that left", context.Canceled, 0},
+		{"a deadline of the client's", fmt.Errorf("backend x: %w", context.DeadlineExceeded), 200},
+		{"a 503", nil, 503},
+		{"a 404, which breaks the streak", nil, 404},
+		{"a stalled stream", ErrIdleTimeout, 200},
+		{"a client write error", errors.New("write: broken pipe"), 200},
+	} {
+		b.Observe(tc.err, tc.status)
+		if !b.Healthy() {
+			t.Fatalf("after %s: %v, want healthy (FailThreshold 2, no two failures in a row)", tc.what, b.State())
+		}
+	}
+	b.Observe(nil, 500) // second failure in a row after the stalled stream
+	if b.State() != StateEjected {
+		t.Fatalf("after a stall and a 500 in a row: %v, want ejected", b.State())
+	}
+
+	p2, err := NewPool([]string{srv.URL}, Options{FailThreshold: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := p2.Backends()[0]
+	b2.Observe(&UnreachableError{Backend: b2.Name, Err: errors.New("connection refused")}, 0)
+	if b2.State() != StateEjected {
+		t.Fatalf("after an unreachable answer: %v, want ejected at once", b2.State())
+	}
+	var outside Backend // not from a pool: nothing to judge with
+	outside.Observe(nil, 500)
 }

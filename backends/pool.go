@@ -21,6 +21,10 @@ type Backend struct {
 	Name string
 	URL  *url.URL
 
+	// pool judges the backend's passive health (Observe) with its
+	// thresholds and backoff; nil for a Backend made outside a pool.
+	pool *Pool
+
 	// state is the published State, read lock-free on the hot path; the
 	// fields under mu decide it (see health.go).
 	state   atomic.Int32
@@ -296,7 +300,7 @@ func (p *Pool) applyLocked(targets []target) bool {
 	for _, t := range targets {
 		b, ok := cur.byName[t.name]
 		if !ok || b.URL.String() != t.url.String() || b.configured != t.engine {
-			b = newBackend(t.name, t.url, t.engine, p.drained[t.name])
+			b = newBackend(p, t.name, t.url, t.engine, p.drained[t.name])
 			added = append(added, b)
 		}
 		next.list = append(next.list, b)
@@ -320,8 +324,8 @@ func (p *Pool) applyLocked(targets []target) bool {
 	return true
 }
 
-func newBackend(name string, u *url.URL, e Engine, draining bool) *Backend {
-	b := &Backend{Name: name, URL: u, up: true, configured: e, draining: draining}
+func newBackend(p *Pool, name string, u *url.URL, e Engine, draining bool) *Backend {
+	b := &Backend{Name: name, URL: u, pool: p, up: true, configured: e, draining: draining}
 	if draining {
 		b.state.Store(int32(StateDraining))
 	}
@@ -368,9 +372,10 @@ func (p *Pool) DiscoveryError() error {
 // reset, connect or first-byte timeout) and the request may go to another
 // backend. Cancellation of ctx is returned as ctx's error, not as
 // UnreachableError. Any response, whatever its status, is returned as a
-// response; once it is returned the request must not be retried. A 5xx
-// status or an unreachable backend counts as a failure toward passive
-// ejection, any other status as a success.
+// response; once it is returned the request must not be retried. Forward
+// judges nothing: what became of the request (the error, the status, a
+// stream that stalled) reaches passive health once, through b.Observe,
+// which the router's DoneWith calls with the request's outcome.
 func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, body []byte, hdr http.Header) (*http.Response, error) {
 	u := *b.URL
 	u.Path = b.URL.Path + path
@@ -392,16 +397,10 @@ func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, bod
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("backend %s: %w", b.Name, cerr)
 		}
-		p.ReportFailure(b)
 		return nil, &UnreachableError{Backend: b.Name, Err: err}
 	}
-	if resp.StatusCode >= 500 {
-		p.ReportFailure(b)
-	} else {
-		p.ReportSuccess(b)
-	}
 	if p.opts.IdleTimeout > 0 {
-		resp.Body = newIdleBody(resp.Body, p.opts.IdleTimeout, b, p)
+		resp.Body = newIdleBody(resp.Body, p.opts.IdleTimeout)
 	}
 	return resp, nil
 }

@@ -53,8 +53,9 @@ func chatBody(i int) []byte {
 	return fmt.Appendf(nil, `{"model":"vllmsim/tiny","max_tokens":4,"messages":[{"role":"user","content":"request %d: tell me about prefix caches"}]}`, i)
 }
 
-// send forwards one request the way the server does: on UnreachableError
-// it ejects the backend and tries the next healthy one.
+// send forwards one request the way the server does: each outcome goes to
+// the backend's Observe (an UnreachableError ejects it), and on
+// UnreachableError it tries the next healthy one.
 func send(ctx context.Context, p *backends.Pool, i int) (string, error) {
 	var lastErr error
 	for attempt := range 10 {
@@ -70,8 +71,8 @@ func send(ctx context.Context, p *backends.Pool, i int) (string, error) {
 		b := cands[(i+attempt)%len(cands)]
 		resp, err := p.Forward(ctx, b, http.MethodPost, "/v1/chat/completions", chatBody(i), nil)
 		if err != nil {
+			b.Observe(err, 0)
 			if ue := (*backends.UnreachableError)(nil); errors.As(err, &ue) {
-				p.Eject(b)
 				lastErr = err
 				continue
 			}
@@ -79,6 +80,7 @@ func send(ctx context.Context, p *backends.Pool, i int) (string, error) {
 		}
 		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		b.Observe(err, resp.StatusCode)
 		if err != nil {
 			return "", fmt.Errorf("%s: reading body after the first byte: %w", b.Name, err)
 		}
@@ -180,6 +182,7 @@ func TestFirstByteTimeoutAndCancel(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || errors.As(err, &ue) {
 		t.Fatalf("cancelled: err %v, want context.Canceled and not UnreachableError", err)
 	}
+	p2.Backends()[0].Observe(err, 0)
 	if !p2.Backends()[0].Healthy() {
 		t.Fatal("a client's cancellation hurt the backend's health")
 	}
@@ -206,6 +209,10 @@ func TestPassiveEjectionOn5xx(t *testing.T) {
 		if resp.StatusCode != http.StatusInternalServerError {
 			t.Fatalf("status %d, want the injected 500", resp.StatusCode)
 		}
+		if !b.Healthy() {
+			t.Fatal("Forward judged the backend: passive health must come from Observe alone")
+		}
+		b.Observe(nil, resp.StatusCode)
 	}
 	if b.State() != backends.StateEjected {
 		t.Fatalf("state %v after 3 answers of 500, want ejected", b.State())
@@ -239,6 +246,7 @@ func TestIdleStreamTimeout(t *testing.T) {
 		t.Fatalf("stalled stream: err %v, want ErrIdleTimeout", err)
 	}
 	resp.Body.Close()
+	b.Observe(err, resp.StatusCode)
 	if b.State() != backends.StateEjected {
 		t.Fatalf("state %v after a stalled stream with FailThreshold 1, want ejected", b.State())
 	}

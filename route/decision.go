@@ -164,6 +164,8 @@ type Outcome struct {
 	Err error
 	// FirstByte is true once the backend's first response byte arrived.
 	FirstByte bool
+	// Status is the backend's HTTP status, 0 when no answer came back.
+	Status int
 	// PromptTokens and CachedTokens are the backend's reported usage
 	// (usage.prompt_tokens and usage.prompt_tokens_details.cached_tokens or
 	// the engine's equivalent); -1 when the response did not say. Feedback
@@ -207,25 +209,36 @@ func (d *Decision) Report(o Outcome) {
 // then Done. With prefix-index, when the backend reports fewer cached
 // tokens than the index predicted (beyond block rounding), the index
 // forgets as many of that member's least recently used blocks (its cache
-// holds less than the index thought) and counts a misprediction. Like Done
-// it is idempotent: only the first of Done and DoneWith counts.
+// holds less than the index thought) and counts a misprediction. Then, if
+// the member is an Observer, it hands it the outcome's error and status,
+// so that passive health is judged from the same outcome that releases the
+// in-flight count and feeds the index. Like Done it is idempotent: only
+// the first of Done and DoneWith counts, and Done observes nothing.
 func (d *Decision) DoneWith(o Outcome) {
 	d.Report(o)
-	d.Done()
+	if !d.release() {
+		return
+	}
+	if obs, ok := d.Member.(Observer); ok {
+		obs.Observe(o.Err, o.Status)
+	}
 }
 
 // Done releases the request's in-flight slot. It is idempotent and safe to
 // call from several goroutines; the zero Decision's Done does nothing.
-func (d *Decision) Done() {
+func (d *Decision) Done() { d.release() }
+
+// release is Done, reporting whether this call was the one that released.
+func (d *Decision) release() bool {
 	s := d.rel.slot
 	if s == nil {
-		return
+		return false
 	}
 	var old uint64
 	for {
 		old = s.state.Load()
 		if old>>flagBits != d.rel.gen {
-			return
+			return false
 		}
 		if s.state.CompareAndSwap(old, (d.rel.gen+1)<<flagBits) {
 			break
@@ -242,6 +255,7 @@ func (d *Decision) Done() {
 	if r.waiters.Load() > 0 {
 		r.wakeWaiters()
 	}
+	return true
 }
 
 // Released reports whether Done has run for this pick.

@@ -29,6 +29,18 @@ type Target interface {
 	CacheTokens() int
 }
 
+// Observer is implemented by targets whose owner judges their health from
+// what became of the requests sent to them (passive health checking, like
+// grpc-go's outlier detection fed by balancer.DoneInfo). The first DoneWith
+// of each pick calls Observe once with the outcome's Err and Status, after
+// the pick's slot is released; the owner decides what they mean (an
+// unreachable backend, a 5xx, a stalled stream, a client that left) and
+// whether to eject, then tells the router with Refresh. Observe must not
+// block: it runs on the request's goroutine.
+type Observer interface {
+	Observe(err error, status int)
+}
+
 // thresholder is implemented by targets with a concurrency threshold of
 // their own (1..MaxThreshold; 0 means Config.DefaultThreshold).
 type thresholder interface{ Threshold() int }

@@ -122,3 +122,50 @@ func TestDecisionKeepsRemovedMember(t *testing.T) {
 		t.Fatalf("total %d in flight after Done, want 0", r.InFlight())
 	}
 }
+
+// observing is a Target that records the outcomes DoneWith hands it.
+type observing struct {
+	switchable
+	got []Outcome
+}
+
+func (o *observing) Observe(err error, status int) {
+	o.got = append(o.got, Outcome{Err: err, Status: status})
+}
+
+// TestDoneWithObservesOnce: the member hears each pick's outcome exactly
+// once, after its slot is released; a plain Done hands it nothing.
+func TestDoneWithObservesOnce(t *testing.T) {
+	m := &observing{switchable: switchable{m: Member{Name: "a"}}}
+	r, err := NewTargets(Config{Policy: "least-outstanding"}, []Target{m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := r.TryPick(Request{Key: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Member != Target(m) {
+		t.Fatalf("picked %v, want the observing member", d.Member)
+	}
+	d.DoneWith(Outcome{FirstByte: true, Status: 503, PromptTokens: -1, CachedTokens: -1})
+	c := d
+	c.DoneWith(Outcome{Status: 200})
+	d.Done()
+	if len(m.got) != 1 || m.got[0].Status != 503 || m.got[0].Err != nil {
+		t.Fatalf("observed %+v, want one outcome with status 503", m.got)
+	}
+	if n := r.Status()[0].InFlight; n != 0 {
+		t.Fatalf("in flight %d after DoneWith, want 0", n)
+	}
+
+	d, err = r.TryPick(Request{Key: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Done()
+	d.DoneWith(Outcome{Status: 500})
+	if len(m.got) != 1 {
+		t.Fatalf("observed %+v after Done then DoneWith, want nothing more", m.got)
+	}
+}

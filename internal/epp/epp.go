@@ -535,7 +535,7 @@ func (x *exchange) finish() {
 	if !x.picked || x.d.Released() {
 		return
 	}
-	o := route.Outcome{FirstByte: x.status != 0, PromptTokens: -1, CachedTokens: -1}
+	o := route.Outcome{FirstByte: x.status != 0, Status: x.status, PromptTokens: -1, CachedTokens: -1}
 	if x.status >= 500 {
 		o.Err = fmt.Errorf("backend %s answered %d", x.d.Backend, x.status)
 	}

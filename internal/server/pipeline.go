@@ -158,11 +158,11 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 		sent := time.Now()
 		resp, err := s.pool.Forward(ctx, b, http.MethodPost, path, p.body, hdr)
 		if err != nil {
+			// The outcome ejects b if nothing came back (Backend.Observe).
 			d.DoneWith(failedOutcome(err))
 			var ue *backends.UnreachableError
 			if errors.As(err, &ue) && ctx.Err() == nil {
-				// Nothing came back: eject it and try the next candidate.
-				s.pool.Eject(b)
+				// Nothing came back: try the next candidate.
 				if attempt < *s.cfg.Retries {
 					s.metrics.retries.WithLabelValues(b.Name).Inc()
 				}
@@ -336,12 +336,16 @@ func (l *bodyLease) putLocked() {
 }
 
 // close releases the backend's body and the in-flight slot, handing the
-// answer's outcome and usage to the router and the usage metrics.
+// answer's outcome and usage to the router and the usage metrics. The one
+// outcome is all the router and the backend's passive health learn of the
+// request: in-flight count, prefill charge, index feedback and learning,
+// and (through Backend.Observe) a 5xx or a stalled stream.
 func (x *exchange) close() {
 	x.resp.Body.Close()
 	x.lease.release(x.body)
 	x.s.countUsage(x.d.Backend, x.usage)
-	x.d.DoneWith(route.Outcome{Err: x.err, FirstByte: true, PromptTokens: x.usage.PromptTokens, CachedTokens: x.usage.CachedTokens, Blocks: x.answer})
+	x.d.DoneWith(route.Outcome{Err: x.err, FirstByte: true, Status: x.resp.StatusCode,
+		PromptTokens: x.usage.PromptTokens, CachedTokens: x.usage.CachedTokens, Blocks: x.answer})
 }
 
 // record counts one answered request. x is nil when the request failed

@@ -88,6 +88,10 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
+// A backend judges its own passive health from each pick's outcome, which
+// the router hands it (route.Observer): ejection has one owner, the pool.
+var _ route.Observer = (*backends.Backend)(nil)
+
 // targets is the pool's backends as the router's members: the router
 // reads name, models, health and cache size from the backends themselves.
 func targets(bs []*backends.Backend) []route.Target {
