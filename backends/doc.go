@@ -13,7 +13,9 @@
 // name.
 //
 // Health: a backend is healthy, ejected or draining (State). Active /health
-// probes and request outcomes eject after FailThreshold consecutive failures;
+// probes and request outcomes (Backend.Observe, which the router's
+// DoneWith calls once per request) eject after FailThreshold consecutive
+// failures, an unreachable backend at once;
 // an ejected backend is held out for an exponential backoff and then needs
 // RiseThreshold consecutive good probes. Drain takes a backend out of the
 // candidate set while its requests finish. OnState and OnHealth report
@@ -23,7 +25,7 @@
 // named by an ENGINE+ prefix on its spec or detected from the metric names
 // on /metrics, /props or /get_server_info. The engine's profile says where
 // its load, KV-cache capacity (Backend.CacheTokens) and per-answer cached
-// tokens (Backend.ParseUsage, StreamUsage) are.
+// tokens (Backend.ParseUsage, EventUsage) are.
 //
 // Load: /metrics is scraped every ScrapeInterval for the engine's queue,
 // KV-cache and prefix-cache metrics (Backend.Load). A backend without them

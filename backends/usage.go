@@ -1,8 +1,6 @@
 package backends
 
 import (
-	"bytes"
-
 	"github.com/tidwall/gjson"
 )
 
@@ -30,15 +28,20 @@ var UnknownUsage = Usage{PromptTokens: -1, CachedTokens: -1}
 // SGLang with --enable-cache-report leaves the details out when nothing was
 // cached (python/sglang/srt/entrypoints/openai/usage_processor.py).
 func parseUsage(raw []byte, missingIsZero bool) (u Usage, stated bool) {
-	u = UnknownUsage
 	obj := gjson.GetBytes(raw, "usage")
 	if !obj.IsObject() {
 		obj = gjson.GetBytes(raw, "meta_info") // SGLang's native /generate answer
 		if !obj.IsObject() {
-			return u, false
+			return UnknownUsage, false
 		}
 		missingIsZero = false // meta_info states cached_tokens whenever it knows
 	}
+	return parseUsageObject(obj, missingIsZero)
+}
+
+// parseUsageObject reads a usage (or meta_info) object; see parseUsage.
+func parseUsageObject(obj gjson.Result, missingIsZero bool) (u Usage, stated bool) {
+	u = UnknownUsage
 	r := gjson.GetMany(obj.Raw, "prompt_tokens", "prompt_tokens_details.cached_tokens", "cached_tokens", "prompt_tokens_details")
 	if n, ok := count(r[0]); ok {
 		u.PromptTokens = n
@@ -90,38 +93,24 @@ func (b *Backend) ParseUsage(raw []byte) Usage {
 	return u
 }
 
-// StreamUsage finds the usage in the tail of a server-sent event stream:
-// the last event that carries one (with stream_options.include_usage
-// every engine sends it in the final chunk before [DONE]). tail may start
-// mid-event; whole says it is the whole stream, so its first line is
-// whole too. At most the last 8 events are looked at.
-func (b *Backend) StreamUsage(tail []byte, whole bool) Usage {
-	if !whole {
-		nl := bytes.IndexByte(tail, '\n')
-		if nl < 0 {
+// EventUsage reads the usage of one stream event (or answer) the way b's
+// engine writes it, as ParseUsage does, from the event's top-level usage
+// and meta_info members that the caller's own walk of the event found (raw
+// JSON, nil when absent): a relay that reads each event once for its text
+// hands over what it found rather than have the event scanned again.
+func (b *Backend) EventUsage(usage, metaInfo []byte) Usage {
+	missingIsZero := b.reportsCached.Load() || (b.Engine() == EngineSGLang && b.cacheReport.Load())
+	obj := gjson.ParseBytes(usage)
+	if !obj.IsObject() {
+		obj = gjson.ParseBytes(metaInfo)
+		if !obj.IsObject() {
 			return UnknownUsage
 		}
-		tail = tail[nl+1:]
+		missingIsZero = false
 	}
-	for events := 0; len(tail) > 0 && events < 8; {
-		line := tail
-		if i := bytes.LastIndexByte(bytes.TrimRight(tail, "\r\n"), '\n'); i >= 0 {
-			line, tail = tail[i+1:], tail[:i]
-		} else {
-			tail = nil
-		}
-		data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:"))
-		if !ok {
-			continue
-		}
-		events++
-		data = bytes.TrimSpace(data)
-		if !bytes.Contains(data, []byte(`"usage"`)) && !bytes.Contains(data, []byte(`"meta_info"`)) {
-			continue
-		}
-		if u := b.ParseUsage(data); u.PromptTokens >= 0 || u.CachedTokens >= 0 {
-			return u
-		}
+	u, stated := parseUsageObject(obj, missingIsZero)
+	if stated && !b.reportsCached.Load() {
+		b.reportsCached.Store(true)
 	}
-	return UnknownUsage
+	return u
 }

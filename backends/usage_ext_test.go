@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/prefixgate/prefixgate/backends"
 )
 
@@ -62,12 +64,7 @@ func TestUsageShapes(t *testing.T) {
 			raw := []byte(fixture(t, tc.fixture))
 			var got backends.Usage
 			if strings.HasSuffix(tc.fixture, ".sse") {
-				got = tc.b.StreamUsage(raw, true)
-				// The tail a relay keeps starts mid-event: the cut first
-				// line is skipped, the usage chunk still found.
-				if cut := tc.b.StreamUsage(raw[len(raw)/3:], false); cut != tc.want {
-					t.Errorf("from a tail: %+v, want %+v", cut, tc.want)
-				}
+				got = streamUsage(tc.b, raw)
 			} else {
 				got = tc.b.ParseUsage(raw)
 			}
@@ -78,14 +75,35 @@ func TestUsageShapes(t *testing.T) {
 	}
 }
 
-func FuzzStreamUsage(f *testing.F) {
-	f.Add([]byte("data: {\"usage\":{\"prompt_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":2}}}\n\ndata: [DONE]\n\n"), true)
-	f.Add([]byte("\n\n\ndata:\ndata: {\"meta_info\":{}}"), false)
+// streamUsage reads a stream as the server's relay does: each event once,
+// its usage and meta_info members handed to EventUsage; the last event
+// that says something wins.
+func streamUsage(b *backends.Backend, raw []byte) backends.Usage {
+	u := backends.UnknownUsage
+	for _, line := range strings.Split(string(raw), "\n") {
+		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data:")
+		if !ok || strings.TrimSpace(data) == "[DONE]" {
+			continue
+		}
+		ev := gjson.Parse(data)
+		if e := b.EventUsage([]byte(ev.Get("usage").Raw), []byte(ev.Get("meta_info").Raw)); e.PromptTokens >= 0 || e.CachedTokens >= 0 {
+			u = e
+		}
+	}
+	return u
+}
+
+func FuzzEventUsage(f *testing.F) {
+	f.Add([]byte(`{"prompt_tokens":3,"prompt_tokens_details":{"cached_tokens":2}}`), []byte(nil))
+	f.Add([]byte(`null`), []byte(`{"prompt_tokens":3,"cached_tokens":9}`))
 	b := &backends.Backend{}
-	f.Fuzz(func(t *testing.T, tail []byte, whole bool) {
-		u := b.StreamUsage(tail, whole)
+	f.Fuzz(func(t *testing.T, usage, meta []byte) {
+		u := b.EventUsage(usage, meta)
 		if u.CachedTokens > u.PromptTokens && u.PromptTokens >= 0 {
 			t.Fatalf("cached %d > prompt %d", u.CachedTokens, u.PromptTokens)
+		}
+		if p := b.ParseUsage([]byte(`{"usage":` + string(usage) + `}`)); gjson.ValidBytes(usage) && gjson.ParseBytes(usage).IsObject() && p != u {
+			t.Fatalf("EventUsage %+v, ParseUsage of the same usage %+v", u, p)
 		}
 	})
 }

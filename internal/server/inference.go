@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"connectrpc.com/connect"
 	"github.com/tidwall/gjson"
@@ -58,59 +59,108 @@ func usageProto(u gjson.Result) *pb.Usage {
 	return &pb.Usage{PromptTokens: p, CompletionTokens: c, TotalTokens: t, CachedTokens: cached}
 }
 
-// answer is what the RPCs report of an OpenAI response or stream chunk.
+// answer is what an OpenAI response or stream chunk says, from one walk.
 type answer struct {
 	text, finishReason string
-	usage              *pb.Usage
+	// textSeen says the text was there as a string or null (null: a tool
+	// call's message, whose record carries no text).
+	textSeen bool
+	// index is the first choice's index (0 when absent): stream chunks of
+	// several choices each carry one.
+	index int64
+	// usage and metaInfo are the top-level members (SGLang's native answers
+	// carry meta_info), unread beyond where they are.
+	usage, metaInfo gjson.Result
 }
 
-// parseAnswer reads the first choice's text (at textPath inside it), its
-// finish reason and the usage of an OpenAI response or chunk, in one walk
-// of the top level (each stream chunk used to be scanned once per field).
-// Of a member that appears twice, the first counts, as with gjson.Get.
+// parseAnswer reads the first choice's text (at textPath inside it, none
+// when ""), index and finish reason, and where the usage and meta_info
+// members are, of an OpenAI response or chunk, in one walk of the top level
+// (each stream chunk used to be scanned once per field, and again for its
+// usage). Of a member that appears twice, the first counts, as with
+// gjson.Get.
 func parseAnswer(raw []byte, textPath string) answer {
 	var a answer
-	var choices, usage bool
+	var choices, usage, meta bool
 	gjson.ParseBytes(raw).ForEach(func(k, v gjson.Result) bool {
 		switch {
 		case k.Str == "choices" && !choices:
 			choices = true
-			c := v.Get("0")
-			a.text, a.finishReason = c.Get(textPath).String(), c.Get("finish_reason").String()
+			a.readChoice(v.Get("0"), textPath)
 		case k.Str == "usage" && !usage:
 			usage = true
-			a.usage = usageProto(v)
+			a.usage = v
+		case k.Str == "meta_info" && !meta:
+			meta = true
+			a.metaInfo = v
 		}
 		return true
 	})
 	return a
 }
 
+// readChoice reads a choice's text (at textPath), finish reason and index
+// in one walk of its members.
+func (a *answer) readChoice(c gjson.Result, textPath string) {
+	head, rest, _ := strings.Cut(textPath, ".")
+	var text, finish, index bool
+	c.ForEach(func(k, v gjson.Result) bool {
+		switch {
+		case k.Str == "index" && !index:
+			index, a.index = true, v.Int()
+		case k.Str == "finish_reason" && !finish:
+			finish, a.finishReason = true, v.String()
+		case k.Str == head && head != "" && !text:
+			text = true
+			if rest != "" {
+				v = v.Get(rest)
+			}
+			a.text, a.textSeen = v.String(), v.Type == gjson.String || (v.Type == gjson.Null && v.Exists())
+		}
+		return true
+	})
+}
+
 // unary runs one non-streaming request through the pipeline and returns the
-// backend's JSON answer.
-func (is inferenceService) unary(ctx context.Context, routeName, path string, mode normalize.Mode, body []byte, group string, hdr http.Header, out http.Header) ([]byte, *pb.Routing, error) {
+// backend's JSON answer and what it says, read once: its usage for the
+// router and metrics and, for chat, its text, whose blocks the prefix index
+// learns as it does for the REST proxy's plain answers.
+func (is inferenceService) unary(ctx context.Context, routeName, path string, mode normalize.Mode, body []byte, group string, hdr http.Header, out http.Header) ([]byte, answer, *pb.Routing, error) {
 	s := is.s
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	x, err := s.open(ctx, path, mode, body, group, hdr, out)
 	if err != nil {
 		s.record(routeName, nil, asRequestError(err).status)
-		return nil, nil, connectError(err)
+		return nil, answer{}, nil, connectError(err)
 	}
 	defer x.close()
 	s.record(routeName, x, x.resp.StatusCode)
 	raw, err := readAll(x.resp.Body)
 	if err != nil {
 		x.err = err
-		return nil, nil, connectError(upstreamError(err))
-	}
-	if x.b != nil && x.resp.StatusCode/100 == 2 {
-		x.usage = x.b.ParseUsage(raw)
+		return nil, answer{}, nil, connectError(upstreamError(err))
 	}
 	if x.resp.StatusCode/100 != 2 {
-		return nil, nil, connectError(backendStatusError(x.resp.StatusCode, raw))
+		return nil, answer{}, nil, connectError(backendStatusError(x.resp.StatusCode, raw))
 	}
-	return raw, routingOf(x.d, x.info), nil
+	textPath := ""
+	switch mode {
+	case normalize.ModeChat:
+		textPath = "message.content"
+	case normalize.ModeCompletion:
+		textPath = "text"
+	}
+	a := parseAnswer(raw, textPath)
+	if x.b != nil {
+		if a.usage.IsObject() || a.metaInfo.IsObject() {
+			x.usage = x.b.EventUsage([]byte(a.usage.Raw), []byte(a.metaInfo.Raw))
+		}
+		if a.textSeen && len(x.info.Blocks) > 0 && mode == normalize.ModeChat {
+			x.answer = x.info.AnswerBlocks([]byte(a.text))
+		}
+	}
+	return raw, a, routingOf(x.d, x.info), nil
 }
 
 func (is inferenceService) Chat(ctx context.Context, req *connect.Request[pb.ChatRequest]) (*connect.Response[pb.ChatResponse], error) {
@@ -119,12 +169,11 @@ func (is inferenceService) Chat(ctx context.Context, req *connect.Request[pb.Cha
 		return nil, connectError(err)
 	}
 	res := connect.NewResponse(&pb.ChatResponse{})
-	raw, routing, err := is.unary(ctx, "Chat", "/v1/chat/completions", normalize.ModeChat, body, req.Msg.GetInput().GetGroup(), req.Header(), res.Header())
+	raw, a, routing, err := is.unary(ctx, "Chat", "/v1/chat/completions", normalize.ModeChat, body, req.Msg.GetInput().GetGroup(), req.Header(), res.Header())
 	if err != nil {
 		return nil, err
 	}
-	a := parseAnswer(raw, "message.content")
-	res.Msg.Content, res.Msg.FinishReason, res.Msg.Usage = a.text, a.finishReason, a.usage
+	res.Msg.Content, res.Msg.FinishReason, res.Msg.Usage = a.text, a.finishReason, usageProto(a.usage)
 	res.Msg.BodyJson, res.Msg.Routing = string(raw), routing
 	return res, nil
 }
@@ -135,19 +184,18 @@ func (is inferenceService) Complete(ctx context.Context, req *connect.Request[pb
 		return nil, connectError(err)
 	}
 	res := connect.NewResponse(&pb.CompleteResponse{})
-	raw, routing, err := is.unary(ctx, "Complete", "/v1/completions", normalize.ModeCompletion, body, req.Msg.GetInput().GetGroup(), req.Header(), res.Header())
+	raw, a, routing, err := is.unary(ctx, "Complete", "/v1/completions", normalize.ModeCompletion, body, req.Msg.GetInput().GetGroup(), req.Header(), res.Header())
 	if err != nil {
 		return nil, err
 	}
-	a := parseAnswer(raw, "text")
-	res.Msg.Text, res.Msg.FinishReason, res.Msg.Usage = a.text, a.finishReason, a.usage
+	res.Msg.Text, res.Msg.FinishReason, res.Msg.Usage = a.text, a.finishReason, usageProto(a.usage)
 	res.Msg.BodyJson, res.Msg.Routing = string(raw), routing
 	return res, nil
 }
 
 func (is inferenceService) Invoke(ctx context.Context, req *connect.Request[pb.InvokeRequest]) (*connect.Response[pb.InvokeResponse], error) {
 	res := connect.NewResponse(&pb.InvokeResponse{})
-	raw, routing, err := is.unary(ctx, "Invoke", "/invocations", normalize.ModeNative, req.Msg.GetBody(), req.Msg.GetGroup(), req.Header(), res.Header())
+	raw, _, routing, err := is.unary(ctx, "Invoke", "/invocations", normalize.ModeNative, req.Msg.GetBody(), req.Msg.GetGroup(), req.Header(), res.Header())
 	if err != nil {
 		return nil, err
 	}
@@ -156,9 +204,11 @@ func (is inferenceService) Invoke(ctx context.Context, req *connect.Request[pb.I
 	return res, nil
 }
 
-// stream runs one streaming request and calls send for each event; the
-// routing info rides on the first.
-func (is inferenceService) stream(ctx context.Context, routeName, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header, send func(chunk []byte, routing *pb.Routing) error) error {
+// stream runs one streaming request and calls send for each event, with
+// what the event says (read once, for the router too: its usage and, for
+// chat, its text, which the prefix index learns when the stream ends with
+// [DONE]); the routing info rides on the first.
+func (is inferenceService) stream(ctx context.Context, routeName, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header, send func(chunk []byte, a answer, routing *pb.Routing) error) error {
 	s := is.s
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
@@ -175,6 +225,8 @@ func (is inferenceService) stream(ctx context.Context, routeName, path string, m
 		return connectError(backendStatusError(resp.StatusCode, raw))
 	}
 	routing := routingOf(d, x.info)
+	as := x.readStream(streamTextPath(mode))
+	defer as.put()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -185,13 +237,13 @@ func (is inferenceService) stream(ctx context.Context, routeName, path string, m
 		}
 		data = bytes.TrimSpace(data)
 		if string(data) == "[DONE]" {
+			as.finish()
 			return nil
 		}
 		if !gjson.ValidBytes(data) {
 			return connect.NewError(connect.CodeInternal, fmt.Errorf("backend %s sent an event that is not JSON: %.200q", d.Backend, data))
 		}
-		x.noteEvent(data)
-		if err := send(data, routing); err != nil {
+		if err := send(data, as.event(data), routing); err != nil {
 			return err
 		}
 		routing = nil
@@ -209,9 +261,8 @@ func (is inferenceService) ChatStream(ctx context.Context, req *connect.Request[
 		return connectError(err)
 	}
 	return is.stream(ctx, "ChatStream", "/v1/chat/completions", normalize.ModeChat, body, req.Msg.GetInput().GetGroup(), req.Header(), st.ResponseHeader(),
-		func(ev []byte, routing *pb.Routing) error {
-			a := parseAnswer(ev, "delta.content")
-			return st.Send(&pb.ChatStreamResponse{Delta: a.text, FinishReason: a.finishReason, Usage: a.usage, ChunkJson: string(ev), Routing: routing})
+		func(ev []byte, a answer, routing *pb.Routing) error {
+			return st.Send(&pb.ChatStreamResponse{Delta: a.text, FinishReason: a.finishReason, Usage: usageProto(a.usage), ChunkJson: string(ev), Routing: routing})
 		})
 }
 
@@ -221,8 +272,7 @@ func (is inferenceService) CompleteStream(ctx context.Context, req *connect.Requ
 		return connectError(err)
 	}
 	return is.stream(ctx, "CompleteStream", "/v1/completions", normalize.ModeCompletion, body, req.Msg.GetInput().GetGroup(), req.Header(), st.ResponseHeader(),
-		func(ev []byte, routing *pb.Routing) error {
-			a := parseAnswer(ev, "text")
-			return st.Send(&pb.CompleteStreamResponse{Delta: a.text, FinishReason: a.finishReason, Usage: a.usage, ChunkJson: string(ev), Routing: routing})
+		func(ev []byte, a answer, routing *pb.Routing) error {
+			return st.Send(&pb.CompleteStreamResponse{Delta: a.text, FinishReason: a.finishReason, Usage: usageProto(a.usage), ChunkJson: string(ev), Routing: routing})
 		})
 }

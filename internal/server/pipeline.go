@@ -194,13 +194,9 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 // copyStream copies a backend body to w. With flush it flushes after every
 // read, so that server-sent events reach the client as they arrive;
 // without, the writes go out when w's buffer fills or the handler returns.
-func copyStream(w http.ResponseWriter, body io.Reader, flush bool) error {
-	return copyStreamTail(w, body, flush, nil)
-}
-
-// copyStreamTail is copyStream that also keeps the stream's tail in tail
-// (when not nil), for the usage of its final event.
-func copyStreamTail(w http.ResponseWriter, body io.Reader, flush bool, tail *sseTail) error {
+// When as is not nil it reads each piece once it is written (the events'
+// usage and text).
+func copyStream(w http.ResponseWriter, body io.Reader, flush bool, as *answerStream) error {
 	rc := http.NewResponseController(w)
 	bp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bp)
@@ -208,9 +204,6 @@ func copyStreamTail(w http.ResponseWriter, body io.Reader, flush bool, tail *sse
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
-			if tail != nil {
-				tail.add(buf[:n])
-			}
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return werr
 			}
@@ -218,6 +211,9 @@ func copyStreamTail(w http.ResponseWriter, body io.Reader, flush bool, tail *sse
 				if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
 					return ferr
 				}
+			}
+			if as != nil {
+				as.feed(buf[:n])
 			}
 		}
 		if err == io.EOF {

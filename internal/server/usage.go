@@ -8,61 +8,32 @@ import (
 	"sync"
 
 	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
 
-// Every answer's prompt and cached token counts are read once, as it
-// passes: a plain JSON answer is read whole (it is written in one piece
-// anyway) and only its usage object is looked at; an event stream keeps
-// its last sseTailBytes, where the final usage chunk is. The counts feed
+// Every answer is read once, as it passes: a plain JSON answer is read
+// whole (it is written in one piece anyway) and only its usage object and
+// first choice's text are looked at; an event stream is split into events
+// as it is relayed and each event's JSON is walked once (answerStream), for
+// its usage and, in a chat answer, its text. The counts feed
 // prefixgate_prompt_tokens_total / prefixgate_cached_prompt_tokens_total and
-// the router (route.Outcome).
+// the router (route.Outcome); the text becomes the answer's blocks, which
+// the prefix index learns.
 
 // maxUsageBody is the largest plain answer read whole for its usage; a
 // larger one is streamed through and its usage is not read.
 const maxUsageBody = 4 << 20
 
-// sseTailBytes is how much of an event stream's end is kept. A usage chunk
-// is a few hundred bytes; this leaves room for a final chunk with logprobs
-// or llama.cpp's timings before it.
-const sseTailBytes = 16 << 10
+// maxAnswerBytes bounds the text of a streamed chat answer kept for the
+// prefix index: a longer answer is relayed whole but not learned (its
+// blocks past the limit are unknown, and its prompt was learned at the
+// pick). 256 KiB is far above what a max_tokens of a few thousand writes.
+const maxAnswerBytes = 256 << 10
 
-// sseTail keeps the last sseTailBytes of a stream in a ring, so that each
-// read costs a copy of itself only; bytes lays it out once at the end.
-type sseTail struct {
-	ring  []byte // len sseTailBytes
-	out   []byte // the laid-out tail, cap sseTailBytes
-	total int64  // bytes seen
-}
-
-func newSSETail() *sseTail {
-	return &sseTail{ring: make([]byte, sseTailBytes), out: make([]byte, 0, sseTailBytes)}
-}
-
-func (t *sseTail) reset() { t.total = 0 }
-
-func (t *sseTail) add(p []byte) {
-	if len(p) > sseTailBytes {
-		t.total += int64(len(p) - sseTailBytes)
-		p = p[len(p)-sseTailBytes:]
-	}
-	at := int(t.total % sseTailBytes)
-	n := copy(t.ring[at:], p)
-	copy(t.ring, p[n:])
-	t.total += int64(len(p))
-}
-
-// bytes returns the tail in order and whether it is the whole stream.
-func (t *sseTail) bytes() ([]byte, bool) {
-	if t.total <= sseTailBytes {
-		return t.ring[:t.total], true
-	}
-	at := int(t.total % sseTailBytes)
-	t.out = append(append(t.out[:0], t.ring[at:]...), t.ring[:at]...)
-	return t.out, false
-}
-
-var tailBuffers = sync.Pool{New: func() any { return newSSETail() }}
+// maxEventBytes bounds one event line a REST stream relay holds across
+// reads; a longer event is relayed but not read.
+const maxEventBytes = 1 << 20
 
 // plainBuffers recycles the buffers plain answers are read into.
 var plainBuffers = sync.Pool{New: func() any { return new([]byte) }}
@@ -92,31 +63,140 @@ func (x *exchange) relay(w http.ResponseWriter, stream bool) error {
 		}
 		return err
 	}
-	if !ok {
-		return copyStream(w, x.resp.Body, stream)
+	if !ok || !stream {
+		return copyStream(w, x.resp.Body, stream, nil)
 	}
-	var tail *sseTail
-	if stream {
-		tail = tailBuffers.Get().(*sseTail)
-		tail.reset()
-		defer tailBuffers.Put(tail)
-	}
-	err := copyStreamTail(w, x.resp.Body, stream, tail)
-	if err == nil && tail != nil {
-		x.usage = x.b.StreamUsage(tail.bytes())
+	as := x.readStream(streamTextPath(x.info.Mode))
+	defer as.put()
+	err := copyStream(w, x.resp.Body, true, as)
+	if err == nil {
+		as.finish()
 	}
 	return err
 }
 
-// noteEvent reads the usage of one stream event the Connect streams
-// forward, if it carries one; the last one that does wins.
-func (x *exchange) noteEvent(data []byte) {
-	if x.b == nil || (!bytes.Contains(data, []byte(`"usage"`)) && !bytes.Contains(data, []byte(`"meta_info"`))) {
+// streamTextPath is where a stream chunk of mode's answers carries its
+// text, inside the first choice; "" when it has none.
+func streamTextPath(mode normalize.Mode) string {
+	switch mode {
+	case normalize.ModeChat:
+		return "delta.content"
+	case normalize.ModeCompletion:
+		return "text"
+	}
+	return ""
+}
+
+// answerStream reads a streamed answer once, event by event, as it is
+// relayed: each event's JSON is walked once (parseAnswer) for the first
+// choice's text and finish reason and the usage members. The usage goes to
+// x.usage (the last event that states one wins); the text of choice 0 of a
+// chat answer is kept, up to maxAnswerBytes, so that finish hands the
+// router the answer's blocks as the plain relay does.
+type answerStream struct {
+	x        *exchange
+	textPath string
+	learn    bool   // chat with blocks: keep the text
+	text     []byte // choice 0's text so far
+	over     bool   // the text passed maxAnswerBytes
+	// line is the event line begun in an earlier read (REST relay); skip
+	// says the line in progress passed maxEventBytes and is not read.
+	line []byte
+	skip bool
+}
+
+var answerStreams = sync.Pool{New: func() any { return new(answerStream) }}
+
+// readStream starts reading x's streamed answer; put returns it.
+func (x *exchange) readStream(textPath string) *answerStream {
+	as := answerStreams.Get().(*answerStream)
+	as.x, as.textPath = x, textPath
+	as.learn = x.b != nil && len(x.info.Blocks) > 0 && x.info.Mode == normalize.ModeChat
+	as.text, as.line, as.over, as.skip = as.text[:0], as.line[:0], false, false
+	return as
+}
+
+func (as *answerStream) put() {
+	as.x = nil
+	if cap(as.text) > 64<<10 {
+		as.text = nil // do not pin rare long answers
+	}
+	if cap(as.line) > 64<<10 {
+		as.line = nil
+	}
+	answerStreams.Put(as)
+}
+
+// event reads one event's JSON data and returns what it says.
+func (as *answerStream) event(data []byte) answer {
+	a := parseAnswer(data, as.textPath)
+	if as.x.b != nil && (a.usage.IsObject() || a.metaInfo.IsObject()) {
+		if u := as.x.b.EventUsage([]byte(a.usage.Raw), []byte(a.metaInfo.Raw)); u.PromptTokens >= 0 || u.CachedTokens >= 0 {
+			as.x.usage = u
+		}
+	}
+	if as.learn && !as.over && a.index == 0 {
+		if len(as.text)+len(a.text) > maxAnswerBytes {
+			as.over, as.text = true, as.text[:0]
+		} else {
+			as.text = append(as.text, a.text...)
+		}
+	}
+	return a
+}
+
+// finish hands the answer's blocks to the exchange once the stream has
+// ended well; an answer longer than maxAnswerBytes is not learned.
+func (as *answerStream) finish() {
+	if as.learn && !as.over {
+		as.x.answer = as.x.info.AnswerBlocks(as.text)
+	}
+}
+
+// feed reads the relayed bytes p of a server-sent event stream: complete
+// lines are read as they arrive, a line cut by the read is kept (up to
+// maxEventBytes) until its end comes.
+func (as *answerStream) feed(p []byte) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			if !as.skip && len(as.line)+len(p) > maxEventBytes {
+				as.skip, as.line = true, as.line[:0]
+			}
+			if !as.skip {
+				as.line = append(as.line, p...)
+			}
+			return
+		}
+		switch {
+		case as.skip:
+		case len(as.line) > 0:
+			if len(as.line)+i <= maxEventBytes {
+				as.line = append(as.line, p[:i]...)
+				as.eventLine(as.line)
+			}
+		default:
+			as.eventLine(p[:i])
+		}
+		as.line, as.skip = as.line[:0], false
+		p = p[i+1:]
+	}
+}
+
+// eventLine reads one line of an event stream: a data line's JSON, if any.
+func (as *answerStream) eventLine(line []byte) {
+	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok {
 		return
 	}
-	if u := x.b.ParseUsage(data); u.PromptTokens >= 0 || u.CachedTokens >= 0 {
-		x.usage = u
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return // [DONE], or nothing an answer reads
 	}
+	if !as.learn && !bytes.Contains(data, []byte(`"usage"`)) && !bytes.Contains(data, []byte(`"meta_info"`)) {
+		return // no text wanted and no usage here: not worth a walk
+	}
+	as.event(data)
 }
 
 // countUsage adds one answer's tokens to the per-backend usage counters.
