@@ -37,9 +37,14 @@ func TestImportGraph(t *testing.T) {
 			forbidden: []string{"github.com/klauspost/compress", "google.golang.org/grpc", mod + "internal/", mod + "route", mod + "normalize"},
 		},
 		{
-			why:       "a user of the SDK must not compile the server, the ring, the pool or the body decoder",
+			why:       "a user of the SDK must not compile the server, the ring, the pool, the body decoder or grpc-go",
 			pkgs:      []string{mod + "clients/go/prefixgate", mod + "clients/go/cmd/prefixgate-go"},
-			forbidden: []string{mod + "internal/", mod + "backends", mod + "route", mod + "cmd/", "github.com/klauspost/compress"},
+			forbidden: []string{mod + "internal/", mod + "backends", mod + "route", mod + "cmd/", "github.com/klauspost/compress", "google.golang.org/grpc"},
+		},
+		{
+			why:       "the generated message and Connect packages the SDK imports carry no grpc-go stubs",
+			pkgs:      []string{mod + "gen/prefixgate/v1", mod + "gen/prefixgate/v1/prefixgatev1connect"},
+			forbidden: []string{"google.golang.org/grpc", "github.com/klauspost/compress", mod + "internal/", mod + "normalize"},
 		},
 	} {
 		t.Run(tc.pkgs[0], func(t *testing.T) {

@@ -98,6 +98,9 @@ func TestConnectClientChat(t *testing.T) {
 	}
 }
 
+// TestGRPCGoClientChat calls the service with grpc-go, by method name as
+// generated grpc-go stubs do (the repository generates none, so that the
+// message package the Go SDK imports does not pull in grpc-go).
 func TestGRPCGoClientChat(t *testing.T) {
 	base := startRouter(t, 3, server.Config{})
 	conn, err := grpc.NewClient(strings.TrimPrefix(base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -105,11 +108,12 @@ func TestGRPCGoClientChat(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	client := pb.NewInferenceServiceClient(conn)
 	var header metadata.MD
 	var keys []string
 	for _, q := range []string{"first question?", "second, different question?"} {
-		res, err := client.Chat(context.Background(), &pb.ChatRequest{Input: chatInput(strings.Repeat("shared document text ", 100), q)}, grpc.Header(&header))
+		res := new(pb.ChatResponse)
+		err := conn.Invoke(context.Background(), prefixgatev1connect.InferenceServiceChatProcedure,
+			&pb.ChatRequest{Input: chatInput(strings.Repeat("shared document text ", 100), q)}, res, grpc.Header(&header))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,14 +129,22 @@ func TestGRPCGoClientChat(t *testing.T) {
 		t.Errorf("same document, different final question: keys %s and %s differ", keys[0], keys[1])
 	}
 
-	stream, err := client.ChatStream(context.Background(), &pb.ChatStreamRequest{Input: chatInput("doc", "stream please")})
+	stream, err := conn.NewStream(context.Background(), &grpc.StreamDesc{StreamName: "ChatStream", ServerStreams: true},
+		prefixgatev1connect.InferenceServiceChatStreamProcedure)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.SendMsg(&pb.ChatStreamRequest{Input: chatInput("doc", "stream please")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
 	var text strings.Builder
 	var sawRouting, sawUsage bool
 	for {
-		msg, err := stream.Recv()
+		msg := new(pb.ChatStreamResponse)
+		err := stream.RecvMsg(msg)
 		if err == io.EOF {
 			break
 		}
@@ -147,7 +159,8 @@ func TestGRPCGoClientChat(t *testing.T) {
 		t.Errorf("stream: text %q, routing %v, usage %v; want all", text.String(), sawRouting, sawUsage)
 	}
 
-	_, err = client.Invoke(context.Background(), &pb.InvokeRequest{Body: []byte(`{"inputs": "x", "inputs": "y"}`)})
+	err = conn.Invoke(context.Background(), prefixgatev1connect.InferenceServiceInvokeProcedure,
+		&pb.InvokeRequest{Body: []byte(`{"inputs": "x", "inputs": "y"}`)}, new(pb.InvokeResponse))
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "offset") {
 		t.Errorf("duplicate member: err = %v; want InvalidArgument naming the offset", err)
 	}
