@@ -120,25 +120,6 @@ func nativeKeep(hasMessages, hasPrompt, hasInputs bool) func(name []byte) bool {
 	return func(name []byte) bool { return !isVolatile(name) }
 }
 
-// NativeRoutingMember returns the test that picks, among the top-level
-// member names of an object, those in its native routing text. The linter
-// uses it to lay out the routing text the way the key does.
-func NativeRoutingMember(names []string) func(name string) bool {
-	var hasMessages, hasPrompt, hasInputs bool
-	for _, n := range names {
-		switch n {
-		case "messages":
-			hasMessages = true
-		case "prompt":
-			hasPrompt = true
-		case "inputs":
-			hasInputs = true
-		}
-	}
-	keep := nativeKeep(hasMessages, hasPrompt, hasInputs)
-	return func(name string) bool { return keep([]byte(name)) }
-}
-
 func inList(name []byte, list []string) bool {
 	for _, n := range list {
 		if string(name) == n {

@@ -87,6 +87,9 @@ type parser struct {
 	// cmpMembers is compareMembers bound once, so sorting allocates no
 	// method value per object.
 	cmpMembers func(a, b int32) int
+	// rec, when set (LayOutRoutingText), collects the routing text's
+	// segments as the key's layout code writes it; nil on the key's path.
+	rec *[]Segment
 }
 
 var parserPool = sync.Pool{New: func() any { return newParser() }}

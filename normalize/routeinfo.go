@@ -182,12 +182,12 @@ func (p *parser) appendContent(dst []byte, c int32) []byte {
 	n := &p.nodes[c]
 	switch n.kind {
 	case kString:
-		return p.appendText(dst, c)
+		return p.appendTextRec(dst, c)
 	case kNull:
 		return dst
 	case kArray:
 	default:
-		return p.emit(dst, c)
+		return p.emitRec(dst, c)
 	}
 	for e := c + 1; e < n.next; e = p.nodes[e].next {
 		if e > c+1 {
@@ -195,15 +195,15 @@ func (p *parser) appendContent(dst []byte, c int32) []byte {
 		}
 		switch p.nodes[e].kind {
 		case kString:
-			dst = p.appendText(dst, e)
+			dst = p.appendTextRec(dst, e)
 		case kObject:
 			if t := p.textPart(e); t >= 0 {
-				dst = p.appendText(dst, t)
+				dst = p.appendTextRec(dst, t)
 			} else {
-				dst = p.emit(dst, e)
+				dst = p.emitRec(dst, e)
 			}
 		default:
-			dst = p.emit(dst, e)
+			dst = p.emitRec(dst, e)
 		}
 	}
 	return dst
@@ -237,16 +237,16 @@ func (p *parser) textPart(part int32) int32 {
 func (p *parser) appendPromptText(dst []byte, v int32, budget int) []byte {
 	n := &p.nodes[v]
 	if n.kind == kString {
-		return p.appendText(dst, v)
+		return p.appendTextRec(dst, v)
 	}
 	for e := v + 1; e < n.next; e = p.nodes[e].next {
 		if len(dst) > budget {
 			break
 		}
 		if p.nodes[e].kind == kString {
-			dst = p.appendText(dst, e)
+			dst = p.appendTextRec(dst, e)
 		} else {
-			dst = p.emit(dst, e)
+			dst = p.emitRec(dst, e)
 		}
 		dst = append(dst, recordSep)
 	}

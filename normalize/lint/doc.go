@@ -9,10 +9,11 @@
 // text, JSON and SARIF renderings of a report. The CLI (prefixgate lint) and
 // the NormalizeService.Lint RPC both run Check.
 //
-// It does not own the canonical form or the routing key: it asks package
-// normalize for both and recomputes only the routing text's layout, so that
-// a position inside the window can be mapped back to a JSON path and a
-// character offset. It reads no files and keeps no state between calls.
+// It does not own the canonical form, the routing key or the routing text's
+// layout: it asks package normalize for all three (LayOutRoutingText gives
+// the text with the canonical span of each value in it), so that a position
+// inside the window can be mapped back to a JSON path and a character
+// offset. It reads no files and keeps no state between calls.
 //
 // The rules, their thresholds and the prefix-length method are written down
 // in docs/lint.md.

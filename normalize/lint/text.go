@@ -1,16 +1,9 @@
 package lint
 
 import (
-	"strings"
 	"unicode/utf8"
 
 	"github.com/prefixgate/prefixgate/normalize"
-)
-
-// Separators inside the routing text, as package normalize writes them.
-const (
-	unitSep   = "\x1f"
-	recordSep = "\x1e"
 )
 
 // segment is a run of the routing text that came from one JSON value.
@@ -29,8 +22,8 @@ type segment struct {
 	raw     *node // the value as sent, for body offsets; nil if not found
 }
 
-// routingText is the routing text of one request, laid out the way package
-// normalize builds it, with the JSON value each part came from.
+// routingText is the routing text of one request, as package normalize
+// lays it out, with the JSON value each part came from.
 type routingText struct {
 	mode  normalize.Mode
 	text  string // the whole routing text, uncut
@@ -115,123 +108,38 @@ func (rt *routingText) locate(p int) (*segment, int) {
 	return best, off
 }
 
-type textBuilder struct {
-	rt    *routingText
-	sb    strings.Builder
-	units int
-	raw   map[string]*node
-	canon []byte
-	cmap  map[string]*node
-}
-
-func (tb *textBuilder) plain(s string) {
-	tb.sb.WriteString(s)
-	tb.units += tb.rt.measure(s, false)
-}
-
-// value adds a string value as text, recording a segment.
-func (tb *textBuilder) value(n *node) {
-	tb.rt.segs = append(tb.rt.segs, segment{path: n.path, text: n.text, start: tb.units, raw: tb.raw[n.path]})
-	tb.plain(n.text)
-}
-
-// canonical adds the canonical JSON of n (a node of the canonical tree),
-// recording a segment for every string and number inside it. Positions are
-// measured from the previous value on, not from the start of n each time:
-// that would be quadratic in a tools array of many strings.
-func (tb *textBuilder) canonical(n *node) {
-	pos, prev := tb.units, n.start
-	src := tb.canon[n.start:n.end]
-	n.walk(func(v *node) {
-		if v.kind != kString && v.kind != kNumber {
-			return
-		}
-		at := v.start
-		if v.kind == kString {
-			at++
-		}
-		pos += tb.rt.measure(string(tb.canon[prev:at]), false)
-		prev = at
-		tb.rt.segs = append(tb.rt.segs, segment{
-			path: v.path, text: v.text, escaped: v.kind == kString, raw: tb.raw[v.path], start: pos,
-		})
-	})
-	tb.plain(string(src))
-}
-
-// buildRoutingText lays out the routing text of a canonical body in mode
-// (never ModeAuto), mirroring package normalize's key.
+// buildRoutingText takes the routing text of a canonical body in mode
+// (never ModeAuto) from package normalize, laid out by the code that keys
+// it, and finds the JSON value of each of its segments in the canonical
+// tree (and in the body as sent, for body offsets). A segment that holds
+// canonical JSON (tools, non-text parts, native members) becomes a
+// segment for every string and number inside it, so that findings name
+// the innermost value. Positions are measured from the previous segment
+// on, never from the start: that would be quadratic in a long text.
 func buildRoutingText(mode normalize.Mode, canon []byte, ctree, rtree *node) *routingText {
 	rt := &routingText{mode: mode}
-	tb := &textBuilder{rt: rt, raw: pathIndex(rtree), canon: canon}
-	switch mode {
-	case normalize.ModeChat:
-		if tools := ctree.get("tools"); tools != nil {
-			tb.plain("tools" + unitSep)
-			tb.canonical(tools)
-			tb.plain(recordSep)
+	lay, err := normalize.LayOutRoutingText(canon, mode)
+	if err != nil {
+		return rt // the canonical body read back already; nothing to lay out
+	}
+	rt.text, rt.whole = string(lay.Text), lay.Whole
+	byStart := make(map[int]*node)
+	ctree.walk(func(n *node) { byStart[n.start] = n })
+	raw := pathIndex(rtree)
+	units, prev := 0, 0
+	for _, s := range lay.Segments {
+		units += rt.measure(rt.text[prev:s.Start], false)
+		prev = s.Start
+		n := byStart[s.ValueStart]
+		if n == nil {
+			continue // cannot happen: both read the same canonical body
 		}
-		msgs := ctree.get("messages")
-		if msgs == nil {
-			break
+		if !s.JSON {
+			rt.segs = append(rt.segs, segment{path: n.path, text: n.text, start: units, raw: raw[n.path]})
+			continue
 		}
-		count := len(msgs.elems)
-		rt.whole = count == 1
-		for i, m := range msgs.elems {
-			if i == count-1 && count > 1 {
-				break
-			}
-			if role := m.get("role"); role != nil && role.kind == kString {
-				tb.plain(role.text)
-			}
-			tb.plain(unitSep)
-			if c := m.get("content"); c != nil {
-				tb.content(c)
-			}
-			tb.plain(recordSep)
-		}
-	case normalize.ModeCompletion:
-		rt.whole = true
-		p := ctree.get("prompt")
-		switch {
-		case p == nil:
-		case p.kind == kString:
-			tb.value(p)
-		case p.kind == kArray:
-			for _, e := range p.elems {
-				if e.kind == kString {
-					tb.value(e)
-				} else {
-					tb.canonical(e)
-				}
-				tb.plain(recordSep)
-			}
-		}
-	case normalize.ModeNative, normalize.ModeAuto:
-		if ctree.kind == kObject {
-			// The canonical object with its routing members only.
-			names := make([]string, len(ctree.members))
-			for i, m := range ctree.members {
-				names[i] = m.name
-			}
-			keep := normalize.NativeRoutingMember(names)
-			tb.plain("{")
-			first := true
-			for _, m := range ctree.members {
-				if !keep(m.name) {
-					continue
-				}
-				if !first {
-					tb.plain(",")
-				}
-				first = false
-				tb.plain(string(canon[m.nameStart:m.value.start]))
-				tb.canonical(m.value)
-			}
-			tb.plain("}")
-			break
-		}
-		ctree.walk(func(v *node) {
+		pos, from := units, n.start
+		n.walk(func(v *node) {
 			if v.kind != kString && v.kind != kNumber {
 				return
 			}
@@ -239,44 +147,13 @@ func buildRoutingText(mode normalize.Mode, canon []byte, ctree, rtree *node) *ro
 			if v.kind == kString {
 				at++
 			}
-			rt.segs = append(rt.segs, segment{path: v.path, text: v.text, start: at, escaped: v.kind == kString, raw: tb.raw[v.path]})
+			pos += rt.measure(string(canon[from:at]), false)
+			from = at
+			rt.segs = append(rt.segs, segment{path: v.path, text: v.text, escaped: v.kind == kString, raw: raw[v.path], start: pos})
 		})
-		tb.sb.Write(canon)
-		tb.units = len(canon)
 	}
-	rt.text = tb.sb.String()
-	rt.units = tb.units
+	rt.units = units + rt.measure(rt.text[prev:], false)
 	return rt
-}
-
-// content adds a message's content: a string as is, an array of parts as
-// text parts by their text and other parts as canonical JSON, joined by a
-// newline; null adds nothing.
-func (tb *textBuilder) content(c *node) {
-	switch c.kind {
-	case kString:
-		tb.value(c)
-	case kLiteral:
-		if c.text != "null" {
-			tb.canonical(c)
-		}
-	case kArray:
-		for i, part := range c.elems {
-			if i > 0 {
-				tb.plain("\n")
-			}
-			switch {
-			case part.kind == kString:
-				tb.value(part)
-			case part.kind == kObject && isTextPart(part):
-				tb.value(part.get("text"))
-			default:
-				tb.canonical(part)
-			}
-		}
-	default:
-		tb.canonical(c)
-	}
 }
 
 func isTextPart(n *node) bool {
