@@ -15,11 +15,14 @@ const IndexBlockTokens = 16
 // prefixIndex remembers, per member, the prompt blocks the router sent
 // there, as far as the member's KV cache can hold them.
 //
-// One map goes from block hash to an entry; an entry holds two bitsets over
-// member ids: who holds the block and who used it since the clock hand last
-// passed (the CLOCK approximation of LRU). A pick walks the request's blocks
-// once, intersecting holder sets, and stops when no candidate is left, so
-// its cost is one map lookup per matched block whatever the fleet size.
+// Each held block has an entry: its hash and two bitsets over member ids,
+// who holds the block and who used it since the clock hand last passed
+// (the CLOCK approximation of LRU), side by side in one record so that a
+// lookup reads one cache line for all three. A hash table (blockTable
+// below) finds the entry of a block hash. A pick walks the request's
+// blocks once, intersecting holder sets, and stops when no candidate is
+// left, so its cost is one lookup per matched block whatever the fleet
+// size.
 //
 // Each member has a ring of the entries it holds, in insertion order, at
 // most its capacity long. Adding a block to a full member advances its clock
@@ -31,12 +34,12 @@ const IndexBlockTokens = 16
 // on it (see BenchmarkPrefixIndex).
 type prefixIndex struct {
 	mu     sync.Mutex
-	words  int               // bitset words per set: ceil(ids/64)
-	table  map[uint64]uint32 // block hash -> entry
-	hashes []uint64          // entry -> block hash (for deletion)
-	sets   []uint64          // entry e: holders at [2e·words, (2e+1)·words), used bits after
-	free   []uint32          // free entries
-	mem    []idxMember       // by member id
+	words  int         // bitset words per set: ceil(ids/64)
+	stride int         // words per entry record: 1 + 2·words
+	recs   []uint64    // entry e at [e·stride, (e+1)·stride): hash, holders, used
+	table  blockTable  // block hash -> entry
+	free   []uint32    // free entries
+	mem    []idxMember // by member id
 
 	// Pick scratch, valid while mu is held.
 	matched []int32  // by member id: blocks matched from the start
@@ -56,17 +59,41 @@ type idxMember struct {
 }
 
 func newPrefixIndex() *prefixIndex {
-	return &prefixIndex{table: make(map[uint64]uint32), words: 1, cur: make([]uint64, 1)}
+	return &prefixIndex{words: 1, stride: 3, cur: make([]uint64, 1), table: newBlockTable()}
 }
 
+// entries is the number of entry records, live or free.
+func (ix *prefixIndex) entries() int { return len(ix.recs) / ix.stride }
+
+func (ix *prefixIndex) hash(e uint32) uint64 { return ix.recs[int(e)*ix.stride] }
+
 func (ix *prefixIndex) holders(e uint32) []uint64 {
-	o := int(e) * 2 * ix.words
-	return ix.sets[o : o+ix.words]
+	o := int(e)*ix.stride + 1
+	return ix.recs[o : o+ix.words]
 }
 
 func (ix *prefixIndex) used(e uint32) []uint64 {
-	o := (int(e)*2 + 1) * ix.words
-	return ix.sets[o : o+ix.words]
+	o := int(e)*ix.stride + 1 + ix.words
+	return ix.recs[o : o+ix.words]
+}
+
+// find returns the entry of block hash h.
+func (ix *prefixIndex) find(h uint64) (uint32, bool) {
+	t := &ix.table
+	x := t.mix(h)
+	tag := x >> 32
+	for i := x >> t.shift; ; i = (i + 1) & t.mask {
+		s := t.slots[i]
+		if s == 0 {
+			return 0, false
+		}
+		// The tag's top bits are the slot's home, the rest a fingerprint:
+		// most slots of other blocks are passed without reading their
+		// entry.
+		if s>>32 == tag && ix.recs[int(uint32(s)-1)*ix.stride] == h {
+			return uint32(s) - 1, true
+		}
+	}
 }
 
 // setMember sizes member id's index to capacity blocks, growing the id
@@ -91,12 +118,15 @@ func (ix *prefixIndex) grow(n int) {
 	if w <= ix.words {
 		return
 	}
-	sets := make([]uint64, len(ix.hashes)*2*w)
-	for e := range ix.hashes {
-		copy(sets[e*2*w:], ix.holders(uint32(e)))
-		copy(sets[(e*2+1)*w:], ix.used(uint32(e)))
+	stride := 1 + 2*w
+	recs := make([]uint64, ix.entries()*stride)
+	for e := range ix.entries() {
+		o := e * stride
+		recs[o] = ix.hash(uint32(e))
+		copy(recs[o+1:], ix.holders(uint32(e)))
+		copy(recs[o+1+w:], ix.used(uint32(e)))
 	}
-	ix.sets, ix.words = sets, w
+	ix.recs, ix.words, ix.stride = recs, w, stride
 	ix.cur = make([]uint64, w)
 }
 
@@ -126,7 +156,7 @@ func (ix *prefixIndex) unhold(e uint32, id int32) {
 			return
 		}
 	}
-	delete(ix.table, ix.hashes[e])
+	ix.table.remove(ix.hash(e), e)
 	ix.free = append(ix.free, e)
 }
 
@@ -155,23 +185,24 @@ func (ix *prefixIndex) evictOne(id int32) {
 
 // entry returns the entry of hash h, creating it.
 func (ix *prefixIndex) entry(h uint64) uint32 {
-	if e, ok := ix.table[h]; ok {
+	if e, ok := ix.find(h); ok {
 		return e
 	}
 	var e uint32
 	if k := len(ix.free); k > 0 {
 		e = ix.free[k-1]
 		ix.free = ix.free[:k-1]
-		clear(ix.sets[int(e)*2*ix.words : (int(e)+1)*2*ix.words])
-		ix.hashes[e] = h
+		o := int(e) * ix.stride
+		clear(ix.recs[o : o+ix.stride])
+		ix.recs[o] = h
 	} else {
-		e = uint32(len(ix.hashes))
-		ix.hashes = append(ix.hashes, h)
+		e = uint32(ix.entries())
+		ix.recs = append(ix.recs, h)
 		for range 2 * ix.words {
-			ix.sets = append(ix.sets, 0)
+			ix.recs = append(ix.recs, 0)
 		}
 	}
-	ix.table[h] = e
+	ix.table.add(h, e)
 	return e
 }
 
@@ -225,14 +256,17 @@ func samplePos(i, n int) int { return min((i+1)*indexStride-1, n-1) }
 // still in the walk holds, and returns the number of blocks matched by
 // anyone. Caller holds mu.
 func (ix *prefixIndex) match(blocks []uint64, cand []uint64) int {
+	ix.walk = ix.walk[:0]
+	if ix.words == 1 {
+		return ix.match1(blocks, cand[0])
+	}
 	cur := ix.cur[:ix.words]
 	copy(cur, cand)
-	ix.walk = ix.walk[:0]
 	n := len(blocks)
 	reached := 0
 	for i := range samples(n) {
 		pos := samplePos(i, n)
-		e, ok := ix.table[blocks[pos]]
+		e, ok := ix.find(blocks[pos])
 		if !ok {
 			break
 		}
@@ -253,6 +287,33 @@ func (ix *prefixIndex) match(blocks []uint64, cand []uint64) int {
 	for w := range cur {
 		ix.setMatched(w, cur[w], reached)
 	}
+	return reached
+}
+
+// match1 is match for up to 64 member ids (one bitset word, the common
+// fleet), with the candidate set in a register and the holder word read
+// straight from the entry record.
+func (ix *prefixIndex) match1(blocks []uint64, cur uint64) int {
+	n := len(blocks)
+	reached := 0
+	for pos := indexStride - 1; pos < n+indexStride-1; pos += indexStride {
+		pos = min(pos, n-1)
+		e, ok := ix.find(blocks[pos])
+		if !ok {
+			break
+		}
+		nw := cur & ix.recs[int(e)*3+1]
+		if cur != nw {
+			ix.setMatched(0, cur&^nw, reached)
+			cur = nw
+			if cur == 0 {
+				break
+			}
+		}
+		ix.walk = append(ix.walk, e)
+		reached = pos + 1
+	}
+	ix.setMatched(0, cur, reached)
 	return reached
 }
 
@@ -314,11 +375,15 @@ func (ix *prefixIndex) forget(id int32, k int) {
 }
 
 // memory reports the bytes the index holds for member id (its ring and its
-// share of the entries it holds) and in all (the map, the entry slabs and
-// every ring). The map's cost is estimated at 24 bytes per entry.
+// share of the entries it holds: each entry's record and its part of the
+// hash table, counted in full for every holder) and in all (the hash
+// table, the entry records, the free list and every ring, by capacity).
 func (ix *prefixIndex) memory(id int32) (member, total int64) {
-	entryBytes := int64(8 + 2*8*ix.words + 24)
-	total = int64(len(ix.hashes))*entryBytes + int64(cap(ix.free))*4
+	entryBytes := int64(ix.stride) * 8
+	if ix.table.live > 0 {
+		entryBytes += ix.table.bytes() / int64(ix.table.live)
+	}
+	total = ix.table.bytes() + int64(cap(ix.recs))*8 + int64(cap(ix.free))*4
 	for i := range ix.mem {
 		total += int64(cap(ix.mem[i].ring)) * 4
 	}
