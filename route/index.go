@@ -260,6 +260,11 @@ func (ix *prefixIndex) match(blocks []uint64, cand []uint64) int {
 	if ix.words == 1 {
 		return ix.match1(blocks, cand[0])
 	}
+	return ix.matchN(blocks, cand)
+}
+
+// matchN is match for any number of bitset words.
+func (ix *prefixIndex) matchN(blocks []uint64, cand []uint64) int {
 	cur := ix.cur[:ix.words]
 	copy(cur, cand)
 	n := len(blocks)

@@ -1,0 +1,201 @@
+package route
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestBlockTableMatchesMap drives the index's block table and a Go map with
+// the same random adds, removes and lookups, through growth and back, with
+// keys a client could aim at one slot (equal low bits, equal high bits,
+// small integers) as well as random ones.
+func TestBlockTableMatchesMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	ix := newPrefixIndex()
+	ix.setMember(0, 1)
+	model := map[uint64]uint32{}
+	var keys []uint64
+	newKey := func() uint64 {
+		x := rng.Uint64()
+		switch rng.IntN(4) {
+		case 0:
+			return x << 24 // low 24 bits equal
+		case 1:
+			return 0xabcdef0000000000 | x>>40 // high 24 bits equal
+		case 2:
+			return x >> 48 // small integers
+		}
+		return x
+	}
+	check := func() {
+		t.Helper()
+		for h, e := range model {
+			if got, ok := ix.find(h); !ok || got != e {
+				t.Fatalf("find(%x) = %d, %v; the map has %d", h, got, ok, e)
+			}
+		}
+		used := 0
+		for _, s := range ix.table.slots {
+			if s != 0 {
+				used++
+			}
+		}
+		if used != len(model) || ix.table.live != len(model) {
+			t.Fatalf("%d slots used, live %d, map %d", used, ix.table.live, len(model))
+		}
+	}
+	for round := range 6 {
+		// Grow to a few thousand keys, then shrink to a few, so removal
+		// runs over wrapped and long probe runs.
+		target := 3000
+		if round%2 == 1 {
+			target = 10
+		}
+		for step := 0; step < 20000; step++ {
+			grow := len(model) < target
+			switch op := rng.IntN(10); {
+			case op < 4 && grow || op < 2:
+				h := newKey()
+				if _, ok := model[h]; ok {
+					continue
+				}
+				e := ix.entry(h)
+				ix.holders(e)[0] = 1 // live: unhold removes it
+				model[h] = e
+				keys = append(keys, h)
+			case op < 7 && len(keys) > 0:
+				k := rng.IntN(len(keys))
+				h := keys[k]
+				keys[k] = keys[len(keys)-1]
+				keys = keys[:len(keys)-1]
+				ix.unhold(model[h], 0)
+				delete(model, h)
+			default:
+				h := newKey()
+				e, ok := ix.find(h)
+				if me, mok := model[h]; ok != mok || ok && e != me {
+					t.Fatalf("find(%x) = %d, %v; the map has %d, %v", h, e, ok, me, mok)
+				}
+			}
+			if step%2500 == 0 {
+				check()
+			}
+		}
+		check()
+	}
+}
+
+// TestMatchOneWord compares the one-word match loop with the general one
+// on an index a random workload filled (evictions and feedback leave holes
+// in members' prefixes), for random prompts and candidate sets.
+func TestMatchOneWord(t *testing.T) {
+	r := indexRouter(t, Config{VirtualNodes: 16, DefaultCacheTokens: 64 * 64, DefaultThreshold: 1024}, fleet(40))
+	rng := rand.New(rand.NewPCG(3, 5))
+	docs := make([][]uint64, 40)
+	for i := range docs {
+		docs[i] = extend(chain(uint64(i%5), 1+rng.IntN(30)), uint64(i), 1+rng.IntN(100))
+	}
+	prompt := func() []uint64 {
+		doc := docs[rng.IntN(len(docs))]
+		if rng.IntN(3) == 0 {
+			return extend(doc[:1+rng.IntN(len(doc))], rng.Uint64(), rng.IntN(20))
+		}
+		return doc
+	}
+	ix := idxOf(r)
+	for range 3000 {
+		req := Request{Key: rng.Uint64(), Blocks: prompt(), PromptTokens: 1000}
+		d, err := r.TryPick(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.DoneWith(Outcome{FirstByte: true, PromptTokens: 1000, CachedTokens: rng.IntN(1000)})
+	}
+	checkIndex(t, ix)
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.words != 1 {
+		t.Fatalf("%d bitset words, want 1", ix.words)
+	}
+	agreed := 0
+	for range 3000 {
+		blocks := prompt()
+		cand := []uint64{rng.Uint64() & rng.Uint64() & (1<<40 - 1)}
+		if rng.IntN(4) == 0 {
+			cand[0] = 1<<40 - 1
+		}
+		ix.walk = ix.walk[:0]
+		want := ix.matchN(blocks, cand)
+		wantMatched := slices.Clone(ix.matched)
+		wantWalk := slices.Clone(ix.walk)
+		clear(ix.matched)
+		ix.walk = ix.walk[:0]
+		got := ix.match1(blocks, cand[0])
+		for id := range 40 {
+			if cand[0]&(1<<id) != 0 && ix.matched[id] != wantMatched[id] {
+				t.Fatalf("member %d matched %d blocks, the general loop %d", id, ix.matched[id], wantMatched[id])
+			}
+		}
+		if got != want || !slices.Equal(ix.walk, wantWalk) {
+			t.Fatalf("one word: reached %d, walk %v; general: %d, %v", got, ix.walk, want, wantWalk)
+		}
+		if want > 0 {
+			agreed++
+		}
+	}
+	if agreed < 1000 {
+		t.Fatalf("only %d of 3000 prompts matched anything: the comparison is too weak", agreed)
+	}
+}
+
+// TestRingWalkOrder: the pick's candidate scan gives the candidates and
+// home that walking the ring until every candidate is met gives, and
+// ringWalk meets them in that walk's order, for fleets with models and
+// unhealthy members.
+func TestRingWalkOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, n := range []int{1, 7, 64, 70} {
+		ms := fleet(n)
+		for i := range ms {
+			if i%4 == 1 {
+				ms[i].Models = []string{"m"}
+			}
+		}
+		r := indexRouter(t, Config{VirtualNodes: 40}, ms)
+		for i := 0; i < n/5; i++ {
+			setHealthy(r, ms[rng.IntN(n)].Name, false)
+		}
+		p := r.snap.Load().policy.(*prefixIndexPolicy)
+		var w ringWalk
+		for k := range 300 {
+			s := r.snap.Load()
+			model := []string{"", "m", "other"}[k%3]
+			e := pickEnv{r: r, s: s, n: s.candidates(model)}
+			req := Request{Key: rng.Uint64(), Model: model}
+			p.ix.mu.Lock()
+			full := slices.Clone(p.ringOrderInto(&p.ix.scratch.order, &e, model, req.Key, false))
+			order, home := p.candidates(&e, &req)
+			if len(full) != e.n || len(order) != e.n {
+				t.Fatalf("n=%d model %q: %d candidates counted, ring walk %d, scan %d", n, model, e.n, len(full), len(order))
+			}
+			if !slices.Equal(slices.Sorted(slices.Values(order)), slices.Sorted(slices.Values(full))) {
+				t.Fatalf("n=%d: scan %v, ring walk %v", n, order, full)
+			}
+			if len(full) > 0 && home != full[0] || len(full) == 0 && home != -1 {
+				t.Fatalf("n=%d: home %d, ring walk starts at %v", n, home, full)
+			}
+			key := rng.Uint64()
+			want := slices.Clone(p.ringOrderInto(&p.ix.scratch.order, &e, model, key, false))
+			var got []int32
+			w.reset(&e, order, key)
+			for i := w.next(); i >= 0; i = w.next() {
+				got = append(got, i)
+			}
+			p.ix.mu.Unlock()
+			if !slices.Equal(got, want) {
+				t.Fatalf("n=%d: ringWalk %v, ring order %v", n, got, want)
+			}
+		}
+	}
+}
