@@ -79,21 +79,25 @@ func (ix *prefixIndex) used(e uint32) []uint64 {
 
 // find returns the entry of block hash h.
 func (ix *prefixIndex) find(h uint64) (uint32, bool) {
+	x := ix.table.mix(h)
+	return ix.resolve(h, x, ix.table.slots[x>>ix.table.shift])
+}
+
+// resolve finds the entry of h, whose mixed value is x, given the content
+// s of its home slot.
+func (ix *prefixIndex) resolve(h, x, s uint64) (uint32, bool) {
 	t := &ix.table
-	x := t.mix(h)
 	tag := x >> 32
-	for i := x >> t.shift; ; i = (i + 1) & t.mask {
-		s := t.slots[i]
-		if s == 0 {
-			return 0, false
-		}
+	for i := x >> t.shift; s != 0; s = t.slots[i] {
 		// The tag's top bits are the slot's home, the rest a fingerprint:
 		// most slots of other blocks are passed without reading their
 		// entry.
 		if s>>32 == tag && ix.recs[int(uint32(s)-1)*ix.stride] == h {
 			return uint32(s) - 1, true
 		}
+		i = (i + 1) & t.mask
 	}
+	return 0, false
 }
 
 // setMember sizes member id's index to capacity blocks, growing the id
@@ -295,28 +299,57 @@ func (ix *prefixIndex) matchN(blocks []uint64, cand []uint64) int {
 	return reached
 }
 
+// matchBatch is how many sampled blocks match1 looks up before it uses any
+// of the results. The lookups do not depend on one another, so the cache
+// misses of a batch (a table slot, then an entry record, per block)
+// overlap instead of following one another. A batch past the end of the
+// match costs a few lookups whose results are dropped.
+const matchBatch = 16
+
 // match1 is match for up to 64 member ids (one bitset word, the common
 // fleet), with the candidate set in a register and the holder word read
 // straight from the entry record.
 func (ix *prefixIndex) match1(blocks []uint64, cur uint64) int {
 	n := len(blocks)
+	t := &ix.table
+	var xs, ss, hs [matchBatch]uint64
+	var es [matchBatch]uint32
 	reached := 0
-	for pos := indexStride - 1; pos < n+indexStride-1; pos += indexStride {
-		pos = min(pos, n-1)
-		e, ok := ix.find(blocks[pos])
-		if !ok {
-			break
+	end := n + indexStride - 1 // sample positions are min(p, n-1) for p < end
+	for p := indexStride - 1; p < end; {
+		// Home slots of the batch's blocks.
+		k := 0
+		for q := p; k < matchBatch && q < end; q += indexStride {
+			x := t.mix(blocks[min(q, n-1)])
+			xs[k], ss[k] = x, t.slots[x>>t.shift]
+			k++
 		}
-		nw := cur & ix.recs[int(e)*3+1]
-		if cur != nw {
-			ix.setMatched(0, cur&^nw, reached)
-			cur = nw
-			if cur == 0 {
+		// Their entries and holder words, up to the first block not held.
+		stop := false
+		for j := range k {
+			e, ok := ix.resolve(blocks[min(p+j*indexStride, n-1)], xs[j], ss[j])
+			if !ok {
+				k, stop = j, true
 				break
 			}
+			es[j], hs[j] = e, ix.recs[int(e)*3+1]
 		}
-		ix.walk = append(ix.walk, e)
-		reached = pos + 1
+		for j := range k {
+			nw := cur & hs[j]
+			if cur != nw {
+				ix.setMatched(0, cur&^nw, reached)
+				cur = nw
+				if cur == 0 {
+					return reached
+				}
+			}
+			ix.walk = append(ix.walk, es[j])
+			reached = min(p+j*indexStride, n-1) + 1
+		}
+		if stop {
+			break
+		}
+		p += k * indexStride
 	}
 	ix.setMatched(0, cur, reached)
 	return reached
@@ -345,8 +378,17 @@ func (ix *prefixIndex) insert(id int32, blocks []uint64, held int) {
 	n := len(blocks)
 	count := min(samples(n), ix.mem[id].capacity)
 	held = min(held, count, len(ix.walk))
-	for i := range held {
-		ix.hold(ix.walk[i], id)
+	// The member holds the walk's first held entries (match passed them
+	// with the member still in the walk), so holding them again only sets
+	// their used bits: done here in place, one record at a time.
+	hw, uw, b := 1+int(id>>6), 1+ix.words+int(id>>6), uint64(1)<<(id&63)
+	for _, e := range ix.walk[:held] {
+		o := int(e) * ix.stride
+		if ix.recs[o+hw]&b == 0 {
+			ix.hold(e, id)
+			continue
+		}
+		ix.recs[o+uw] |= b
 	}
 	for i := count - 1; i >= held; i-- {
 		if i < len(ix.walk) {
