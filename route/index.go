@@ -390,13 +390,52 @@ func (ix *prefixIndex) insert(id int32, blocks []uint64, held int) {
 		}
 		ix.recs[o+uw] |= b
 	}
-	for i := count - 1; i >= held; i-- {
-		if i < len(ix.walk) {
-			ix.hold(ix.walk[i], id)
-		} else {
-			ix.hold(ix.entry(blocks[samplePos(i, n)]), id)
+	lo := max(held, len(ix.walk))
+	for i := count - 1; i >= lo; i -= matchBatch {
+		ix.holdBatch(id, blocks, i, lo)
+	}
+	for i := min(count, len(ix.walk)) - 1; i >= held; i-- {
+		ix.hold(ix.walk[i], id)
+	}
+}
+
+// holdBatch holds samples top, top-1, ... down to lo (at most matchBatch of
+// them, not below lo) of blocks for member id, as hold(entry(...)) one by one
+// would, with their lookups done first so that the cache misses overlap. A
+// hold may evict an entry looked up for a later sample of the batch and the
+// entry may be reused for another block; such an entry is looked up again.
+func (ix *prefixIndex) holdBatch(id int32, blocks []uint64, top, lo int) {
+	n := len(blocks)
+	t := &ix.table
+	k := min(matchBatch, top-lo+1)
+	var xs, ss [matchBatch]uint64
+	var es [matchBatch]uint32
+	var found [matchBatch]bool
+	for j := range k {
+		x := t.mix(blocks[samplePos(top-j, n)])
+		xs[j], ss[j] = x, t.slots[x>>t.shift]
+	}
+	for j := range k {
+		es[j], found[j] = ix.resolve(blocks[samplePos(top-j, n)], xs[j], ss[j])
+	}
+	for j := range k {
+		h := blocks[samplePos(top-j, n)]
+		e := es[j]
+		if !found[j] || ix.hash(e) != h || !ix.live(e) {
+			e = ix.entry(h)
+		}
+		ix.hold(e, id)
+	}
+}
+
+// live reports whether entry e has a holder (is in the table).
+func (ix *prefixIndex) live(e uint32) bool {
+	for _, w := range ix.holders(e) {
+		if w != 0 {
+			return true
 		}
 	}
+	return false
 }
 
 // heldSamples is how many leading samples of an n-block prompt a member

@@ -199,3 +199,134 @@ func TestRingWalkOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestIndexMatchesReference drives the index and refIndex (the index
+// before its block table, batched lookups and in-place used bits) with the
+// same random members, picks (match, then insert for one candidate, as a
+// pick charges), learned answers and feedback, over 72 ids (two bitset
+// words) and capacities small enough that members evict all the time. Every
+// match must return the same reach, walk and per-candidate matches, and
+// after every operation the members' clocks and every entry's holder and
+// used bits must be the same.
+func TestIndexMatchesReference(t *testing.T) {
+	for seed := range uint64(4) {
+		rng := rand.New(rand.NewPCG(seed, 77))
+		ix, ref := newPrefixIndex(), newRefIndex()
+		var roots, docs [][]uint64
+		for i := range 8 {
+			roots = append(roots, chain(seed*100+uint64(i), 1+rng.IntN(24)))
+		}
+		for i := range 80 {
+			docs = append(docs, extend(roots[rng.IntN(len(roots))], seed*1000+uint64(i), 1+rng.IntN(220)))
+		}
+		prompt := func() []uint64 {
+			d := docs[rng.IntN(len(docs))]
+			switch rng.IntN(4) {
+			case 0:
+				return d[:1+rng.IntN(len(d))]
+			case 1:
+				return extend(d, rng.Uint64(), 1+rng.IntN(40))
+			}
+			return d
+		}
+		ids := 8 + int(seed%2)*64 // one word, then two
+		active := map[int32]bool{}
+		matches := 0
+		for step := range 2500 {
+			switch op := rng.IntN(100); {
+			case op < 4 || len(active) == 0:
+				id, c := int32(rng.IntN(ids)), 1+rng.IntN(80)
+				ix.setMember(id, c)
+				ref.setMember(id, c)
+				active[id] = true
+			case op < 6:
+				id := int32(rng.IntN(ids))
+				ix.dropMember(id)
+				ref.dropMember(id)
+				delete(active, id)
+			case op < 12:
+				id, k := int32(rng.IntN(ids)), 1+rng.IntN(6)
+				ix.forget(id, k)
+				ref.forget(id, k)
+			case op < 25:
+				id, blocks := int32(rng.IntN(ids)), prompt()
+				ix.walk, ref.walk = ix.walk[:0], ref.walk[:0]
+				ix.insert(id, blocks, 0)
+				ref.insert(id, blocks, 0)
+			default:
+				blocks := prompt()
+				cand := make([]uint64, ix.words)
+				var in []int32
+				for id := range active {
+					if rng.IntN(3) > 0 {
+						cand[id>>6] |= 1 << (id & 63)
+						in = append(in, id)
+					}
+				}
+				if len(in) == 0 {
+					continue
+				}
+				slices.Sort(in)
+				got, want := ix.match(blocks, cand), ref.match(blocks, cand)
+				if got != want || len(ix.walk) != len(ref.walk) {
+					t.Fatalf("seed %d step %d: match reached %d walking %d entries, reference %d walking %d", seed, step, got, len(ix.walk), want, len(ref.walk))
+				}
+				for k, e := range ix.walk {
+					if ix.hash(e) != ref.hashes[ref.walk[k]] {
+						t.Fatalf("seed %d step %d: walk entry %d differs", seed, step, k)
+					}
+				}
+				for _, id := range in {
+					if ix.matched[id] != ref.matched[id] {
+						t.Fatalf("seed %d step %d: member %d matched %d, reference %d", seed, step, id, ix.matched[id], ref.matched[id])
+					}
+				}
+				if want > 0 {
+					matches++
+				}
+				id := in[rng.IntN(len(in))]
+				held := heldSamples(int(ix.matched[id]), len(blocks))
+				ix.insert(id, blocks, held)
+				ref.insert(id, blocks, held)
+			}
+			compareWithReference(t, ix, ref)
+		}
+		if matches < 300 {
+			t.Fatalf("seed %d: only %d matches found anything: the comparison is too weak", seed, matches)
+		}
+		checkTable(t, ix)
+	}
+}
+
+// compareWithReference fails unless ix and ref hold the same entries with
+// the same holder and used bits and every member's clock lists the same
+// blocks from the same hand.
+func compareWithReference(t *testing.T, ix *prefixIndex, ref *refIndex) {
+	t.Helper()
+	if ix.table.live != len(ref.table) || ix.words != ref.words {
+		t.Fatalf("%d entries in %d words, reference %d in %d", ix.table.live, ix.words, len(ref.table), ref.words)
+	}
+	for h, re := range ref.table {
+		e, ok := ix.find(h)
+		if !ok {
+			t.Fatalf("block %x: in the reference, not in the index", h)
+		}
+		if !slices.Equal(ix.holders(e), ref.holders(re)) || !slices.Equal(ix.used(e), ref.used(re)) {
+			t.Fatalf("block %x: holders %x used %x, reference %x %x", h, ix.holders(e), ix.used(e), ref.holders(re), ref.used(re))
+		}
+	}
+	if len(ix.mem) != len(ref.mem) {
+		t.Fatalf("%d members, reference %d", len(ix.mem), len(ref.mem))
+	}
+	for id := range ix.mem {
+		m, rm := &ix.mem[id], &ref.mem[id]
+		if m.n != rm.n || m.capacity != rm.capacity {
+			t.Fatalf("member %d: %d of %d, reference %d of %d", id, m.n, m.capacity, rm.n, rm.capacity)
+		}
+		for k := range m.n {
+			if ix.hash(m.ring[(m.head+k)%len(m.ring)]) != ref.hashes[rm.ring[(rm.head+k)%len(rm.ring)]] {
+				t.Fatalf("member %d: clock position %d differs from the reference", id, k)
+			}
+		}
+	}
+}
