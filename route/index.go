@@ -18,7 +18,7 @@ const IndexBlockTokens = 16
 // Each held block has an entry: its hash and two bitsets over member ids,
 // who holds the block and who used it since the clock hand last passed
 // (the CLOCK approximation of LRU), side by side in one record so that a
-// lookup reads one cache line for all three. A hash table (blockTable
+// lookup usually reads all three in one cache line. A hash table (blockTable
 // below) finds the entry of a block hash. A pick walks the request's
 // blocks once, intersecting holder sets, and stops when no candidate is
 // left, so its cost is one lookup per matched block whatever the fleet
@@ -235,7 +235,7 @@ func (ix *prefixIndex) hold(e uint32, id int32) {
 	}
 	m.ring[(m.head+m.n)%len(m.ring)] = e
 	m.n++
-	h = ix.holders(e) // evictOne may not move sets, but stay safe
+	h = ix.holders(e) // evictOne does not move records, but stay safe
 	h[w] |= b
 }
 
