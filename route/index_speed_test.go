@@ -1,7 +1,9 @@
 package route
 
 import (
+	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -329,4 +331,40 @@ func compareWithReference(t *testing.T, ix *prefixIndex, ref *refIndex) {
 			}
 		}
 	}
+}
+
+// TestIndexStatsBytesMatchHeap keeps IndexStats.Bytes honest: filling the
+// index with 32,768 entries (BenchmarkPrefixIndex's 256 prompts of 512
+// blocks on 64 members) must grow the Go heap by what it reports, within
+// 10%. (The map-based index reported 1.73 MB here while the heap grew by
+// 2.15 MB.)
+func TestIndexStatsBytesMatchHeap(t *testing.T) {
+	const docs, blocks = 256, 512
+	r := indexRouter(t, Config{DefaultThreshold: MaxThreshold}, fleet(64))
+	reqs := make([]Request, docs)
+	for i := range reqs {
+		bl := chain(uint64(i)+1, blocks)
+		reqs[i] = Request{Key: splitmix(uint64(i)), Blocks: bl, PromptTokens: blocks * IndexBlockTokens}
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range reqs {
+		d, err := r.TryPick(reqs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.DoneWith(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	st, _ := r.IndexStats()
+	if e := st.MemberEntries["vllm-0"]; e == 0 {
+		t.Fatalf("member vllm-0 holds no entries: %+v", st.MemberEntries)
+	}
+	if math.Abs(float64(st.Bytes-grew)) > 0.1*float64(grew) {
+		t.Errorf("IndexStats.Bytes = %d, the heap grew by %d", st.Bytes, grew)
+	}
+	runtime.KeepAlive(reqs)
 }
