@@ -289,3 +289,33 @@ func benchPrefixIndex(b *testing.B, answer int) {
 	b.ReportMetric(float64(stats.Bytes), "index-bytes")
 	b.ReportMetric(float64(stats.Bytes)/64, "index-bytes/backend")
 }
+
+// BenchmarkPrefixIndexCold measures a prefix-index pick whose prompt the
+// index has never seen (32 KiB, 512 blocks, new every op): the match ends
+// at the first block, the ring places the prompt, and the index adds its
+// 128 sampled blocks to the chosen backend, which, once full (1,024
+// entries each here, filled after about 512 ops), evicts as many. The op
+// also computes the prompt's 512 block hashes.
+func BenchmarkPrefixIndexCold(b *testing.B) {
+	const blocks = 512
+	r := mustNew(b, Config{Policy: "prefix-index", DefaultThreshold: MaxThreshold, DefaultCacheTokens: 1 << 16}, fleet(64))
+	bl := make([]uint64, blocks)
+	first := Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1}
+	b.ReportAllocs()
+	defer cpuPerOp(b)()
+	i := uint64(0)
+	for b.Loop() {
+		h := splitmix(i + 1)
+		for k := range bl {
+			h = splitmix(h ^ uint64(k))
+			bl[k] = h
+		}
+		d, err := r.TryPick(Request{Key: splitmix(i), Blocks: bl, PromptTokens: blocks * IndexBlockTokens})
+		if err != nil {
+			b.Fatal(err)
+		}
+		d.Report(first)
+		d.Done()
+		i++
+	}
+}
