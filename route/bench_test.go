@@ -224,23 +224,37 @@ func BenchmarkSetMembers(b *testing.B) {
 // that the index already holds, so the pick walks all 512 blocks, costs
 // every candidate and marks the blocks used; then the first byte and Done.
 // It also reports the index's memory per backend and in all.
-func BenchmarkPrefixIndex(b *testing.B) {
+func BenchmarkPrefixIndex(b *testing.B) { benchPrefixIndex(b, 0) }
+
+// BenchmarkPrefixIndexLearn is BenchmarkPrefixIndex with the update after
+// the answer: Done reports what the backend holds, the prompt followed by
+// a 4 KiB answer (64 blocks), which the index learns for the chosen
+// backend (Outcome.Blocks). Each prompt's answer is the same every time, so
+// after the setup every block is held and learning marks them used.
+func BenchmarkPrefixIndexLearn(b *testing.B) { benchPrefixIndex(b, 64) }
+
+func benchPrefixIndex(b *testing.B, answer int) {
 	const docs, blocks = 256, 512
 	r := mustNew(b, Config{Policy: "prefix-index", DefaultThreshold: MaxThreshold}, fleet(64))
 	reqs := make([]Request, docs)
+	learned := make([]Outcome, docs)
 	for i := range reqs {
-		bl := make([]uint64, blocks)
+		bl := make([]uint64, blocks, blocks+answer)
 		h := splitmix(uint64(i) + 1)
 		for k := range bl {
 			h = splitmix(h ^ uint64(k))
 			bl[k] = h
 		}
 		reqs[i] = Request{Key: splitmix(uint64(i)), Blocks: bl, PromptTokens: blocks * IndexBlockTokens}
+		learned[i] = Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1}
+		if answer > 0 {
+			learned[i].Blocks = extend(bl, uint64(i), answer)
+		}
 		d, err := r.TryPick(reqs[i])
 		if err != nil {
 			b.Fatal(err)
 		}
-		d.DoneWith(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
+		d.DoneWith(learned[i])
 	}
 	first := Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1}
 	// Each op's wall time, for the median: the mean of a loaded machine is
@@ -256,7 +270,11 @@ func BenchmarkPrefixIndex(b *testing.B) {
 			b.Fatal(err)
 		}
 		d.Report(first)
-		d.Done()
+		if answer > 0 {
+			d.DoneWith(learned[i%docs])
+		} else {
+			d.Done()
+		}
 		if len(took) < cap(took) {
 			took = append(took, time.Since(start))
 		}
@@ -270,4 +288,44 @@ func BenchmarkPrefixIndex(b *testing.B) {
 	stats, _ := r.IndexStats()
 	b.ReportMetric(float64(stats.Bytes), "index-bytes")
 	b.ReportMetric(float64(stats.Bytes)/64, "index-bytes/backend")
+}
+
+// BenchmarkPrefixIndexCold measures a prefix-index pick whose prompt the
+// index has never seen (32 KiB, 512 blocks, new every op): the match ends
+// at the first block, the ring places the prompt, and the index adds its
+// 128 sampled blocks to the chosen backend, which, once full (1,024
+// entries each here, filled after about 512 ops), evicts as many. The op
+// also computes the prompt's 512 block hashes.
+func BenchmarkPrefixIndexCold(b *testing.B) {
+	const blocks = 512
+	r := mustNew(b, Config{Policy: "prefix-index", DefaultThreshold: MaxThreshold, DefaultCacheTokens: 1 << 16}, fleet(64))
+	bl := make([]uint64, blocks)
+	first := Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1}
+	took := make([]time.Duration, 0, 1<<20)
+	b.ReportAllocs()
+	defer cpuPerOp(b)()
+	i := uint64(0)
+	for b.Loop() {
+		start := time.Now()
+		h := splitmix(i + 1)
+		for k := range bl {
+			h = splitmix(h ^ uint64(k))
+			bl[k] = h
+		}
+		d, err := r.TryPick(Request{Key: splitmix(i), Blocks: bl, PromptTokens: blocks * IndexBlockTokens})
+		if err != nil {
+			b.Fatal(err)
+		}
+		d.Report(first)
+		d.Done()
+		if len(took) < cap(took) {
+			took = append(took, time.Since(start))
+		}
+		i++
+	}
+	b.StopTimer()
+	slices.Sort(took)
+	if len(took) > 0 {
+		b.ReportMetric(float64(took[len(took)/2].Nanoseconds()), "median-ns")
+	}
 }

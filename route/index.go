@@ -15,11 +15,14 @@ const IndexBlockTokens = 16
 // prefixIndex remembers, per member, the prompt blocks the router sent
 // there, as far as the member's KV cache can hold them.
 //
-// One map goes from block hash to an entry; an entry holds two bitsets over
-// member ids: who holds the block and who used it since the clock hand last
-// passed (the CLOCK approximation of LRU). A pick walks the request's blocks
-// once, intersecting holder sets, and stops when no candidate is left, so
-// its cost is one map lookup per matched block whatever the fleet size.
+// Each held block has an entry: its hash and two bitsets over member ids,
+// who holds the block and who used it since the clock hand last passed
+// (the CLOCK approximation of LRU), side by side in one record so that a
+// lookup usually reads all three in one cache line. A hash table (blockTable
+// below) finds the entry of a block hash. A pick walks the request's
+// blocks once, intersecting holder sets, and stops when no candidate is
+// left, so its cost is one lookup per matched block whatever the fleet
+// size.
 //
 // Each member has a ring of the entries it holds, in insertion order, at
 // most its capacity long. Adding a block to a full member advances its clock
@@ -31,18 +34,20 @@ const IndexBlockTokens = 16
 // on it (see BenchmarkPrefixIndex).
 type prefixIndex struct {
 	mu     sync.Mutex
-	words  int               // bitset words per set: ceil(ids/64)
-	table  map[uint64]uint32 // block hash -> entry
-	hashes []uint64          // entry -> block hash (for deletion)
-	sets   []uint64          // entry e: holders at [2e·words, (2e+1)·words), used bits after
-	free   []uint32          // free entries
-	mem    []idxMember       // by member id
+	words  int         // bitset words per set: ceil(ids/64)
+	stride int         // words per entry record: 1 + 2·words
+	recs   []uint64    // entry e at [e·stride, (e+1)·stride): hash, holders, used
+	table  blockTable  // block hash -> entry
+	free   []uint32    // free entries
+	mem    []idxMember // by member id
 
 	// Pick scratch, valid while mu is held.
 	matched []int32  // by member id: blocks matched from the start
 	walk    []uint32 // entries of the blocks walked
 	cur     []uint64 // the walk's candidate set
 	scratch pickScratch
+
+	touched uint64 // touchClock's sum of what it read, otherwise unused
 
 	mispredictions atomic.Uint64
 	corrections    atomic.Uint64 // blocks evicted by feedback
@@ -56,17 +61,45 @@ type idxMember struct {
 }
 
 func newPrefixIndex() *prefixIndex {
-	return &prefixIndex{table: make(map[uint64]uint32), words: 1, cur: make([]uint64, 1)}
+	return &prefixIndex{words: 1, stride: 3, cur: make([]uint64, 1), table: newBlockTable()}
 }
 
+// entries is the number of entry records, live or free.
+func (ix *prefixIndex) entries() int { return len(ix.recs) / ix.stride }
+
+func (ix *prefixIndex) hash(e uint32) uint64 { return ix.recs[int(e)*ix.stride] }
+
 func (ix *prefixIndex) holders(e uint32) []uint64 {
-	o := int(e) * 2 * ix.words
-	return ix.sets[o : o+ix.words]
+	o := int(e)*ix.stride + 1
+	return ix.recs[o : o+ix.words]
 }
 
 func (ix *prefixIndex) used(e uint32) []uint64 {
-	o := (int(e)*2 + 1) * ix.words
-	return ix.sets[o : o+ix.words]
+	o := int(e)*ix.stride + 1 + ix.words
+	return ix.recs[o : o+ix.words]
+}
+
+// find returns the entry of block hash h.
+func (ix *prefixIndex) find(h uint64) (uint32, bool) {
+	x := ix.table.mix(h)
+	return ix.resolve(h, x, ix.table.slots[x>>ix.table.shift])
+}
+
+// resolve finds the entry of h, whose mixed value is x, given the content
+// s of its home slot.
+func (ix *prefixIndex) resolve(h, x, s uint64) (uint32, bool) {
+	t := &ix.table
+	tag := x >> 32
+	for i := x >> t.shift; s != 0; s = t.slots[i] {
+		// The tag's top bits are the slot's home, the rest a fingerprint:
+		// most slots of other blocks are passed without reading their
+		// entry.
+		if s>>32 == tag && ix.recs[int(uint32(s)-1)*ix.stride] == h {
+			return uint32(s) - 1, true
+		}
+		i = (i + 1) & t.mask
+	}
+	return 0, false
 }
 
 // setMember sizes member id's index to capacity blocks, growing the id
@@ -91,12 +124,15 @@ func (ix *prefixIndex) grow(n int) {
 	if w <= ix.words {
 		return
 	}
-	sets := make([]uint64, len(ix.hashes)*2*w)
-	for e := range ix.hashes {
-		copy(sets[e*2*w:], ix.holders(uint32(e)))
-		copy(sets[(e*2+1)*w:], ix.used(uint32(e)))
+	stride := 1 + 2*w
+	recs := make([]uint64, ix.entries()*stride)
+	for e := range ix.entries() {
+		o := e * stride
+		recs[o] = ix.hash(uint32(e))
+		copy(recs[o+1:], ix.holders(uint32(e)))
+		copy(recs[o+1+w:], ix.used(uint32(e)))
 	}
-	ix.sets, ix.words = sets, w
+	ix.recs, ix.words, ix.stride = recs, w, stride
 	ix.cur = make([]uint64, w)
 }
 
@@ -126,7 +162,7 @@ func (ix *prefixIndex) unhold(e uint32, id int32) {
 			return
 		}
 	}
-	delete(ix.table, ix.hashes[e])
+	ix.table.remove(ix.hash(e), e)
 	ix.free = append(ix.free, e)
 }
 
@@ -155,23 +191,24 @@ func (ix *prefixIndex) evictOne(id int32) {
 
 // entry returns the entry of hash h, creating it.
 func (ix *prefixIndex) entry(h uint64) uint32 {
-	if e, ok := ix.table[h]; ok {
+	if e, ok := ix.find(h); ok {
 		return e
 	}
 	var e uint32
 	if k := len(ix.free); k > 0 {
 		e = ix.free[k-1]
 		ix.free = ix.free[:k-1]
-		clear(ix.sets[int(e)*2*ix.words : (int(e)+1)*2*ix.words])
-		ix.hashes[e] = h
+		o := int(e) * ix.stride
+		clear(ix.recs[o : o+ix.stride])
+		ix.recs[o] = h
 	} else {
-		e = uint32(len(ix.hashes))
-		ix.hashes = append(ix.hashes, h)
+		e = uint32(ix.entries())
+		ix.recs = append(ix.recs, h)
 		for range 2 * ix.words {
-			ix.sets = append(ix.sets, 0)
+			ix.recs = append(ix.recs, 0)
 		}
 	}
-	ix.table[h] = e
+	ix.table.add(h, e)
 	return e
 }
 
@@ -200,7 +237,7 @@ func (ix *prefixIndex) hold(e uint32, id int32) {
 	}
 	m.ring[(m.head+m.n)%len(m.ring)] = e
 	m.n++
-	h = ix.holders(e) // evictOne may not move sets, but stay safe
+	h = ix.holders(e) // evictOne does not move records, but stay safe
 	h[w] |= b
 }
 
@@ -225,14 +262,22 @@ func samplePos(i, n int) int { return min((i+1)*indexStride-1, n-1) }
 // still in the walk holds, and returns the number of blocks matched by
 // anyone. Caller holds mu.
 func (ix *prefixIndex) match(blocks []uint64, cand []uint64) int {
+	ix.walk = ix.walk[:0]
+	if ix.words == 1 {
+		return ix.match1(blocks, cand[0])
+	}
+	return ix.matchN(blocks, cand)
+}
+
+// matchN is match for any number of bitset words.
+func (ix *prefixIndex) matchN(blocks []uint64, cand []uint64) int {
 	cur := ix.cur[:ix.words]
 	copy(cur, cand)
-	ix.walk = ix.walk[:0]
 	n := len(blocks)
 	reached := 0
 	for i := range samples(n) {
 		pos := samplePos(i, n)
-		e, ok := ix.table[blocks[pos]]
+		e, ok := ix.find(blocks[pos])
 		if !ok {
 			break
 		}
@@ -253,6 +298,62 @@ func (ix *prefixIndex) match(blocks []uint64, cand []uint64) int {
 	for w := range cur {
 		ix.setMatched(w, cur[w], reached)
 	}
+	return reached
+}
+
+// matchBatch is how many sampled blocks match1 looks up before it uses any
+// of the results. The lookups do not depend on one another, so the cache
+// misses of a batch (a table slot, then an entry record, per block)
+// overlap instead of following one another. A batch past the end of the
+// match costs a few lookups whose results are dropped.
+const matchBatch = 16
+
+// match1 is match for up to 64 member ids (one bitset word, the common
+// fleet), with the candidate set in a register and the holder word read
+// straight from the entry record.
+func (ix *prefixIndex) match1(blocks []uint64, cur uint64) int {
+	n := len(blocks)
+	t := &ix.table
+	var xs, ss, hs [matchBatch]uint64
+	var es [matchBatch]uint32
+	reached := 0
+	end := n + indexStride - 1 // sample positions are min(p, n-1) for p < end
+	for p := indexStride - 1; p < end; {
+		// Home slots of the batch's blocks.
+		k := 0
+		for q := p; k < matchBatch && q < end; q += indexStride {
+			x := t.mix(blocks[min(q, n-1)])
+			xs[k], ss[k] = x, t.slots[x>>t.shift]
+			k++
+		}
+		// Their entries and holder words, up to the first block not held.
+		stop := false
+		for j := range k {
+			e, ok := ix.resolve(blocks[min(p+j*indexStride, n-1)], xs[j], ss[j])
+			if !ok {
+				k, stop = j, true
+				break
+			}
+			es[j], hs[j] = e, ix.recs[int(e)*3+1]
+		}
+		for j := range k {
+			nw := cur & hs[j]
+			if cur != nw {
+				ix.setMatched(0, cur&^nw, reached)
+				cur = nw
+				if cur == 0 {
+					return reached
+				}
+			}
+			ix.walk = append(ix.walk, es[j])
+			reached = min(p+j*indexStride, n-1) + 1
+		}
+		if stop {
+			break
+		}
+		p += k * indexStride
+	}
+	ix.setMatched(0, cur, reached)
 	return reached
 }
 
@@ -279,16 +380,88 @@ func (ix *prefixIndex) insert(id int32, blocks []uint64, held int) {
 	n := len(blocks)
 	count := min(samples(n), ix.mem[id].capacity)
 	held = min(held, count, len(ix.walk))
-	for i := range held {
+	// The member holds the walk's first held entries (match passed them
+	// with the member still in the walk), so holding them again only sets
+	// their used bits: done here in place, one record at a time.
+	hw, uw, b := 1+int(id>>6), 1+ix.words+int(id>>6), uint64(1)<<(id&63)
+	for _, e := range ix.walk[:held] {
+		o := int(e) * ix.stride
+		if ix.recs[o+hw]&b == 0 {
+			ix.hold(e, id)
+			continue
+		}
+		ix.recs[o+uw] |= b
+	}
+	lo := max(held, len(ix.walk))
+	for i := count - 1; i >= lo; i -= matchBatch {
+		ix.holdBatch(id, blocks, i, lo)
+	}
+	for i := min(count, len(ix.walk)) - 1; i >= held; i-- {
 		ix.hold(ix.walk[i], id)
 	}
-	for i := count - 1; i >= held; i-- {
-		if i < len(ix.walk) {
-			ix.hold(ix.walk[i], id)
-		} else {
-			ix.hold(ix.entry(blocks[samplePos(i, n)]), id)
+}
+
+// holdBatch holds samples top, top-1, ... down to lo (at most matchBatch of
+// them, not below lo) of blocks for member id, as hold(entry(...)) one by one
+// would, with their lookups done first so that the cache misses overlap. A
+// hold may evict an entry looked up for a later sample of the batch and the
+// entry may be reused for another block; such an entry is looked up again.
+func (ix *prefixIndex) holdBatch(id int32, blocks []uint64, top, lo int) {
+	n := len(blocks)
+	t := &ix.table
+	k := min(matchBatch, top-lo+1)
+	var xs, ss [matchBatch]uint64
+	var es [matchBatch]uint32
+	var found [matchBatch]bool
+	for j := range k {
+		x := t.mix(blocks[samplePos(top-j, n)])
+		xs[j], ss[j] = x, t.slots[x>>t.shift]
+	}
+	for j := range k {
+		es[j], found[j] = ix.resolve(blocks[samplePos(top-j, n)], xs[j], ss[j])
+	}
+	ix.touchClock(id, k)
+	for j := range k {
+		h := blocks[samplePos(top-j, n)]
+		e := es[j]
+		if !found[j] || ix.hash(e) != h || !ix.live(e) {
+			e = ix.entry(h)
+		}
+		ix.hold(e, id)
+	}
+}
+
+// touchClock reads the records and table slots of the next k entries at
+// member id's clock hand, if the member is full: the holds about to be
+// made evict or pass them. The reads do not depend on one another, so
+// their cache misses overlap here, where one eviction after another would
+// wait for each. It changes nothing but the cache.
+func (ix *prefixIndex) touchClock(id int32, k int) {
+	m := &ix.mem[id]
+	if m.n < m.capacity {
+		return
+	}
+	t := &ix.table
+	var sum uint64
+	for i, h := 0, m.head; i < min(k, m.n); i++ {
+		o := int(m.ring[h]) * ix.stride
+		x := t.mix(ix.recs[o])
+		sum += t.slots[x>>t.shift] + ix.recs[o+ix.stride-1]
+		if h++; h == len(m.ring) {
+			h = 0
 		}
 	}
+	ix.touched = sum // kept so that the compiler keeps the reads
+}
+
+// live reports whether entry e has a holder (is in the table).
+func (ix *prefixIndex) live(e uint32) bool {
+	for _, w := range ix.holders(e) {
+		if w != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // heldSamples is how many leading samples of an n-block prompt a member
@@ -314,11 +487,15 @@ func (ix *prefixIndex) forget(id int32, k int) {
 }
 
 // memory reports the bytes the index holds for member id (its ring and its
-// share of the entries it holds) and in all (the map, the entry slabs and
-// every ring). The map's cost is estimated at 24 bytes per entry.
+// share of the entries it holds: each entry's record and its part of the
+// hash table, counted in full for every holder) and in all (the hash
+// table, the entry records, the free list and every ring, by capacity).
 func (ix *prefixIndex) memory(id int32) (member, total int64) {
-	entryBytes := int64(8 + 2*8*ix.words + 24)
-	total = int64(len(ix.hashes))*entryBytes + int64(cap(ix.free))*4
+	entryBytes := int64(ix.stride) * 8
+	if ix.table.live > 0 {
+		entryBytes += ix.table.bytes() / int64(ix.table.live)
+	}
+	total = ix.table.bytes() + int64(cap(ix.recs))*8 + int64(cap(ix.free))*4
 	for i := range ix.mem {
 		total += int64(cap(ix.mem[i].ring)) * 4
 	}

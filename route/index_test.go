@@ -3,6 +3,7 @@ package route
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -67,16 +68,49 @@ func checkIndex(t *testing.T, ix *prefixIndex) {
 				t.Fatalf("member %d: entry %d in its ring without its holder bit", id, e)
 			}
 		}
-		for e := range ix.hashes {
+		for e := range ix.entries() {
 			if ix.holders(uint32(e))[id>>6]&(1<<(id&63)) != 0 && !seen[uint32(e)] {
 				t.Fatalf("member %d: holder bit on entry %d not in its ring", id, e)
 			}
 		}
 	}
-	for h, e := range ix.table {
-		if ix.hashes[e] != h {
-			t.Fatalf("table maps %x to entry %d holding %x", h, e, ix.hashes[e])
+	checkTable(t, ix)
+}
+
+// checkTable verifies the block table against the entry records: every
+// entry with a holder is found by its hash, every slot names such an entry,
+// and the live count is the number of used slots.
+func checkTable(t *testing.T, ix *prefixIndex) {
+	t.Helper()
+	free := map[uint32]bool{}
+	for _, e := range ix.free {
+		free[e] = true
+	}
+	live := 0
+	for e := range ix.entries() {
+		held := slices.ContainsFunc(ix.holders(uint32(e)), func(w uint64) bool { return w != 0 })
+		if held == free[uint32(e)] {
+			t.Fatalf("entry %d: held %v, on the free list %v", e, held, free[uint32(e)])
 		}
+		if !held {
+			continue
+		}
+		live++
+		if got, ok := ix.find(ix.hash(uint32(e))); !ok || got != uint32(e) {
+			t.Fatalf("entry %d (hash %x): find gives %d, %v", e, ix.hash(uint32(e)), got, ok)
+		}
+	}
+	used := 0
+	for _, s := range ix.table.slots {
+		if s != 0 {
+			used++
+			if e := uint32(s) - 1; int(e) >= ix.entries() || free[e] {
+				t.Fatalf("slot %x names entry %d, which is not live", s, e)
+			}
+		}
+	}
+	if used != live || ix.table.live != live {
+		t.Fatalf("table: %d slots used, live count %d, %d live entries", used, ix.table.live, live)
 	}
 }
 

@@ -80,10 +80,10 @@ func (p *prefixIndexPolicy) dropMember(id int32) {
 
 // scratch of one pick, kept in the index (guarded by its mutex).
 type pickScratch struct {
-	cand   []uint64 // candidate ids
-	order  []int32  // candidate member indices in ring order from home
-	orderW []int32  // the same from the first block past the best match
-	seen   []uint64 // member indices met on the ring walk
+	cand  []uint64 // candidate ids
+	order []int32  // candidate member indices (in ring order from home for Explain)
+	walk  ringWalk // candidates in ring order from the first block past the best match
+	seen  []uint64 // member indices met on the ring walk
 }
 
 func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
@@ -98,11 +98,10 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	sc := &ix.scratch
-	order := p.ringOrder(e, req)
+	order, home := p.candidates(e, req)
 	if len(order) == 0 {
 		return result{status: noCandidates, home: -1}
 	}
-	home := order[0]
 	words := ix.words
 	sc.cand = zeroed(sc.cand, words)
 	for _, i := range order {
@@ -172,11 +171,10 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 	if k := heldSamples(best, nb); k < samples(nb) {
 		keyW = req.Blocks[samplePos(k, nb)]
 	}
-	orderW := p.ringOrderInto(&sc.orderW, e, req.Model, keyW, false)
 	margin := p.decode * marginRequests
 	for attempt := 0; attempt <= len(order)+4; attempt++ {
 		var minCost int64 = -1
-		for _, i := range orderW {
+		for _, i := range order {
 			m := &e.s.members[i]
 			if m.st.load()+1 > e.limit(i, true) {
 				continue
@@ -194,7 +192,8 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 		}
 		bi := int32(-1)
 		var bestCost int64
-		for _, i := range orderW {
+		sc.walk.reset(e, order, keyW)
+		for i := sc.walk.next(); i >= 0; i = sc.walk.next() {
 			m := &e.s.members[i]
 			if m.st.load()+1 > e.limit(i, true) {
 				continue
