@@ -83,8 +83,8 @@ func replayWorkload(t *testing.T, run *qaRun, engine vllmsim.EngineConfig, draw 
 // fleetEngine is the preset's engine at the rates the replicas reported
 // in the answers given (this run's): the preset's rates were measured on an
 // idle machine, and the fleet in these tests shares the machine's cores.
-// It also returns the variants of the per-request overhead, for the log.
-func fleetEngine(t *testing.T, runs ...[]answer) (vllmsim.EngineConfig, map[string]time.Duration) {
+// Its per-request cost is left to fitOverhead.
+func fleetEngine(t *testing.T, runs ...[]answer) vllmsim.EngineConfig {
 	preset, err := vllmsim.LookupPreset(simPreset)
 	if err != nil {
 		t.Fatal(err)
@@ -107,50 +107,68 @@ func fleetEngine(t *testing.T, runs ...[]answer) (vllmsim.EngineConfig, map[stri
 	}
 	engine.PrefillTokensPerSec = float64(promptN) / (promptMS / 1000)
 	engine.DecodeStepBase = time.Duration(decodeMS / float64(decodeN) * float64(time.Millisecond))
-	var extra, inServer []float64
+	engine.PrefillOverhead = 0
+	t.Logf("fleet rates in this run: prefill %.0f tokens/s (preset %.0f), decode step %v (preset %v)",
+		engine.PrefillTokensPerSec, preset.Engine.PrefillTokensPerSec, engine.DecodeStepBase.Round(100*time.Microsecond), preset.Engine.DecodeStepBase)
+	return engine
+}
+
+// uncontendedHits returns the time to first token, as the client saw it,
+// of every cache hit that had its replica to itself: no other request of
+// the same run was on that replica at any time between its send and its
+// answer. They hold no queueing, which the simulator models, only the
+// per-request work: prompt restore and tail, and what a loaded machine adds
+// around it (HTTP, the router, waiting for a core).
+func uncontendedHits(runs ...[]answer) []float64 {
+	var out []float64
 	for _, as := range runs {
-		for _, a := range as {
-			if a.promptN > 0 && a.promptN <= a.prompt/2 {
-				tail := 1000 * float64(a.promptN) / engine.PrefillTokensPerSec
-				extra = append(extra, float64(a.latency-a.decode)/float64(time.Millisecond)-tail)
-				inServer = append(inServer, a.promptMS-tail)
+		for i, a := range as {
+			if a.promptN == 0 || a.promptN > a.prompt/2 {
+				continue
+			}
+			alone := true
+			for j, b := range as {
+				if j != i && b.backend == a.backend && b.sent.Before(a.sent.Add(a.latency)) && a.sent.Before(b.sent.Add(b.latency)) {
+					alone = false
+					break
+				}
+			}
+			if alone {
+				out = append(out, ms(a.latency-a.decode))
 			}
 		}
 	}
-	variants := map[string]time.Duration{
-		"preset-scaled": time.Duration(float64(preset.Engine.PrefillOverhead) * preset.Engine.PrefillTokensPerSec / engine.PrefillTokensPerSec),
-		"zero":          0,
-	}
-	if len(extra) > 0 {
-		sort.Float64s(extra)
-		sort.Float64s(inServer)
-		t.Logf("%d cache hits' time beyond their tail at this run's rate: median %.1f ms from the client (lower quartile %.1f ms), %.1f ms in llama-server's prompt timing",
-			len(extra), extra[len(extra)/2], extra[len(extra)/4], inServer[len(inServer)/2])
-		variants["in-server"] = time.Duration(max(0, inServer[len(inServer)/2]) * float64(time.Millisecond))
-		variants["client-q1"] = time.Duration(max(0, extra[len(extra)/4]) * float64(time.Millisecond))
-	}
-	engine.PrefillOverhead = variants["preset-scaled"]
-	t.Logf("fleet rates in this run: prefill %.0f tokens/s (preset %.0f), decode step %v (preset %v), prefill overhead %v (preset %v)",
-		engine.PrefillTokensPerSec, preset.Engine.PrefillTokensPerSec, engine.DecodeStepBase.Round(100*time.Microsecond), preset.Engine.DecodeStepBase,
-		engine.PrefillOverhead.Round(100*time.Microsecond), preset.Engine.PrefillOverhead)
-	return engine, variants
+	sort.Float64s(out)
+	return out
 }
 
-// logVariants logs the simulated ratios with every overhead variant.
-func logVariants(t *testing.T, name string, engine vllmsim.EngineConfig, variants map[string]time.Duration, sim func(vllmsim.EngineConfig, bool) simFigures, realMedian, realMean float64) {
-	for _, v := range []string{"preset-scaled", "in-server", "client-q1", "zero"} {
-		d, ok := variants[v]
-		if !ok {
-			continue
-		}
-		e := engine
-		e.PrefillOverhead = d
-		p, r := sim(e, true), sim(e, false)
-		t.Logf("VARIANT %s %s (%v): pg %.0f/%.0f random %.0f/%.0f ms; median ratio %.2f vs %.2f (%.0f%% off), mean ratio %.2f vs %.2f (%.0f%% off)",
-			name, v, d.Round(100*time.Microsecond), p.medianTTFT, p.meanTTFT, r.medianTTFT, r.meanTTFT,
-			p.medianTTFT/r.medianTTFT, realMedian, 100*off(p.medianTTFT/r.medianTTFT, realMedian),
-			p.meanTTFT/r.meanTTFT, realMean, 100*off(p.meanTTFT/r.meanTTFT, realMean))
+// fitOverhead fits the engine's per-request cost (PrefillOverhead) so the
+// simulator's uncontended cache hit of this workload (pair: a miss and then
+// a hit on the same prefix, one client, one replica) takes as long as the
+// fleet's uncontended hits took from the client (their median in this run).
+// The simulator rounds a hit's uncached tail up to whole 16-token blocks of
+// its 4-character tokens and renders the template in its own tokens, so its
+// tail differs from the fleet's; the fit absorbs that, the fleet's restore
+// of a saved prompt, and what the loaded machine adds to every request. It
+// is never negative. It returns the fit, the fleet's median and the
+// simulator's hit without the cost, in ms, and how many hits were alone.
+func fitOverhead(t *testing.T, engine vllmsim.EngineConfig, pair func(vllmsim.EngineConfig) *sim.Workload, runs ...[]answer) (time.Duration, float64, float64, int) {
+	hits := uncontendedHits(runs...)
+	if len(hits) == 0 {
+		t.Fatal("no cache hit had its replica to itself: nothing to fit the per-request cost on")
 	}
+	real := hits[len(hits)/2]
+	bare := engine
+	bare.PrefillOverhead = 0
+	rep, err := sim.Simulate(pair(simEngine(bare)), sim.Options{Replicas: 1, Policies: []string{"random"}, Seed: 1, Parallel: 1})
+	if err != nil {
+		t.Fatalf("simulate the uncontended pair: %v", err)
+	}
+	if rep.Policies[0].HitRate == 0 || len(rep.Policies[0].TTFTs) != 2 {
+		t.Fatalf("uncontended pair: hit %.3f over %d answers, want a miss and a hit", rep.Policies[0].HitRate, len(rep.Policies[0].TTFTs))
+	}
+	simHit := rep.Policies[0].TTFTs[0]
+	return time.Duration(max(0, real-simHit) * float64(time.Millisecond)), real, simHit, len(hits)
 }
 
 // simSeeds is how many placement draws each replay is simulated with.
@@ -199,49 +217,75 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // off is how far sim is from real, as a fraction of real.
 func off(sim, real float64) float64 { return math.Abs(sim-real) / real }
 
+// simRatioWithin is issue 15's target for the simulated prefixgate /
+// random latency ratio: within 20% of the fleet's, measured in the same
+// run. It is logged, not asserted: the fleet's own ratio moves from 0.16 to
+// 0.34 between runs of this test on shared cores (its one placement draw,
+// its random balancer's one draw, the machine's stalls), and the closed-loop
+// replay landed within 20% in about half the runs (docs/benchmarks.md).
+const simRatioWithin = 0.20
+
+// simRatioFactor is what the test asserts on the median TTFT ratio: the
+// simulated ratio within this factor of the fleet's. Every closed-loop run
+// so far landed within 1.7×; the open-loop replay it replaced was 5.5× off.
+const simRatioFactor = 2.0
+
 // compareSimulator replays the real prefixgate and random runs through the
 // simulator with the fleet's preset at this run's rates and compares hit
 // rates and the prefixgate / random latency ratios (time to first token)
 // with the real ones.
 func compareSimulator(t *testing.T, pg, random *qaRun) {
-	engine, variants := fleetEngine(t, pg.answers, random.answers)
-	simulateWith := func(engine vllmsim.EngineConfig, run *qaRun, policy string) simFigures {
+	engine := fleetEngine(t, pg.answers, random.answers)
+	// The pair for the fit: the first two questions the prefixgate run
+	// sent about its first document, as one client.
+	var pair qaRun
+	for i, r := range pg.reqs {
+		if r.doc == pg.reqs[0].doc && len(pair.reqs) < 2 {
+			a := pg.answers[i]
+			a.client = 0
+			pair.answers = append(pair.answers, a)
+			pair.reqs = append(pair.reqs, r)
+		}
+	}
+	var realHit, simHit float64
+	var alone int
+	engine.PrefillOverhead, realHit, simHit, alone = fitOverhead(t, engine, func(e vllmsim.EngineConfig) *sim.Workload { return replayWorkload(t, &pair, e, 1) }, pg.answers, random.answers)
+	t.Logf("per-request cost: the fleet's %d cache hits alone on their replica took %.1f ms to the first token (median), the simulator's uncontended hit %.1f ms without the cost, so %v",
+		alone, realHit, simHit, engine.PrefillOverhead.Round(100*time.Microsecond))
+	simulate := func(run *qaRun, policy string) simFigures {
 		return simulateSeeds(t, func(draw uint64) *sim.Workload { return replayWorkload(t, run, simEngine(engine), draw) }, policy)
 	}
-	simPG := simulateWith(engine, pg, route.DefaultPolicy)
-	simRandom := simulateWith(engine, random, "random")
+	simPG := simulate(pg, route.DefaultPolicy)
+	simRandom := simulate(random, "random")
 	realMedian := ms(pg.medianTTFT()) / ms(random.medianTTFT())
 	simMedian := simPG.medianTTFT / simRandom.medianTTFT
 	realMean := ms(pg.meanTTFT()) / ms(random.meanTTFT())
-	logVariants(t, "docqa", engine, variants, func(e vllmsim.EngineConfig, isPG bool) simFigures {
-		if isPG {
-			return simulateWith(e, pg, route.DefaultPolicy)
-		}
-		return simulateWith(e, random, "random")
-	}, realMedian, ms(pg.meanTTFT())/ms(random.meanTTFT()))
 	simMean := simPG.meanTTFT / simRandom.meanTTFT
-	// The same replay without the per-request cost, for the record: how
-	// much of the match the overhead accounts for.
-	bare := engine
-	bare.PrefillOverhead = 0
-	bpg, brandom := simulateWith(bare, pg, route.DefaultPolicy), simulateWith(bare, random, "random")
-	t.Logf("without the prefill overhead the simulated prefixgate/random TTFT ratios are %.2f median, %.2f mean (%.0f%% and %.0f%% off the fleet's)",
-		bpg.medianTTFT/brandom.medianTTFT, bpg.meanTTFT/brandom.meanTTFT,
-		100*off(bpg.medianTTFT/brandom.medianTTFT, realMedian), 100*off(bpg.meanTTFT/brandom.meanTTFT, realMean))
 	t.Logf("simulator (%s) vs fleet: hit prefixgate %.3f vs %.3f, random %.3f vs %.3f; median TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off); mean TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off)",
 		simPreset, simPG.hit, pg.hit(), simRandom.hit, random.hit(),
 		simPG.medianTTFT, ms(pg.medianTTFT()), simRandom.medianTTFT, ms(random.medianTTFT()), simMedian, realMedian, 100*off(simMedian, realMedian),
 		simPG.meanTTFT, ms(pg.meanTTFT()), simRandom.meanTTFT, ms(random.meanTTFT()), simMean, realMean, 100*off(simMean, realMean))
+	// Asserted: prefixgate's hit rate within issue 15's 5 points of the
+	// fleet's (the replay's is 3 points lower in every run: its question
+	// tail is rounded up to whole blocks), the median TTFT ratio within
+	// simRatioFactor (issue 15's 20% is logged below, see simRatioWithin),
+	// and the same verdict as the fleet's.
 	if math.Abs(simPG.hit-pg.hit()) > 0.05 {
 		t.Errorf("prefixgate: simulated hit rate %.3f is more than 5 points from the fleet's %.3f", simPG.hit, pg.hit())
 	}
-	if simPG.hit <= simRandom.hit || simMedian >= 1 || simMean >= 1 {
-		t.Errorf("the simulator does not rank prefixgate above random as the fleet does: hit %.3f vs %.3f, TTFT ratio median %.2f, mean %.2f",
-			simPG.hit, simRandom.hit, simMedian, simMean)
+	if simMedian > simRatioFactor*realMedian || realMedian > simRatioFactor*simMedian {
+		t.Errorf("prefixgate/random median TTFT: simulated %.2f is more than %.0f× off the fleet's %.2f",
+			simMedian, simRatioFactor, realMedian)
 	}
+	if simPG.hit <= simRandom.hit || simMedian >= 1 {
+		t.Errorf("the simulator does not rank prefixgate above random as the fleet does: hit %.3f vs %.3f, median TTFT ratio %.2f",
+			simPG.hit, simRandom.hit, simMedian)
+	}
+	// Random's hit rate is one draw on the fleet (about ±7 points between
+	// runs of 60 requests) against the simulator's mean over draws: logged.
 	t.Logf("issue 15 targets: hit within 5 points: prefixgate %v, random %v; TTFT ratio within 20%%: median %v, mean %v",
 		math.Abs(simPG.hit-pg.hit()) <= 0.05, math.Abs(simRandom.hit-random.hit()) <= 0.05,
-		off(simMedian, realMedian) <= 0.2, off(simMean, realMean) <= 0.2)
+		off(simMedian, realMedian) <= simRatioWithin, off(simMean, realMean) <= simRatioWithin)
 }
 
 // chatWorkload turns a real multi-turn run into a simulator workload: each
@@ -292,9 +336,26 @@ func chatWorkload(t *testing.T, turns []chatTurn, engine vllmsim.EngineConfig, d
 // (its ring is laid over random ports, the simulator's over fixed names),
 // and only 20 points are asserted: enough to catch a replay that measures
 // text in tokens instead of characters (0.72 against 0.31). Random's
-// 5 points is logged.
+// 5 points and the TTFT ratios are logged: with 8 conversations on 4
+// replicas, which conversations share a replica is one draw on the fleet
+// and decides its latency (the fleet's median ratio moved from 0.17 to 0.66
+// between runs), and the simulator cannot reproduce that draw.
 func compareSimulatorChats(t *testing.T, pg, random *chatFigures) {
-	engine, variants := fleetEngine(t, pg.all.answers, random.all.answers)
+	engine := fleetEngine(t, pg.all.answers, random.all.answers)
+	// The pair for the fit: the first two turns of the prefixgate run's
+	// first conversation, as one client.
+	var pair []chatTurn
+	for _, tr := range pg.turns {
+		if tr.conv == pg.turns[0].conv && len(pair) < 2 {
+			tr.client = 0
+			pair = append(pair, tr)
+		}
+	}
+	var realHit, simHit float64
+	var alone int
+	engine.PrefillOverhead, realHit, simHit, alone = fitOverhead(t, engine, func(e vllmsim.EngineConfig) *sim.Workload { return chatWorkload(t, pair, e, 1) }, pg.all.answers, random.all.answers)
+	t.Logf("per-request cost: the fleet's %d cache hits alone on their replica took %.1f ms to the first token (median), the simulator's uncontended hit %.1f ms without the cost, so %v",
+		alone, realHit, simHit, engine.PrefillOverhead.Round(100*time.Microsecond))
 	simulate := func(f *chatFigures, policy string) simFigures {
 		return simulateSeeds(t, func(draw uint64) *sim.Workload { return chatWorkload(t, f.turns, simEngine(engine), draw) }, policy)
 	}
@@ -304,19 +365,13 @@ func compareSimulatorChats(t *testing.T, pg, random *chatFigures) {
 	simMedian := simPG.medianTTFT / simRandom.medianTTFT
 	realMean := ms(pg.all.meanTTFT()) / ms(random.all.meanTTFT())
 	simMean := simPG.meanTTFT / simRandom.meanTTFT
-	logVariants(t, "chats", engine, variants, func(e vllmsim.EngineConfig, isPG bool) simFigures {
-		if isPG {
-			return simulateSeeds(t, func(draw uint64) *sim.Workload { return chatWorkload(t, pg.turns, simEngine(e), draw) }, route.DefaultPolicy)
-		}
-		return simulateSeeds(t, func(draw uint64) *sim.Workload { return chatWorkload(t, random.turns, simEngine(e), draw) }, "random")
-	}, realMedian, realMean)
 	t.Logf("simulator (%s) vs fleet, multi-turn, all turns: hit prefixgate %.3f vs %.3f, random %.3f vs %.3f; median TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off); mean TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off)",
 		simPreset, simPG.hit, pg.all.hit(), simRandom.hit, random.all.hit(),
 		simPG.medianTTFT, ms(pg.all.medianTTFT()), simRandom.medianTTFT, ms(random.all.medianTTFT()), simMedian, realMedian, 100*off(simMedian, realMedian),
 		simPG.meanTTFT, ms(pg.all.meanTTFT()), simRandom.meanTTFT, ms(random.all.meanTTFT()), simMean, realMean, 100*off(simMean, realMean))
-	t.Logf("issue 15 targets, multi-turn: hit within 5 points: prefixgate %v, random %v; TTFT ratio within 20%%: median %v, mean %v",
+	t.Logf("issue 15 targets, multi-turn: hit within 5 points: prefixgate %v, random %v; TTFT ratio within 20%%: median %v, mean %v (logged: with 8 conversations the fleet's one placement draw decides its latency)",
 		math.Abs(simPG.hit-pg.all.hit()) <= 0.05, math.Abs(simRandom.hit-random.all.hit()) <= 0.05,
-		off(simMedian, realMedian) <= 0.2, off(simMean, realMean) <= 0.2)
+		off(simMedian, realMedian) <= simRatioWithin, off(simMean, realMean) <= simRatioWithin)
 	within := 0.20
 	if routeV2Default {
 		within = 0.05
