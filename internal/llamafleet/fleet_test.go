@@ -55,15 +55,20 @@ func docQA(t *testing.T, tl tools, mode string) *qaRun {
 		default:
 			t.Fatalf("unknown mode %q", mode)
 		}
+		// The rounds are the order the clients take questions in, with no
+		// barrier between rounds: a closed loop of `workers` clients,
+		// which the simulator replays as one (sim.Request.FollowAnswer).
+		var order []qaRequest
 		for _, round := range qaOrder(questionsPer) {
-			as := runRound(round, docs, target, nil)
-			if err := errFirst(as); err != nil {
-				t.Fatal(err)
-			}
-			for i, a := range as {
-				st.add(a)
-				st.reqs = append(st.reqs, round[i])
-			}
+			order = append(order, round...)
+		}
+		as := runRound(order, docs, target, nil)
+		if err := errFirst(as); err != nil {
+			t.Fatal(err)
+		}
+		for i, a := range as {
+			st.add(a)
+			st.reqs = append(st.reqs, order[i])
 		}
 		t.Logf("document QA, %s: %v", mode, &st.stats)
 	})

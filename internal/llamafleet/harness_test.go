@@ -337,6 +337,9 @@ type answer struct {
 	promptMS         float64
 	content          string
 	err              error
+	// client is the index of the concurrent client that sent it (the
+	// simulator replays each client's requests in its order, closed-loop).
+	client int
 }
 
 var client = &http.Client{Timeout: 3 * time.Minute}
@@ -432,6 +435,18 @@ func (s *stats) median() time.Duration { return medianOf(s.latencies) }
 // medianTTFT is the median time to the first token, estimated as the
 // latency less llama-server's reported decoding time.
 func (s *stats) medianTTFT() time.Duration { return medianOf(s.ttfts) }
+
+// meanTTFT is the mean of the same estimate.
+func (s *stats) meanTTFT() time.Duration {
+	if len(s.ttfts) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range s.ttfts {
+		sum += d
+	}
+	return sum / time.Duration(len(s.ttfts))
+}
 
 func medianOf(ds []time.Duration) time.Duration {
 	if len(ds) == 0 {

@@ -1,7 +1,6 @@
 package llamafleet
 
 import (
-	"fmt"
 	"math"
 	"sort"
 	"testing"
@@ -31,13 +30,32 @@ func simEngine(e vllmsim.EngineConfig) vllmsim.EngineConfig {
 	return e
 }
 
+// closeLoop chains each client's requests, in the order given (the order
+// that client sent them), so the simulator sends a client's next request
+// when its previous simulated answer ends, as the real clients did
+// (sim.Request.FollowAnswer): the same concurrency and order, with the
+// simulated engine's own timing instead of the fleet's send times.
+func closeLoop(t *testing.T, reqs []*sim.Request, clients []int) {
+	last := map[int]*sim.Request{}
+	for i, r := range reqs {
+		if prev := last[clients[i]]; prev != nil {
+			if err := r.FollowAnswer(prev, 0); err != nil {
+				t.Fatalf("request %d of client %d: %v", i, clients[i], err)
+			}
+		}
+		last[clients[i]] = r
+	}
+}
+
 // replayWorkload turns a real document-QA run into a simulator workload:
-// the same requests at the same offsets from the first send, each document
-// one token stream and each question its own, as long as their text plus
-// the system message's preamble (see simCharsPerToken).
-func replayWorkload(run *qaRun, engine vllmsim.EngineConfig) *sim.Workload {
+// the same requests sent by the same clients in the same order, closed-loop
+// (closeLoop; the fleet's send offsets are only their nominal arrivals),
+// each document one token stream and each question its own, as long as
+// their text plus the system message's preamble (see simCharsPerToken).
+func replayWorkload(t *testing.T, run *qaRun, engine vllmsim.EngineConfig, draw uint64) *sim.Workload {
 	docs := documents(numDocs)
 	w := &sim.Workload{Name: "llamafleet-docqa", Replicas: replicas, Engine: engine}
+	var clients []int
 	start := run.answers[0].sent
 	for _, a := range run.answers {
 		if a.sent.Before(start) {
@@ -50,33 +68,33 @@ func replayWorkload(run *qaRun, engine vllmsim.EngineConfig) *sim.Workload {
 		w.Requests = append(w.Requests, &sim.Request{
 			At: a.sent.Sub(start),
 			Messages: []sim.Message{
-				{Role: "system", Content: []sim.Segment{{ID: uint64(r.doc) + 1, Tokens: simTokens(len(docs[r.doc]) + 33)}}},
-				{Role: "user", Content: []sim.Segment{{ID: uint64(1000 + i), Tokens: simTokens(len(q))}}},
+				{Role: "system", Content: []sim.Segment{{ID: segID(draw, uint64(r.doc)+1), Tokens: simTokens(len(docs[r.doc]) + 33)}}},
+				{Role: "user", Content: []sim.Segment{{ID: segID(draw, uint64(1000+i)), Tokens: simTokens(len(q))}}},
 			},
 			Output: maxTokens,
 		})
+		clients = append(clients, a.client)
 	}
+	closeLoop(t, w.Requests, clients)
 	sort.SliceStable(w.Requests, func(i, j int) bool { return w.Requests[i].At < w.Requests[j].At })
 	return w
 }
 
-// compareSimulator replays the real prefixgate and random runs through the
-// simulator with the fleet's preset and compares hit rates and the
-// prefixgate / random latency ratio (time to first token) with the real ones.
-func compareSimulator(t *testing.T, pg, random *qaRun) {
+// fleetEngine is the preset's engine at the rates the replicas reported
+// in the answers given (this run's): the preset's rates were measured on an
+// idle machine, and the fleet in these tests shares the machine's cores.
+// Its per-request cost is left to fitOverhead.
+func fleetEngine(t *testing.T, runs ...[]answer) vllmsim.EngineConfig {
 	preset, err := vllmsim.LookupPreset(simPreset)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The preset's rates were measured on an idle machine; the fleet in
-	// this test shares the machine's cores, so the engine model takes the
-	// rates the replicas reported in this run.
 	engine := preset.Engine
 	var promptN, decodeN int
 	var promptMS, decodeMS float64
-	for _, run := range []*qaRun{pg, random} {
-		for _, a := range run.answers {
-			if a.promptN > 100 { // prefills, not cache hits with a short tail
+	for _, as := range runs {
+		for _, a := range as {
+			if a.promptN > a.prompt/2 { // prefills, not cache hits with a short tail
 				promptN += a.promptN
 				promptMS += a.promptMS
 			}
@@ -89,89 +107,197 @@ func compareSimulator(t *testing.T, pg, random *qaRun) {
 	}
 	engine.PrefillTokensPerSec = float64(promptN) / (promptMS / 1000)
 	engine.DecodeStepBase = time.Duration(decodeMS / float64(decodeN) * float64(time.Millisecond))
-	// The per-request cost (PrefillOverhead: the saved prompt's restore
-	// from RAM, the short tail's poor rate) is the preset's, measured on
-	// an idle core, slowed as the prefill rate is: on shared cores the
-	// fleet's processes get a share of a core for all their work. Measured
-	// per run it is not usable: a cache hit's time beyond its tail at the
-	// run's rate went from -53 to 78 ms (llama-server's prompt timing) and
-	// from -10 to 134 ms (from the client) over runs at load average 10-28,
-	// so it is logged for the record, not replayed.
-	engine.PrefillOverhead = time.Duration(float64(preset.Engine.PrefillOverhead) * preset.Engine.PrefillTokensPerSec / engine.PrefillTokensPerSec)
-	var extra, inServer []float64
-	for _, run := range []*qaRun{pg, random} {
-		for _, a := range run.answers {
-			if a.promptN > 0 && a.promptN <= 100 {
-				tail := 1000 * float64(a.promptN) / engine.PrefillTokensPerSec
-				extra = append(extra, float64(a.latency-a.decode)/float64(time.Millisecond)-tail)
-				inServer = append(inServer, a.promptMS-tail)
+	engine.PrefillOverhead = 0
+	t.Logf("fleet rates in this run: prefill %.0f tokens/s (preset %.0f), decode step %v (preset %v)",
+		engine.PrefillTokensPerSec, preset.Engine.PrefillTokensPerSec, engine.DecodeStepBase.Round(100*time.Microsecond), preset.Engine.DecodeStepBase)
+	return engine
+}
+
+// uncontendedHits returns the time to first token, as the client saw it,
+// of every cache hit that had its replica to itself: no other request of
+// the same run was on that replica at any time between its send and its
+// answer. They hold no queueing, which the simulator models, only the
+// per-request work: prompt restore and tail, and what a loaded machine adds
+// around it (HTTP, the router, waiting for a core).
+func uncontendedHits(runs ...[]answer) []float64 {
+	var out []float64
+	for _, as := range runs {
+		for i, a := range as {
+			if a.promptN == 0 || a.promptN > a.prompt/2 {
+				continue
+			}
+			alone := true
+			for j, b := range as {
+				if j != i && b.backend == a.backend && b.sent.Before(a.sent.Add(a.latency)) && a.sent.Before(b.sent.Add(b.latency)) {
+					alone = false
+					break
+				}
+			}
+			if alone {
+				out = append(out, ms(a.latency-a.decode))
 			}
 		}
 	}
-	if len(extra) > 0 {
-		sort.Float64s(extra)
-		sort.Float64s(inServer)
-		t.Logf("%d cache hits' time beyond their tail at this run's rate: median %.1f ms from the client (lower quartile %.1f ms), %.1f ms in llama-server's prompt timing",
-			len(extra), extra[len(extra)/2], extra[len(extra)/4], inServer[len(inServer)/2])
+	sort.Float64s(out)
+	return out
+}
+
+// fitOverhead fits the engine's per-request cost (PrefillOverhead) so the
+// simulator's uncontended cache hit of this workload (pair: a miss and then
+// a hit on the same prefix, one client, one replica) takes as long as the
+// fleet's uncontended hits took from the client (their median in this run).
+// The simulator rounds a hit's uncached tail up to whole 16-token blocks of
+// its 4-character tokens and renders the template in its own tokens, so its
+// tail differs from the fleet's; the fit absorbs that, the fleet's restore
+// of a saved prompt, and what the loaded machine adds to every request. It
+// is never negative. It returns the fit, the fleet's median and the
+// simulator's hit without the cost, in ms, and how many hits were alone.
+func fitOverhead(t *testing.T, engine vllmsim.EngineConfig, pair func(vllmsim.EngineConfig) *sim.Workload, runs ...[]answer) (time.Duration, float64, float64, int) {
+	hits := uncontendedHits(runs...)
+	if len(hits) == 0 {
+		t.Fatal("no cache hit had its replica to itself: nothing to fit the per-request cost on")
 	}
-	t.Logf("fleet rates in this run: prefill %.0f tokens/s (preset %.0f), decode step %v (preset %v), prefill overhead %v (preset %v)",
-		engine.PrefillTokensPerSec, preset.Engine.PrefillTokensPerSec, engine.DecodeStepBase.Round(100*time.Microsecond), preset.Engine.DecodeStepBase,
-		engine.PrefillOverhead.Round(100*time.Microsecond), preset.Engine.PrefillOverhead)
-	simulateWith := func(engine vllmsim.EngineConfig, run *qaRun, policy string) sim.PolicyResult {
-		rep, err := sim.Simulate(replayWorkload(run, simEngine(engine)), sim.Options{
-			Replicas: replicas, Policies: []string{policy}, Seed: 1, Parallel: 1,
+	real := hits[len(hits)/2]
+	bare := engine
+	bare.PrefillOverhead = 0
+	rep, err := sim.Simulate(pair(simEngine(bare)), sim.Options{Replicas: 1, Policies: []string{"random"}, Seed: 1, Parallel: 1})
+	if err != nil {
+		t.Fatalf("simulate the uncontended pair: %v", err)
+	}
+	if rep.Policies[0].HitRate == 0 || len(rep.Policies[0].TTFTs) != 2 {
+		t.Fatalf("uncontended pair: hit %.3f over %d answers, want a miss and a hit", rep.Policies[0].HitRate, len(rep.Policies[0].TTFTs))
+	}
+	simHit := rep.Policies[0].TTFTs[0]
+	return time.Duration(max(0, real-simHit) * float64(time.Millisecond)), real, simHit, len(hits)
+}
+
+// simSeeds is how many placement draws each replay is simulated with.
+// Where a document or conversation lives is a draw: the ring hashes its
+// routing key over member names (the fleet's are random ports, the
+// simulator's r0..r3) and the simulator's keys are over its own words, not
+// the fleet's text, so it cannot reproduce the fleet's draw. With 8
+// conversations one draw decides the run: the simulator's draw with
+// unsalted text put all 8 on two replicas and its median TTFT at 2-3× the
+// fleet's. So each seed salts the replay's text (segID) and seeds the
+// random policy, and the simulator's figures are over all draws (its
+// expectation), not one.
+const simSeeds = 8
+
+// segID is a replay segment's word stream in placement draw draw: the same
+// stream for the same text within a draw, another in every other draw.
+func segID(draw, id uint64) uint64 { return draw<<48 ^ id }
+
+// simFigures are one policy's replay over simSeeds seeds: the mean hit
+// rate and the median and mean of the pooled TTFTs, in ms.
+type simFigures struct{ hit, medianTTFT, meanTTFT float64 }
+
+func simulateSeeds(t *testing.T, build func(draw uint64) *sim.Workload, policy string) simFigures {
+	var f simFigures
+	var ttfts []float64
+	for seed := uint64(1); seed <= simSeeds; seed++ {
+		rep, err := sim.Simulate(build(seed), sim.Options{
+			Replicas: replicas, Policies: []string{policy}, Seed: seed, Parallel: 1,
 		})
 		if err != nil {
 			t.Fatalf("simulate %s: %v", policy, err)
 		}
-		return rep.Policies[0]
+		f.hit += rep.Policies[0].HitRate / simSeeds
+		ttfts = append(ttfts, rep.Policies[0].TTFTs...)
 	}
-	simulate := func(run *qaRun, policy string) sim.PolicyResult { return simulateWith(engine, run, policy) }
+	sort.Float64s(ttfts)
+	f.medianTTFT = ttfts[len(ttfts)/2]
+	for _, v := range ttfts {
+		f.meanTTFT += v / float64(len(ttfts))
+	}
+	return f
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// off is how far sim is from real, as a fraction of real.
+func off(sim, real float64) float64 { return math.Abs(sim-real) / real }
+
+// simRatioWithin is issue 15's target for the simulated prefixgate /
+// random latency ratio: within 20% of the fleet's, measured in the same
+// run. It is logged, not asserted: the fleet's own ratio moved from 0.13 to
+// 0.34 between runs of this test on shared cores (its one placement draw,
+// its random balancer's one draw, the machine's stalls; only 5 of 10 runs
+// within 20% of their median, 0.21), while the simulator's stays near 0.21,
+// so the closed-loop replay landed within 20% of the run's in 3 of 10 runs
+// (docs/backends.md).
+const simRatioWithin = 0.20
+
+// simRatioFactor is what the test asserts on the median TTFT ratio: the
+// simulated ratio within this factor of the fleet's. Every closed-loop run
+// so far landed within 1.7×; the open-loop replay it replaced was 5.4× off.
+const simRatioFactor = 2.0
+
+// compareSimulator replays the real prefixgate and random runs through the
+// simulator with the fleet's preset at this run's rates and compares hit
+// rates and the prefixgate / random latency ratios (time to first token)
+// with the real ones.
+func compareSimulator(t *testing.T, pg, random *qaRun) {
+	engine := fleetEngine(t, pg.answers, random.answers)
+	// The pair for the fit: the first two questions the prefixgate run
+	// sent about its first document, as one client.
+	var pair qaRun
+	for i, r := range pg.reqs {
+		if r.doc == pg.reqs[0].doc && len(pair.reqs) < 2 {
+			a := pg.answers[i]
+			a.client = 0
+			pair.answers = append(pair.answers, a)
+			pair.reqs = append(pair.reqs, r)
+		}
+	}
+	var realHit, simHit float64
+	var alone int
+	engine.PrefillOverhead, realHit, simHit, alone = fitOverhead(t, engine, func(e vllmsim.EngineConfig) *sim.Workload { return replayWorkload(t, &pair, e, 1) }, pg.answers, random.answers)
+	t.Logf("per-request cost: the fleet's %d cache hits alone on their replica took %.1f ms to the first token (median), the simulator's uncontended hit %.1f ms without the cost, so %v",
+		alone, realHit, simHit, engine.PrefillOverhead.Round(100*time.Microsecond))
+	simulate := func(run *qaRun, policy string) simFigures {
+		return simulateSeeds(t, func(draw uint64) *sim.Workload { return replayWorkload(t, run, simEngine(engine), draw) }, policy)
+	}
 	simPG := simulate(pg, route.DefaultPolicy)
 	simRandom := simulate(random, "random")
-	realRatio := float64(pg.medianTTFT()) / float64(random.medianTTFT())
-	simRatio := simPG.TTFT.P50 / simRandom.TTFT.P50
-	// The same replay without the per-request cost, for the record: how
-	// much of the match the overhead accounts for.
-	bare := engine
-	bare.PrefillOverhead = 0
-	bareRatio := simulateWith(bare, pg, route.DefaultPolicy).TTFT.P50 / simulateWith(bare, random, "random").TTFT.P50
-	t.Logf("without the prefill overhead the simulated prefixgate/random TTFT ratio is %.2f (%.0f%% off the fleet's %.2f)",
-		bareRatio, 100*math.Abs(bareRatio-realRatio)/realRatio, realRatio)
-	t.Logf("simulator (%s) vs fleet: hit prefixgate %.3f vs %.3f, random %.3f vs %.3f; median TTFT prefixgate %.0f ms vs %v, random %.0f ms vs %v; prefixgate/random %.2f vs %.2f",
-		simPreset, simPG.HitRate, pg.hit(), simRandom.HitRate, random.hit(),
-		simPG.TTFT.P50, pg.medianTTFT().Round(time.Millisecond), simRandom.TTFT.P50, random.medianTTFT().Round(time.Millisecond),
-		simRatio, realRatio)
-	// What the simulator gets right on this fleet, asserted: prefixgate's
-	// hit rate within issue 15's 5 points of the fleet's (with prefix-index
-	// the default: 0.719 against 0.750 in every run so far; the fleet
-	// reaches the per-document ideal, the replay spills a few requests
-	// when its open-loop arrivals queue), and the same verdict (more hits
-	// and a shorter median TTFT than the cache-blind balancer).
-	if math.Abs(simPG.HitRate-pg.hit()) > 0.05 {
-		t.Errorf("prefixgate: simulated hit rate %.3f is more than 5 points from the fleet's %.3f", simPG.HitRate, pg.hit())
+	realMedian := ms(pg.medianTTFT()) / ms(random.medianTTFT())
+	simMedian := simPG.medianTTFT / simRandom.medianTTFT
+	realMean := ms(pg.meanTTFT()) / ms(random.meanTTFT())
+	simMean := simPG.meanTTFT / simRandom.meanTTFT
+	t.Logf("simulator (%s) vs fleet: hit prefixgate %.3f vs %.3f, random %.3f vs %.3f; median TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off); mean TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off)",
+		simPreset, simPG.hit, pg.hit(), simRandom.hit, random.hit(),
+		simPG.medianTTFT, ms(pg.medianTTFT()), simRandom.medianTTFT, ms(random.medianTTFT()), simMedian, realMedian, 100*off(simMedian, realMedian),
+		simPG.meanTTFT, ms(pg.meanTTFT()), simRandom.meanTTFT, ms(random.meanTTFT()), simMean, realMean, 100*off(simMean, realMean))
+	// Asserted: prefixgate's hit rate within issue 15's 5 points of the
+	// fleet's (the replay's is 3 points lower in every run: its question
+	// tail is rounded up to whole blocks), the median TTFT ratio within
+	// simRatioFactor (issue 15's 20% is logged below, see simRatioWithin),
+	// and the same verdict as the fleet's.
+	if math.Abs(simPG.hit-pg.hit()) > 0.05 {
+		t.Errorf("prefixgate: simulated hit rate %.3f is more than 5 points from the fleet's %.3f", simPG.hit, pg.hit())
 	}
-	if simPG.HitRate <= simRandom.HitRate || simRatio >= 1 {
-		t.Errorf("the simulator does not rank prefixgate above random as the fleet does: hit %.3f vs %.3f, TTFT ratio %.2f",
-			simPG.HitRate, simRandom.HitRate, simRatio)
+	if simMedian > simRatioFactor*realMedian || realMedian > simRatioFactor*simMedian {
+		t.Errorf("prefixgate/random median TTFT: simulated %.2f is more than %.0f× off the fleet's %.2f",
+			simMedian, simRatioFactor, realMedian)
 	}
-	// Where it does not yet match every run (random's hit rate within 5
-	// points: random placement moves by about 7 points between runs of 60
-	// requests; the latency ratio within 20%: the fleet's own ratio moves
-	// from 0.18 to 0.38 between runs on shared cores, and the open-loop
-	// replay at the fleet's send times queues where the closed-loop
-	// clients waited), logged for the record and docs/benchmarks.md.
-	t.Logf("issue 15 targets: hit within 5 points: prefixgate %v, random %v (%.3f vs %.3f); TTFT ratio within 20%%: %v (%s off)",
-		math.Abs(simPG.HitRate-pg.hit()) <= 0.05, math.Abs(simRandom.HitRate-random.hit()) <= 0.05, simRandom.HitRate, random.hit(),
-		math.Abs(simRatio-realRatio)/realRatio <= 0.2, fmt.Sprintf("%.0f%%", 100*math.Abs(simRatio-realRatio)/realRatio))
+	if simPG.hit <= simRandom.hit || simMedian >= 1 {
+		t.Errorf("the simulator does not rank prefixgate above random as the fleet does: hit %.3f vs %.3f, median TTFT ratio %.2f",
+			simPG.hit, simRandom.hit, simMedian)
+	}
+	// Random's hit rate is one draw on the fleet (about ±7 points between
+	// runs of 60 requests) against the simulator's mean over draws: logged.
+	t.Logf("issue 15 targets: hit within 5 points: prefixgate %v, random %v; TTFT ratio within 20%%: median %v, mean %v",
+		math.Abs(simPG.hit-pg.hit()) <= 0.05, math.Abs(simRandom.hit-random.hit()) <= 0.05,
+		off(simMedian, realMedian) <= simRatioWithin, off(simMean, realMean) <= simRatioWithin)
 }
 
 // chatWorkload turns a real multi-turn run into a simulator workload: each
-// turn at its real send offset with the messages it carried. The pasted
+// turn with the messages it carried, sent by the same client in the same
+// order, closed-loop (closeLoop: a client's next turn or next conversation
+// starts when its previous simulated answer ends). The pasted
 // document is its document's token stream; every other message is a stream
 // of its own, the same in every later turn of its conversation, as long as
 // its text (see simCharsPerToken).
-func chatWorkload(turns []chatTurn, engine vllmsim.EngineConfig) *sim.Workload {
+func chatWorkload(t *testing.T, turns []chatTurn, engine vllmsim.EngineConfig, draw uint64) *sim.Workload {
 	docs := documents(numDocs)
 	w := &sim.Workload{Name: "llamafleet-chats", Replicas: replicas, Engine: engine}
 	start := turns[0].sent
@@ -180,14 +306,16 @@ func chatWorkload(turns []chatTurn, engine vllmsim.EngineConfig) *sim.Workload {
 			start = tr.sent
 		}
 	}
+	var clients []int
 	for _, tr := range turns {
+		clients = append(clients, tr.client)
 		r := &sim.Request{At: tr.sent.Sub(start), Output: maxTokens}
 		for k, m := range tr.msgs {
-			id := uint64(1<<32) + uint64(tr.conv)<<16 + uint64(k)
+			id := segID(draw, uint64(1<<32)+uint64(tr.conv)<<16+uint64(k))
 			var segs []sim.Segment
 			n := len(m.Content)
 			if k == 0 {
-				segs = append(segs, sim.Segment{ID: uint64(tr.doc) + 1, Tokens: simTokens(len(docs[tr.doc]))})
+				segs = append(segs, sim.Segment{ID: segID(draw, uint64(tr.doc)+1), Tokens: simTokens(len(docs[tr.doc]))})
 				n -= len(docs[tr.doc])
 			}
 			segs = append(segs, sim.Segment{ID: id, Tokens: simTokens(n)})
@@ -195,6 +323,7 @@ func chatWorkload(turns []chatTurn, engine vllmsim.EngineConfig) *sim.Workload {
 		}
 		w.Requests = append(w.Requests, r)
 	}
+	closeLoop(t, w.Requests, clients)
 	sort.SliceStable(w.Requests, func(i, j int) bool { return w.Requests[i].At < w.Requests[j].At })
 	return w
 }
@@ -209,31 +338,47 @@ func chatWorkload(turns []chatTurn, engine vllmsim.EngineConfig) *sim.Workload {
 // (its ring is laid over random ports, the simulator's over fixed names),
 // and only 20 points are asserted: enough to catch a replay that measures
 // text in tokens instead of characters (0.72 against 0.31). Random's
-// 5 points is logged.
+// 5 points and the TTFT ratios are logged: with 8 conversations on 4
+// replicas, which conversations share a replica is one draw on the fleet
+// and decides its latency (the fleet's median ratio moved from 0.17 to 0.66
+// between runs), and the simulator cannot reproduce that draw.
 func compareSimulatorChats(t *testing.T, pg, random *chatFigures) {
-	preset, err := vllmsim.LookupPreset(simPreset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	simulate := func(f *chatFigures, policy string) sim.PolicyResult {
-		rep, err := sim.Simulate(chatWorkload(f.turns, simEngine(preset.Engine)), sim.Options{
-			Replicas: replicas, Policies: []string{policy}, Seed: 1, Parallel: 1,
-		})
-		if err != nil {
-			t.Fatalf("simulate %s: %v", policy, err)
+	engine := fleetEngine(t, pg.all.answers, random.all.answers)
+	// The pair for the fit: the first two turns of the prefixgate run's
+	// first conversation, as one client.
+	var pair []chatTurn
+	for _, tr := range pg.turns {
+		if tr.conv == pg.turns[0].conv && len(pair) < 2 {
+			tr.client = 0
+			pair = append(pair, tr)
 		}
-		return rep.Policies[0]
+	}
+	var realHit, simHit float64
+	var alone int
+	engine.PrefillOverhead, realHit, simHit, alone = fitOverhead(t, engine, func(e vllmsim.EngineConfig) *sim.Workload { return chatWorkload(t, pair, e, 1) }, pg.all.answers, random.all.answers)
+	t.Logf("per-request cost: the fleet's %d cache hits alone on their replica took %.1f ms to the first token (median), the simulator's uncontended hit %.1f ms without the cost, so %v",
+		alone, realHit, simHit, engine.PrefillOverhead.Round(100*time.Microsecond))
+	simulate := func(f *chatFigures, policy string) simFigures {
+		return simulateSeeds(t, func(draw uint64) *sim.Workload { return chatWorkload(t, f.turns, simEngine(engine), draw) }, policy)
 	}
 	simPG := simulate(pg, route.DefaultPolicy)
 	simRandom := simulate(random, "random")
-	t.Logf("simulator (%s) vs fleet, multi-turn, all turns: hit prefixgate %.3f vs %.3f, random %.3f vs %.3f; within 5 points: prefixgate %v, random %v",
-		simPreset, simPG.HitRate, pg.all.hit(), simRandom.HitRate, random.all.hit(),
-		math.Abs(simPG.HitRate-pg.all.hit()) <= 0.05, math.Abs(simRandom.HitRate-random.all.hit()) <= 0.05)
+	realMedian := ms(pg.all.medianTTFT()) / ms(random.all.medianTTFT())
+	simMedian := simPG.medianTTFT / simRandom.medianTTFT
+	realMean := ms(pg.all.meanTTFT()) / ms(random.all.meanTTFT())
+	simMean := simPG.meanTTFT / simRandom.meanTTFT
+	t.Logf("simulator (%s) vs fleet, multi-turn, all turns: hit prefixgate %.3f vs %.3f, random %.3f vs %.3f; median TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off); mean TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off)",
+		simPreset, simPG.hit, pg.all.hit(), simRandom.hit, random.all.hit(),
+		simPG.medianTTFT, ms(pg.all.medianTTFT()), simRandom.medianTTFT, ms(random.all.medianTTFT()), simMedian, realMedian, 100*off(simMedian, realMedian),
+		simPG.meanTTFT, ms(pg.all.meanTTFT()), simRandom.meanTTFT, ms(random.all.meanTTFT()), simMean, realMean, 100*off(simMean, realMean))
+	t.Logf("issue 15 targets, multi-turn: hit within 5 points: prefixgate %v, random %v; TTFT ratio within 20%%: median %v, mean %v (logged: with 8 conversations the fleet's one placement draw decides its latency)",
+		math.Abs(simPG.hit-pg.all.hit()) <= 0.05, math.Abs(simRandom.hit-random.all.hit()) <= 0.05,
+		off(simMedian, realMedian) <= simRatioWithin, off(simMean, realMean) <= simRatioWithin)
 	within := 0.20
 	if routeV2Default {
 		within = 0.05
 	}
-	if math.Abs(simPG.HitRate-pg.all.hit()) > within {
-		t.Errorf("multi-turn prefixgate: simulated hit rate %.3f is more than %.0f points from the fleet's %.3f", simPG.HitRate, 100*within, pg.all.hit())
+	if math.Abs(simPG.hit-pg.all.hit()) > within {
+		t.Errorf("multi-turn prefixgate: simulated hit rate %.3f is more than %.0f points from the fleet's %.3f", simPG.hit, 100*within, pg.all.hit())
 	}
 }

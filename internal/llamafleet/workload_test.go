@@ -78,9 +78,10 @@ func qaOrder(rounds int) [][]qaRequest {
 	return out
 }
 
-// runRound sends one round's requests with `workers` concurrent clients;
-// target says where each request goes. onStart, when set, is called with
-// the request's index in the round as it is sent.
+// runRound sends requests in their order with `workers` concurrent
+// clients, each sending its next request when its previous answer came back
+// (a closed loop); target says where each request goes. onStart, when set,
+// is called with the request's index as it is sent.
 func runRound(round []qaRequest, docs []string, target func(qaRequest) string, onStart func(int)) []answer {
 	out := make([]answer, len(round))
 	next := make(chan int)
@@ -98,6 +99,7 @@ func runRound(round []qaRequest, docs []string, target func(qaRequest) string, o
 				if a.backend == "" {
 					a.backend = base
 				}
+				a.client = w
 				out[i] = a
 			}
 		}()
@@ -162,6 +164,7 @@ func runChats(docs []string, convs, turns int, target func(c int) string) ([]ans
 					if a.backend == "" {
 						a.backend = base
 					}
+					a.client = w
 					mu.Lock()
 					all = append(all, a)
 					sent = append(sent, chatTurn{conv: c, doc: cv.doc, msgs: append([]message(nil), cv.msgs...), answer: a})

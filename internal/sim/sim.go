@@ -232,6 +232,9 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 	if len(w.Requests) == 0 {
 		return nil, errors.New("sim: workload has no requests")
 	}
+	if err := checkFollowers(w.Requests); err != nil {
+		return nil, err
+	}
 	k := newKeyer(opts.PrefixLength)
 	for _, r := range w.Requests {
 		var err error
