@@ -29,7 +29,7 @@ import (
 //
 // What net/http's reader goroutine also gives, noticing that the backend
 // closed an idle connection, is done by a non-blocking peek before a
-// connection is reused.
+// connection idle for longer than peekAfter is reused.
 type h1Transport struct {
 	fallback          http.RoundTripper
 	dial              func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -272,7 +272,8 @@ func (t *h1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
 		list[len(list)-1] = nil
 		t.idle[host] = list[:len(list)-1]
 		t.mu.Unlock()
-		if now.Sub(c.idleAt) < t.idleTimeout && c.alive() {
+		idle := now.Sub(c.idleAt)
+		if idle < t.idleTimeout && (idle < peekAfter || c.alive()) {
 			c.reused = true
 			return c, nil
 		}
@@ -286,6 +287,14 @@ func (t *h1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
 	c.br = bufio.NewReaderSize(&c.lim, t.readBufferSize)
 	return c, nil
 }
+
+// peekAfter is how long a connection may sit idle and be reused without
+// the peek: backends close idle keep-alive connections after seconds
+// (uvicorn, under vLLM and SGLang: 5s), and under load a connection is
+// idle for microseconds, where the peek's system call would be spent on
+// every request. A connection that ends anyway (a backend restarting)
+// ends before a byte of answer, and exchange sends the request again.
+const peekAfter = 100 * time.Millisecond
 
 // alive reports whether an idle connection may be reused: nothing has
 // arrived on it, neither an end of stream (the backend closed it) nor
