@@ -24,8 +24,8 @@ import (
 // connection keeps, and under load those hand-offs (channel sends, wake-ups,
 // a select per request) cost more CPU than the request itself
 // (docs/benchmarks.md, server overhead). Anything it does not handle (an
-// https:// URL, an unknown body length, trailers, a proxy protocol upgrade)
-// goes to fallback.
+// https:// URL, an unknown body length or one over 1 MiB, trailers) goes
+// to fallback.
 //
 // What net/http's reader goroutine also gives, noticing that the backend
 // closed an idle connection, is done by a non-blocking peek before a
@@ -85,9 +85,12 @@ var requestBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); re
 
 const maxPooledRequest = 1 << 20
 
-// handles reports whether the fast path can send req.
+// handles reports whether the fast path can send req. Bodies over
+// maxPooledRequest go to fallback, which streams them from the caller's
+// buffer instead of copying them whole into the request's.
 func (t *h1Transport) handles(req *http.Request) bool {
 	return req.URL.Scheme == "http" && req.URL.Host != "" && req.ContentLength >= 0 &&
+		req.ContentLength <= maxPooledRequest &&
 		len(req.TransferEncoding) == 0 && req.Trailer == nil &&
 		(req.ContentLength > 0 || req.Body == nil || req.Body == http.NoBody)
 }
@@ -175,7 +178,7 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 		c.finish(stop, keep)
 		return resp, false, nil
 	}
-	resp.Body = &h1Body{rc: resp.Body, c: c, stop: stop, keep: keep}
+	resp.Body = &h1Body{rc: resp.Body, c: c, ctx: ctx, stop: stop, keep: keep}
 	return resp, false, nil
 }
 
@@ -220,6 +223,7 @@ func (c *h1Conn) finish(stop func() bool, keep bool) {
 type h1Body struct {
 	rc   io.ReadCloser
 	c    *h1Conn
+	ctx  context.Context
 	stop func() bool
 	keep bool
 
@@ -231,6 +235,11 @@ func (b *h1Body) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err != nil {
 		b.end(err == io.EOF)
+		if cerr := b.ctx.Err(); err != io.EOF && cerr != nil {
+			// The read failed on the deadline cancellation set: say why,
+			// as net/http's Transport does.
+			err = cerr
+		}
 	}
 	return n, err
 }

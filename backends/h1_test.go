@@ -73,7 +73,7 @@ func TestH1ReusesOneConnectionAndKeepsBodiesIntact(t *testing.T) {
 	if _, ok := p.client.Transport.(*h1Transport); !ok {
 		t.Fatalf("HTTP/1.1 pool transport is %T, want *h1Transport", p.client.Transport)
 	}
-	for i, n := range []int{1, 100, 4095, 4096, 70_000, 300_000, 5} {
+	for i, n := range []int{1, 100, 4095, 4096, 70_000, 300_000, maxPooledRequest, 5} {
 		body := bytes.Repeat([]byte{byte('a' + i)}, n)
 		hdr := http.Header{"X-Test": {fmt.Sprint(i)}}
 		got := forwardBody(t, p, b, "/v1/chat/completions", body, hdr)
@@ -84,6 +84,11 @@ func TestH1ReusesOneConnectionAndKeepsBodiesIntact(t *testing.T) {
 	}
 	if c := conns.Load(); c != 1 {
 		t.Fatalf("%d connections for sequential requests, want 1 (keep-alive)", c)
+	}
+	// Over 1 MiB the body goes through net/http's Transport, intact.
+	body := bytes.Repeat([]byte("0123456789"), maxPooledRequest/10+1)
+	if got := forwardBody(t, p, b, "/big", body, nil); got != "POST /big |"+string(body) {
+		t.Fatalf("a %d-byte body came back as %d bytes", len(body), len(got))
 	}
 }
 
@@ -342,5 +347,34 @@ func TestH1PeekDropsAConnectionClosedWhileIdle(t *testing.T) {
 	resp.Body.Close()
 	if len(conns) != 1 || conns[0] {
 		t.Fatalf("connections used (reused?) %v: want one new connection, the closed one dropped before any write", conns)
+	}
+}
+
+func TestH1CancelMidBodyIsTheContextsError(t *testing.T) {
+	release := make(chan struct{})
+	srv, _ := echoServer(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "first part")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+	p, b := newTestPool(t, srv.URL, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := p.Forward(ctx, b, http.MethodPost, "/", []byte("x"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 64)
+	if n, err := resp.Body.Read(buf); err != nil || string(buf[:n]) != "first part" {
+		t.Fatalf("first read %q, %v", buf[:n], err)
+	}
+	cancel()
+	_, err = io.ReadAll(resp.Body)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("read after cancel: %v, want context.Canceled", err)
 	}
 }
