@@ -11,7 +11,6 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -22,8 +21,8 @@ import (
 // the body. net/http's Transport instead hands every request to a writer
 // goroutine and every response from a reader goroutine that each
 // connection keeps, and under load those hand-offs (channel sends, wake-ups,
-// a select per request) cost more CPU than the request itself
-// (docs/benchmarks.md, server overhead). Anything it does not handle (an
+// a select per request) were a fifth of the router's CPU (docs/benchmarks.md,
+// server overhead). Anything it does not handle (an
 // https:// URL, an unknown body length or one over 1 MiB, trailers) goes
 // to fallback.
 //
@@ -304,28 +303,6 @@ func (t *h1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
 // every request. A connection that ends anyway (a backend restarting)
 // ends before a byte of answer, and exchange sends the request again.
 const peekAfter = 100 * time.Millisecond
-
-// alive reports whether an idle connection may be reused: nothing has
-// arrived on it, neither an end of stream (the backend closed it) nor
-// stray bytes, which would be read as the next response.
-func (c *h1Conn) alive() bool {
-	sc, ok := c.conn.(syscall.Conn)
-	if !ok {
-		return true
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	alive := false
-	var buf [1]byte
-	err = rc.Read(func(fd uintptr) bool {
-		_, _, errno := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		alive = errno == syscall.EAGAIN || errno == syscall.EWOULDBLOCK
-		return true // never wait for readiness: this is a check, not a read
-	})
-	return err == nil && alive
-}
 
 // put returns c to the idle set, within the per-host bound, and now and
 // then closes connections idle past the timeout (those of backends that
