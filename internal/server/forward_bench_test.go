@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -115,24 +114,6 @@ func postChats(b *testing.B, url string) {
 			b.Fatal(err)
 		}
 		drain(b, resp)
-	}
-}
-
-// reportCPU reports the process's user + system CPU time per op (client,
-// router and backend together, all in this process) from when it is
-// called to when the function it returns is: on a loaded machine it moves
-// far less than ns/op, which counts waits for a core.
-func reportCPU(b *testing.B) func() {
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-			b.Fatal(err)
-		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	start := cpu()
-	return func() {
-		b.ReportMetric(float64((cpu()-start).Microseconds())/float64(b.N), "cpu-µs/op")
 	}
 }
 
