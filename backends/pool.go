@@ -240,6 +240,15 @@ func NewPool(specs []string, opts Options) (*Pool, error) {
 		// HTTP/1 must be off: with it on, http:// URLs would use it.
 	}
 	p.client = &http.Client{Transport: transport}
+	if !opts.H2C {
+		// HTTP/1.1 keep-alive, what vLLM serves, on the caller's
+		// goroutine (h1.go); net/http's Transport for the rest.
+		p.client = &http.Client{Transport: &h1Transport{
+			fallback: transport, dial: dialer.DialContext, headerTimeout: opts.FirstByteTimeout,
+			maxIdlePerHost: transport.MaxIdleConnsPerHost, idleTimeout: transport.IdleConnTimeout,
+			readBufferSize: transport.ReadBufferSize, maxResponseHeader: 1 << 20,
+		}}
+	}
 	// Probes get their own connections so that a pool full of streams
 	// cannot starve them, and a probe timeout does not kill a stream's
 	// connection.

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"strconv"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -23,6 +26,25 @@ type metrics struct {
 	// backendCacheTokens is each backend's stated cache capacity, labelled
 	// with its engine (usage.go).
 	backendCacheTokens *prometheus.GaugeVec
+
+	// requestSeries and firstByteSeries cache the children of requests
+	// and firstByteSeconds read on every request.
+	requestSeries   seriesCache[requestLabels, prometheus.Counter]
+	firstByteSeries seriesCache[string, prometheus.Observer]
+}
+
+// request is requests' series for l.
+func (m *metrics) request(l requestLabels) prometheus.Counter {
+	return m.requestSeries.get(l, func() prometheus.Counter {
+		return m.requests.WithLabelValues(l.route, l.decision, l.backend, strconv.Itoa(l.code))
+	})
+}
+
+// firstByte is firstByteSeconds' series for backend.
+func (m *metrics) firstByte(backend string) prometheus.Observer {
+	return m.firstByteSeries.get(backend, func() prometheus.Observer {
+		return m.firstByteSeconds.WithLabelValues(backend)
+	})
 }
 
 func newMetrics() *metrics {
@@ -124,4 +146,38 @@ func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(st.InFlight), st.Name)
 		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, healthy, st.Name)
 	}
+}
+
+// seriesCache holds a vector's children by their label values, so that the
+// request path finds its series with one map lookup under a read lock
+// instead of WithLabelValues (label strings formatted, hashed and checked,
+// the vector locked) on every request. It holds the same series the vector
+// does, so its size is bounded as the vector's is; series read through it
+// are never deleted from the vector.
+type seriesCache[K comparable, V any] struct {
+	mu sync.RWMutex
+	m  map[K]V
+}
+
+func (c *seriesCache[K, V]) get(k K, newSeries func() V) V {
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = newSeries()
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[K]V{}
+	}
+	c.m[k] = v
+	c.mu.Unlock()
+	return v
+}
+
+// requestLabels are prefixgate_requests_total's labels.
+type requestLabels struct {
+	route, decision, backend string
+	code                     int
 }

@@ -107,3 +107,44 @@ func TestTracingAndRequestID(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceContextPassesThroughWithoutTracing checks that without an OTLP
+// endpoint, where the router builds no spans, the caller's traceparent and
+// tracestate still reach the backend unchanged and the request id is set.
+func TestTraceContextPassesThroughWithoutTracing(t *testing.T) {
+	var gotParent, gotState, gotID string
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			return
+		}
+		gotParent, gotState, gotID = r.Header.Get("Traceparent"), r.Header.Get("Tracestate"), r.Header.Get(server.RequestIDHeader)
+		io.WriteString(w, `{"choices":[{"message":{"content":"ok"}}]}`)
+	}))
+	defer backend.Close()
+	srv, err := server.New(server.Config{Backends: []string{backend.URL}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(srv.Handler())
+	defer front.Close()
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	req, _ := http.NewRequest(http.MethodPost, front.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Traceparent", parent)
+	req.Header.Set("Tracestate", "vendor=1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if gotParent != parent || gotState != "vendor=1" {
+		t.Errorf("backend saw traceparent %q, tracestate %q; want the caller's %q, %q", gotParent, gotState, parent, "vendor=1")
+	}
+	if id := resp.Header.Get(server.RequestIDHeader); len(id) != 16 || gotID != id {
+		t.Errorf("request id: answer %q, backend saw %q; want the same 16 hex digits", id, gotID)
+	}
+}

@@ -7,11 +7,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
-	"strconv"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/internal/bodydecode"
@@ -171,7 +171,7 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 			}
 			return nil, nil, upstreamError(err)
 		}
-		s.metrics.firstByteSeconds.WithLabelValues(b.Name).Observe(time.Since(sent).Seconds())
+		s.metrics.firstByte(b.Name).Observe(time.Since(sent).Seconds())
 
 		if d.Reason == route.ReasonSpill || d.Reason == route.ReasonSpillChain {
 			s.metrics.spills.Inc()
@@ -249,24 +249,37 @@ type exchange struct {
 // open normalizes body, routes it and forwards it to path, then writes the
 // routing headers into out. On success the caller must call close.
 func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header) (*exchange, error) {
-	nctx, span := s.startSpan(ctx, "normalize", attribute.Int("prefixgate.body_bytes", len(body)))
+	// Spans only when they are exported (tracing.on): building them is
+	// work on every request.
+	nctx, span := ctx, trace.Span(nil)
+	if s.tracing.on {
+		nctx, span = s.startSpan(ctx, "normalize", attribute.Int("prefixgate.body_bytes", len(body)))
+	}
 	lease := &bodyLease{buf: canonicalBuffers.Get().(*[]byte)}
 	p, err := s.prepareInto(nctx, *lease.buf, body, mode, group, 0)
-	span.End()
+	if span != nil {
+		span.End()
+	}
 	if err != nil {
 		lease.release(nil)
 		return nil, err
 	}
-	fctx, span := s.startSpan(ctx, "route and forward", attribute.String("prefixgate.key", p.info.KeyHex()))
-	defer span.End()
 	fwd := forwardHeaders(hdr)
-	injectTrace(fctx, fwd)
+	span = nil
+	if s.tracing.on {
+		var fctx context.Context
+		fctx, span = s.startSpan(ctx, "route and forward", attribute.String("prefixgate.key", p.info.KeyHex()))
+		defer span.End()
+		injectTrace(fctx, fwd)
+	}
 	resp, d, err := s.dispatch(httptrace.WithClientTrace(ctx, lease.trace()), path, p, fwd)
 	if err != nil {
 		lease.release(p.body)
 		return nil, err
 	}
-	span.SetAttributes(attribute.String("prefixgate.backend", d.Backend), attribute.String("prefixgate.decision", d.Reason.String()))
+	if span != nil {
+		span.SetAttributes(attribute.String("prefixgate.backend", d.Backend), attribute.String("prefixgate.decision", d.Reason.String()))
+	}
 	setRoutingHeaders(out, d, p.info)
 	return &exchange{resp: resp, d: d, info: p.info, s: s, b: d.Member.(*backends.Backend), usage: backends.UnknownUsage, lease: lease, body: p.body}, nil
 }
@@ -351,5 +364,5 @@ func (s *Server) record(routeName string, x *exchange, status int) {
 	if x != nil {
 		decision, backend = x.d.Reason.String(), x.d.Backend
 	}
-	s.metrics.requests.WithLabelValues(routeName, decision, backend, strconv.Itoa(status)).Inc()
+	s.metrics.request(requestLabels{routeName, decision, backend, status}).Inc()
 }

@@ -1,0 +1,470 @@
+package backends
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// h1Transport forwards requests with a known body length to http://
+// backends over HTTP/1.1 keep-alive connections, doing the whole exchange
+// on the caller's goroutine: the request line, headers and body go out in
+// one write, and the response is read from the connection by whoever reads
+// the body. net/http's Transport instead hands every request to a writer
+// goroutine and every response from a reader goroutine that each
+// connection keeps, and under load those hand-offs (channel sends, wake-ups,
+// a select per request) were a fifth of the router's CPU (docs/benchmarks.md,
+// server overhead). Anything it does not handle (an
+// https:// URL, an unknown body length or one over 1 MiB, trailers) goes
+// to fallback.
+//
+// What net/http's reader goroutine also gives, noticing that the backend
+// closed an idle connection, is done by a non-blocking peek before a
+// connection idle for longer than peekAfter is reused.
+type h1Transport struct {
+	fallback          http.RoundTripper
+	dial              func(ctx context.Context, network, addr string) (net.Conn, error)
+	headerTimeout     time.Duration // ResponseHeaderTimeout; 0: none
+	maxIdlePerHost    int
+	idleTimeout       time.Duration
+	readBufferSize    int
+	maxResponseHeader int64
+
+	mu        sync.Mutex
+	idle      map[string][]*h1Conn // by host:port, most recently used last
+	nextSweep time.Time
+}
+
+// h1Conn is one backend connection and its read buffer.
+type h1Conn struct {
+	t      *h1Transport
+	host   string
+	conn   net.Conn
+	lim    limitReader
+	br     *bufio.Reader
+	idleAt time.Time
+	reused bool
+}
+
+// limitReader fails reads past n bytes while n >= 0; the response header
+// is read under a limit, the body without one.
+type limitReader struct {
+	r net.Conn
+	n int64
+}
+
+var errHeaderTooLarge = errors.New("response header is larger than the limit")
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.n < 0 {
+		return l.r.Read(p)
+	}
+	if l.n == 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// requestBuffers recycle the bytes of an outgoing request (line, headers,
+// body) up to maxPooledRequest.
+var requestBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+const maxPooledRequest = 1 << 20
+
+// handles reports whether the fast path can send req. Bodies over
+// maxPooledRequest go to fallback, which streams them from the caller's
+// buffer instead of copying them whole into the request's.
+func (t *h1Transport) handles(req *http.Request) bool {
+	return req.URL.Scheme == "http" && req.URL.Host != "" && req.ContentLength >= 0 &&
+		req.ContentLength <= maxPooledRequest &&
+		len(req.TransferEncoding) == 0 && req.Trailer == nil &&
+		(req.ContentLength > 0 || req.Body == nil || req.Body == http.NoBody)
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.handles(req) {
+		return t.fallback.RoundTrip(req)
+	}
+	bp := requestBuffers.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) > maxPooledRequest {
+			*bp = make([]byte, 0, 4<<10)
+		}
+		requestBuffers.Put(bp)
+	}()
+	msg, err := appendRequest((*bp)[:0], req)
+	*bp = msg[:0]
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	ctx := req.Context()
+	for attempt := 0; ; attempt++ {
+		resp, retry, err := t.exchange(ctx, req, msg)
+		// A reused connection that the backend closed as we sent on it
+		// (an idle keep-alive timing out) ends before a single byte of
+		// answer: the backend never read the request, so it goes out
+		// again once, on a new connection.
+		if retry && attempt == 0 && ctx.Err() == nil {
+			continue
+		}
+		return resp, err
+	}
+}
+
+// exchange sends msg, the bytes of req, on one connection and reads the
+// response header. retry reports that the connection was a reused one that
+// ended without a byte of answer.
+func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byte) (resp *http.Response, retry bool, err error) {
+	trace := httptrace.ContextClientTrace(ctx)
+	c, err := t.conn(ctx, req.URL.Host)
+	if err != nil {
+		return nil, false, err
+	}
+	if trace != nil && trace.GotConn != nil {
+		trace.GotConn(httptrace.GotConnInfo{Conn: c.conn, Reused: c.reused})
+	}
+	// Cancellation unblocks a write or read in progress by expiring the
+	// connection's deadline; a connection that saw it is never reused.
+	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
+	_, werr := c.conn.Write(msg)
+	if trace != nil && trace.WroteRequest != nil {
+		trace.WroteRequest(httptrace.WroteRequestInfo{Err: werr})
+	}
+	// Even after a failed write the answer is read: a backend may answer
+	// (a 413, say) and close before it has read the whole body.
+	if t.headerTimeout > 0 {
+		c.conn.SetReadDeadline(time.Now().Add(t.headerTimeout))
+	}
+	resp, rerr := c.readResponse(req)
+	if rerr == nil && t.headerTimeout > 0 {
+		c.conn.SetReadDeadline(time.Time{})
+	}
+	if rerr != nil {
+		stop()
+		c.conn.Close()
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, false, cerr
+		}
+		retry = c.reused && c.lim.n == t.maxResponseHeader
+		if werr != nil {
+			return nil, retry, fmt.Errorf("writing the request: %w", werr)
+		}
+		var ne net.Error
+		if errors.As(rerr, &ne) && ne.Timeout() {
+			return nil, false, fmt.Errorf("no response header within %s: %w", t.headerTimeout, rerr)
+		}
+		return nil, retry, fmt.Errorf("reading the response: %w", rerr)
+	}
+	keep := werr == nil && !resp.Close && !req.Close
+	if resp.Body == http.NoBody {
+		c.finish(stop, keep)
+		return resp, false, nil
+	}
+	resp.Body = &h1Body{rc: resp.Body, c: c, ctx: ctx, stop: stop, keep: keep}
+	return resp, false, nil
+}
+
+// readResponse reads the response header, skipping informational answers
+// other than 101.
+func (c *h1Conn) readResponse(req *http.Request) (*http.Response, error) {
+	c.lim.n = c.t.maxResponseHeader
+	for range 8 {
+		resp, err := http.ReadResponse(c.br, req)
+		if err != nil {
+			return nil, err // lim.n tells exchange whether anything came
+		}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			resp.Body.Close()
+			return nil, errors.New("backend switched protocols (101), which a forwarded request never asks for")
+		}
+		if resp.StatusCode >= 200 {
+			c.lim.n = -1
+			return resp, nil
+		}
+		c.lim.n = c.t.maxResponseHeader
+	}
+	return nil, errors.New("more than 8 informational (1xx) responses")
+}
+
+// finish ends an exchange on c: the connection goes back to the idle set
+// when keep holds and cancellation never touched it, else it is closed.
+func (c *h1Conn) finish(stop func() bool, keep bool) {
+	if !stop() {
+		keep = false // the AfterFunc ran or is running: the deadline is spent
+	}
+	if keep && c.br.Buffered() == 0 {
+		c.t.put(c)
+		return
+	}
+	c.conn.Close()
+}
+
+// h1Body is a response body on an h1Conn. Reading it to the end returns
+// the connection to the idle set; closing it early closes the connection
+// (Close may come from another goroutine, to unblock a Read).
+type h1Body struct {
+	rc   io.ReadCloser
+	c    *h1Conn
+	ctx  context.Context
+	stop func() bool
+	keep bool
+
+	mu   sync.Mutex
+	done bool
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil {
+		b.end(err == io.EOF)
+		if cerr := b.ctx.Err(); err != io.EOF && cerr != nil {
+			// The read failed on the deadline cancellation set: say why,
+			// as net/http's Transport does.
+			err = cerr
+		}
+	}
+	return n, err
+}
+
+func (b *h1Body) Close() error {
+	b.end(false)
+	return nil
+}
+
+// end releases the connection once: kept when the body was read to its
+// end, closed otherwise.
+func (b *h1Body) end(eof bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done {
+		return
+	}
+	b.done = true
+	if eof {
+		b.c.finish(b.stop, b.keep)
+		return
+	}
+	b.stop()
+	b.c.conn.Close()
+}
+
+// conn returns an idle connection to host that the backend has not
+// closed, or dials a new one.
+func (t *h1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
+	now := time.Now()
+	for {
+		t.mu.Lock()
+		list := t.idle[host]
+		if len(list) == 0 {
+			t.mu.Unlock()
+			break
+		}
+		c := list[len(list)-1]
+		list[len(list)-1] = nil
+		t.idle[host] = list[:len(list)-1]
+		t.mu.Unlock()
+		idle := now.Sub(c.idleAt)
+		if idle < t.idleTimeout && (idle < peekAfter || c.alive()) {
+			c.reused = true
+			return c, nil
+		}
+		c.conn.Close()
+	}
+	nc, err := t.dial(ctx, "tcp", host)
+	if err != nil {
+		return nil, err
+	}
+	c := &h1Conn{t: t, host: host, conn: nc, lim: limitReader{r: nc, n: -1}}
+	c.br = bufio.NewReaderSize(&c.lim, t.readBufferSize)
+	return c, nil
+}
+
+// peekAfter is how long a connection may sit idle and be reused without
+// the peek: backends close idle keep-alive connections after seconds
+// (uvicorn, under vLLM and SGLang: 5s), and under load a connection is
+// idle for microseconds, where the peek's system call would be spent on
+// every request. A connection that ends anyway (a backend restarting)
+// ends before a byte of answer, and exchange sends the request again.
+const peekAfter = 100 * time.Millisecond
+
+// put returns c to the idle set, within the per-host bound, and now and
+// then closes connections idle past the timeout (those of backends that
+// have gone included).
+func (t *h1Transport) put(c *h1Conn) {
+	now := time.Now()
+	c.idleAt = now
+	var stale []*h1Conn
+	t.mu.Lock()
+	if t.idle == nil {
+		t.idle = make(map[string][]*h1Conn)
+	}
+	list := t.idle[c.host]
+	if len(list) >= t.maxIdlePerHost {
+		stale = append(stale, list[0])
+		list = append(list[:0], list[1:]...)
+	}
+	t.idle[c.host] = append(list, c)
+	if now.After(t.nextSweep) {
+		t.nextSweep = now.Add(t.idleTimeout / 4)
+		for h, l := range t.idle {
+			keep := l[:0]
+			for _, ic := range l {
+				if now.Sub(ic.idleAt) >= t.idleTimeout {
+					stale = append(stale, ic)
+				} else {
+					keep = append(keep, ic)
+				}
+			}
+			clear(l[len(keep):])
+			if len(keep) == 0 {
+				delete(t.idle, h)
+			} else {
+				t.idle[h] = keep
+			}
+		}
+	}
+	t.mu.Unlock()
+	for _, ic := range stale {
+		ic.conn.Close()
+	}
+}
+
+// CloseIdleConnections closes every idle connection.
+func (t *h1Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	t.mu.Unlock()
+	for _, l := range idle {
+		for _, c := range l {
+			c.conn.Close()
+		}
+	}
+	if ci, ok := t.fallback.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+// appendRequest appends req as HTTP/1.1 bytes (request line, headers,
+// body of exactly req.ContentLength bytes) to dst. It refuses header names
+// and values that would change the message's framing.
+func appendRequest(dst []byte, req *http.Request) ([]byte, error) {
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	if !validToken(method) {
+		return dst, fmt.Errorf("invalid method %q", method)
+	}
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	if !validValue(host) {
+		return dst, fmt.Errorf("invalid Host %q", host)
+	}
+	uri := req.URL.RequestURI()
+	for i := 0; i < len(uri); i++ {
+		if uri[i] <= ' ' || uri[i] == 0x7f {
+			return dst, fmt.Errorf("invalid request target %q", uri)
+		}
+	}
+	dst = append(dst, method...)
+	dst = append(dst, ' ')
+	dst = append(dst, uri...)
+	dst = append(dst, " HTTP/1.1\r\nHost: "...)
+	dst = append(dst, host...)
+	dst = append(dst, "\r\n"...)
+	if _, ok := req.Header["User-Agent"]; !ok {
+		dst = append(dst, "User-Agent: Go-http-client/1.1\r\n"...)
+	}
+	if req.ContentLength > 0 || (method != http.MethodGet && method != http.MethodHead) {
+		dst = append(dst, "Content-Length: "...)
+		dst = strconv.AppendInt(dst, req.ContentLength, 10)
+		dst = append(dst, "\r\n"...)
+	}
+	if req.Close {
+		dst = append(dst, "Connection: close\r\n"...)
+	}
+	for k, vs := range req.Header {
+		switch k {
+		case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Trailer":
+			continue // the framing is this function's
+		}
+		if !validToken(k) {
+			return dst, fmt.Errorf("invalid header name %q", k)
+		}
+		for _, v := range vs {
+			if !validValue(v) {
+				return dst, fmt.Errorf("invalid value for header %s", k)
+			}
+			dst = append(dst, k...)
+			dst = append(dst, ": "...)
+			dst = append(dst, v...)
+			dst = append(dst, "\r\n"...)
+		}
+	}
+	dst = append(dst, "\r\n"...)
+	if req.ContentLength == 0 {
+		return dst, nil
+	}
+	n := int(req.ContentLength)
+	start := len(dst)
+	dst = append(dst, make([]byte, n)...)
+	got, err := io.ReadFull(req.Body, dst[start:])
+	if err != nil {
+		return dst, fmt.Errorf("request body: %d of its %d bytes: %w", got, n, err)
+	}
+	var extra [1]byte
+	if m, _ := req.Body.Read(extra[:]); m > 0 {
+		return dst, fmt.Errorf("request body is longer than its ContentLength of %d bytes", n)
+	}
+	if err := req.Body.Close(); err != nil {
+		return dst, fmt.Errorf("request body: %w", err)
+	}
+	return dst, nil
+}
+
+// validToken reports whether s is an HTTP token (a method or header name).
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || c == ':' || c == '(' || c == ')' || c == ',' || c == '/' ||
+			c == ';' || c == '<' || c == '=' || c == '>' || c == '?' || c == '@' || c == '[' ||
+			c == '\\' || c == ']' || c == '{' || c == '}' || c == '"' {
+			return false
+		}
+	}
+	return true
+}
+
+// validValue reports whether s can be a header value: no control bytes
+// but tab, so no CR or LF that would end the header early.
+func validValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
