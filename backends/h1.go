@@ -155,6 +155,11 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 	resp, rerr := c.readResponse(req)
 	if rerr == nil && t.headerTimeout > 0 {
 		c.conn.SetReadDeadline(time.Time{})
+		// A cancellation that expired the deadline between the header and
+		// this line must not be undone: expire it again.
+		if ctx.Err() != nil {
+			c.conn.SetDeadline(time.Unix(1, 0))
+		}
 	}
 	if rerr != nil {
 		stop()
