@@ -24,13 +24,10 @@ func invalidField(field, what string) error {
 	return &requestError{status: http.StatusBadRequest, code: "invalid_field", msg: field + " " + what}
 }
 
-func routingOf(d *route.Decision, info normalize.RouteInfo) *pb.Routing {
-	return &pb.Routing{
-		Backend:       d.Backend,
-		Decision:      decisionProto(d.Reason),
-		Key:           info.KeyHex(),
-		SpillDistance: int32(d.Distance),
-	}
+// routingOf is the routing info an RPC answer carries, for a pick
+// (Decision) or a dry run (Explanation).
+func routingOf(backend string, r route.Reason, distance int, info normalize.RouteInfo) *pb.Routing {
+	return &pb.Routing{Backend: backend, Decision: decisionProto(r), Key: info.KeyHex(), SpillDistance: int32(distance)}
 }
 
 func decisionProto(r route.Reason) pb.Decision {
@@ -160,7 +157,7 @@ func (is inferenceService) unary(ctx context.Context, routeName, path string, mo
 			x.answer = x.info.AnswerBlocks([]byte(a.text))
 		}
 	}
-	return raw, a, routingOf(x.d, x.info), nil
+	return raw, a, routingOf(x.d.Backend, x.d.Reason, x.d.Distance, x.info), nil
 }
 
 func (is inferenceService) Chat(ctx context.Context, req *connect.Request[pb.ChatRequest]) (*connect.Response[pb.ChatResponse], error) {
@@ -224,7 +221,7 @@ func (is inferenceService) stream(ctx context.Context, routeName, path string, m
 		raw, _ := readAll(resp.Body)
 		return connectError(backendStatusError(resp.StatusCode, raw))
 	}
-	routing := routingOf(d, x.info)
+	routing := routingOf(d.Backend, d.Reason, d.Distance, x.info)
 	as := x.readStream(streamTextPath(mode))
 	defer as.put()
 	sc := bufio.NewScanner(resp.Body)
