@@ -27,14 +27,11 @@ const (
 	StateDraining
 )
 
+var stateNames = [...]string{StateHealthy: "healthy", StateEjected: "ejected", StateDraining: "draining"}
+
 func (s State) String() string {
-	switch s {
-	case StateHealthy:
-		return "healthy"
-	case StateEjected:
-		return "ejected"
-	case StateDraining:
-		return "draining"
+	if s >= 0 && int(s) < len(stateNames) {
+		return stateNames[s]
 	}
 	return fmt.Sprintf("State(%d)", int32(s))
 }

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,14 +21,7 @@ var policies = map[string]func(Config) policy{}
 func register(name string, build func(Config) policy) { policies[name] = build }
 
 // Policies lists the policy names Config.Policy accepts.
-func Policies() []string {
-	names := make([]string, 0, len(policies))
-	for n := range policies {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func Policies() []string { return slices.Sorted(maps.Keys(policies)) }
 
 // dispatch calls the policy. Built-in policies are called through their
 // concrete types so escape analysis keeps e and req on the caller's stack;

@@ -85,16 +85,16 @@ func (as adminService) ListBackends(ctx context.Context, req *connect.Request[pb
 	rc := s.rt().Config()
 	out := &pb.ListBackendsResponse{Policy: rc.Policy, LoadFactor: rc.LoadFactor}
 	for _, st := range s.rt().Status() {
-		b := &pb.Backend{
+		b := st.Member.(*backends.Backend)
+		out.Backends = append(out.Backends, &pb.Backend{
 			Name:                 st.Name,
-			Health:               healthProto(st.Member.(*backends.Backend).State()),
+			Address:              b.URL.String(),
+			Health:               healthProto(b.State()),
 			InFlight:             int32(st.InFlight),
 			Share:                st.Share,
 			Models:               st.Models,
 			ConcurrencyThreshold: int32(st.Threshold),
-		}
-		b.Address = st.Member.(*backends.Backend).URL.String()
-		out.Backends = append(out.Backends, b)
+		})
 	}
 	return connect.NewResponse(out), nil
 }
