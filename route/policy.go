@@ -123,12 +123,16 @@ func (e *pickEnv) take(i int32, limit int64, via string) (int64, bool) {
 	}
 }
 
-// firstCandidate walks clockwise from ring index from to the first vnode
-// whose member is a candidate, returning that vnode and member (-1 if none).
-func (e *pickEnv) firstCandidate(from int, model string) (int, int32) {
+// firstCandidate walks clockwise from key's position on the ring to the
+// first vnode whose member is a candidate, returning that vnode and member
+// (-1 if none, or if the ring is empty).
+func (e *pickEnv) firstCandidate(key uint64, model string) (int, int32) {
 	rg := e.s.ring
 	n := len(rg.vn)
-	j := from
+	if n == 0 {
+		return -1, -1
+	}
+	j := rg.search(key)
 	for step := 0; step < n; step++ {
 		o := int32(rg.vn[j].owner)
 		if e.candidate(o, model) {
