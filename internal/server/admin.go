@@ -68,16 +68,10 @@ func (ns normalizeService) Normalize(ctx context.Context, req *connect.Request[p
 // adminService implements prefixgate.v1.AdminService.
 type adminService struct{ s *Server }
 
-func healthProto(h backends.State) pb.Health {
-	switch h {
-	case backends.StateHealthy:
-		return pb.Health_HEALTH_HEALTHY
-	case backends.StateEjected:
-		return pb.Health_HEALTH_EJECTED
-	case backends.StateDraining:
-		return pb.Health_HEALTH_DRAINING
-	}
-	return pb.Health_HEALTH_UNSPECIFIED
+var healthProtos = map[backends.State]pb.Health{
+	backends.StateHealthy:  pb.Health_HEALTH_HEALTHY,
+	backends.StateEjected:  pb.Health_HEALTH_EJECTED,
+	backends.StateDraining: pb.Health_HEALTH_DRAINING,
 }
 
 func (as adminService) ListBackends(ctx context.Context, req *connect.Request[pb.ListBackendsRequest]) (*connect.Response[pb.ListBackendsResponse], error) {
@@ -89,7 +83,7 @@ func (as adminService) ListBackends(ctx context.Context, req *connect.Request[pb
 		out.Backends = append(out.Backends, &pb.Backend{
 			Name:                 st.Name,
 			Address:              b.URL.String(),
-			Health:               healthProto(b.State()),
+			Health:               healthProtos[b.State()],
 			InFlight:             int32(st.InFlight),
 			Share:                st.Share,
 			Models:               st.Models,

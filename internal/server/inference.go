@@ -27,25 +27,18 @@ func invalidField(field, what string) error {
 // routingOf is the routing info an RPC answer carries, for a pick
 // (Decision) or a dry run (Explanation).
 func routingOf(backend string, r route.Reason, distance int, info normalize.RouteInfo) *pb.Routing {
-	return &pb.Routing{Backend: backend, Decision: decisionProto(r), Key: info.KeyHex(), SpillDistance: int32(distance)}
+	return &pb.Routing{Backend: backend, Decision: decisionProtos[r], Key: info.KeyHex(), SpillDistance: int32(distance)}
 }
 
-func decisionProto(r route.Reason) pb.Decision {
-	switch r {
-	case route.ReasonAffinity:
-		return pb.Decision_DECISION_AFFINITY
-	case route.ReasonSpill:
-		return pb.Decision_DECISION_SPILL
-	case route.ReasonSpillChain:
-		return pb.Decision_DECISION_SPILL_CHAIN
-	case route.ReasonLeastOutstanding:
-		return pb.Decision_DECISION_LEAST_OUTSTANDING
-	case route.ReasonRandom:
-		return pb.Decision_DECISION_RANDOM
-	case route.ReasonPrefixMatch:
-		return pb.Decision_DECISION_PREFIX_MATCH
-	}
-	return pb.Decision_DECISION_UNSPECIFIED
+// decisionProtos is each route.Reason's proto value; a reason missing here
+// reaches clients as UNSPECIFIED (TestEveryReasonHasADecision).
+var decisionProtos = map[route.Reason]pb.Decision{
+	route.ReasonAffinity:         pb.Decision_DECISION_AFFINITY,
+	route.ReasonSpill:            pb.Decision_DECISION_SPILL,
+	route.ReasonSpillChain:       pb.Decision_DECISION_SPILL_CHAIN,
+	route.ReasonLeastOutstanding: pb.Decision_DECISION_LEAST_OUTSTANDING,
+	route.ReasonRandom:           pb.Decision_DECISION_RANDOM,
+	route.ReasonPrefixMatch:      pb.Decision_DECISION_PREFIX_MATCH,
 }
 
 func usageProto(u gjson.Result) *pb.Usage {
