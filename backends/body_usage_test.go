@@ -4,20 +4,11 @@ import (
 	"io"
 	"testing"
 	"time"
-
-	"github.com/tidwall/gjson"
 )
 
-// answerUsage reads a whole answer's usage as the server does: its
-// top-level usage and meta_info members handed to EventUsage.
-func answerUsage(b *Backend, raw []byte) Usage {
-	r := gjson.GetManyBytes(raw, "usage", "meta_info")
-	return b.EventUsage([]byte(r[0].Raw), []byte(r[1].Raw))
-}
-
-// TestUsageBadFigures: figures that cannot be token counts are "not
-// reported", never repaired.
-func TestUsageBadFigures(t *testing.T) {
+// TestParseUsageBadFigures: figures that cannot be token counts are
+// "not reported", never repaired.
+func TestParseUsageBadFigures(t *testing.T) {
 	unknownCached := func(p int) Usage { return Usage{PromptTokens: p, CachedTokens: -1} }
 	for _, tc := range []struct {
 		body string
@@ -33,13 +24,11 @@ func TestUsageBadFigures(t *testing.T) {
 		{`{"usage":{"prompt_tokens":1e300}}`, UnknownUsage},
 		{`{"usage":{"prompt_tokens":7},"meta_info":{"cached_tokens":7}}`, unknownCached(7)},
 	} {
-		if got := answerUsage(&Backend{}, []byte(tc.body)); got != tc.want {
-			t.Errorf("usage of %q = %+v, want %+v", tc.body, got, tc.want)
+		if got, _ := parseUsage([]byte(tc.body), false); got != tc.want {
+			t.Errorf("parseUsage(%q) = %+v, want %+v", tc.body, got, tc.want)
 		}
 	}
-	stated := &Backend{}
-	stated.reportsCached.Store(true)
-	if got := answerUsage(stated, []byte(`{"usage":{"prompt_tokens":9}}`)); got != (Usage{PromptTokens: 9, CachedTokens: 0}) {
+	if got, _ := parseUsage([]byte(`{"usage":{"prompt_tokens":9}}`), true); got != (Usage{PromptTokens: 9, CachedTokens: 0}) {
 		t.Errorf("missing details with missingIsZero: %+v", got)
 	}
 }

@@ -25,7 +25,7 @@
 // named by an ENGINE+ prefix on its spec or detected from the metric names
 // on /metrics, /props or /get_server_info. The engine's profile says where
 // its load, KV-cache capacity (Backend.CacheTokens) and per-answer cached
-// tokens (Backend.EventUsage) are.
+// tokens (Backend.ParseUsage, EventUsage) are.
 //
 // Load: /metrics is scraped every ScrapeInterval for the engine's queue,
 // KV-cache and prefix-cache metrics (Backend.Load). A backend without them

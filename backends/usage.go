@@ -20,12 +20,26 @@ type Usage struct {
 // UnknownUsage is a response that reported nothing.
 var UnknownUsage = Usage{PromptTokens: -1, CachedTokens: -1}
 
-// parseUsageObject reads a usage (or meta_info) object. missingIsZero says
-// that a usage without prompt_tokens_details means no cached tokens rather
-// than "not reported": SGLang with --enable-cache-report leaves the details
-// out when nothing was cached
-// (python/sglang/srt/entrypoints/openai/usage_processor.py). It reports
-// whether usage.prompt_tokens_details.cached_tokens was stated.
+// parseUsage reads the usage of one OpenAI response body or stream chunk,
+// and whether it stated usage.prompt_tokens_details.cached_tokens. Only the
+// usage (or SGLang's meta_info) object is looked at; gjson skips the rest
+// without building anything. missingIsZero says that a usage without
+// prompt_tokens_details means no cached tokens rather than "not reported":
+// SGLang with --enable-cache-report leaves the details out when nothing was
+// cached (python/sglang/srt/entrypoints/openai/usage_processor.py).
+func parseUsage(raw []byte, missingIsZero bool) (u Usage, stated bool) {
+	obj := gjson.GetBytes(raw, "usage")
+	if !obj.IsObject() {
+		obj = gjson.GetBytes(raw, "meta_info") // SGLang's native /generate answer
+		if !obj.IsObject() {
+			return UnknownUsage, false
+		}
+		missingIsZero = false // meta_info states cached_tokens whenever it knows
+	}
+	return parseUsageObject(obj, missingIsZero)
+}
+
+// parseUsageObject reads a usage (or meta_info) object; see parseUsage.
 func parseUsageObject(obj gjson.Result, missingIsZero bool) (u Usage, stated bool) {
 	u = UnknownUsage
 	r := gjson.GetMany(obj.Raw, "prompt_tokens", "prompt_tokens_details.cached_tokens", "cached_tokens", "prompt_tokens_details")
@@ -62,19 +76,28 @@ func count(r gjson.Result) (int, bool) {
 	return int(n), true
 }
 
-// EventUsage reads the usage of one answer or stream event the way b's
-// engine writes it, from its top-level usage and meta_info members (raw
-// JSON, nil when absent; SGLang's native answers carry only meta_info),
-// which the caller's own walk of the answer found: an answer is read once,
-// for its text and its usage. vLLM (--enable-prompt-tokens-details) and
-// SGLang (--enable-cache-report) both leave prompt_tokens_details out when
-// nothing was cached (vllm/entrypoints/openai/serving_chat.py,
-// serving_completion.py; SGLang's usage_processor.py), and out altogether
-// when the switch is off. So a backend that has stated cached_tokens once,
-// or an SGLang whose server info shows the switch on, reports a missing
-// figure as 0; before that it is "not reported". (An engine restarted with
-// the switch off would then count as 0 cached until its backend is
-// replaced.)
+// ParseUsage reads a response's usage the way b's engine writes it. vLLM
+// (--enable-prompt-tokens-details) and SGLang (--enable-cache-report) both
+// leave prompt_tokens_details out when nothing was cached
+// (vllm/entrypoints/openai/serving_chat.py, serving_completion.py;
+// SGLang's usage_processor.py), and out altogether when the switch is off.
+// So a backend that has stated cached_tokens once, or an SGLang whose
+// server info shows the switch on, reports a missing figure as 0; before
+// that it is "not reported". (An engine restarted with the switch off
+// would then count as 0 cached until its backend is replaced.)
+func (b *Backend) ParseUsage(raw []byte) Usage {
+	u, stated := parseUsage(raw, b.reportsCached.Load() || (b.Engine() == EngineSGLang && b.cacheReport.Load()))
+	if stated && !b.reportsCached.Load() {
+		b.reportsCached.Store(true)
+	}
+	return u
+}
+
+// EventUsage reads the usage of one stream event (or answer) the way b's
+// engine writes it, as ParseUsage does, from the event's top-level usage
+// and meta_info members that the caller's own walk of the event found (raw
+// JSON, nil when absent): a relay that reads each event once for its text
+// hands over what it found rather than have the event scanned again.
 func (b *Backend) EventUsage(usage, metaInfo []byte) Usage {
 	missingIsZero := b.reportsCached.Load() || (b.Engine() == EngineSGLang && b.cacheReport.Load())
 	obj := gjson.ParseBytes(usage)

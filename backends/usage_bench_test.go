@@ -31,7 +31,7 @@ func BenchmarkUsage(b *testing.B) {
 	b.Run("gjson-usage-2KiB", func(b *testing.B) {
 		b.SetBytes(int64(len(small)))
 		for b.Loop() {
-			if u := answerUsage(be, small); u.CachedTokens != 768 {
+			if u := be.ParseUsage(small); u.CachedTokens != 768 {
 				b.Fatal(u)
 			}
 		}
@@ -39,7 +39,7 @@ func BenchmarkUsage(b *testing.B) {
 	b.Run("gjson-usage", func(b *testing.B) {
 		b.SetBytes(int64(len(raw)))
 		for b.Loop() {
-			if u := answerUsage(be, raw); u.CachedTokens != 768 {
+			if u := be.ParseUsage(raw); u.CachedTokens != 768 {
 				b.Fatal(u)
 			}
 		}
