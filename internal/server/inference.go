@@ -111,22 +111,6 @@ func (a *answer) readChoice(c gjson.Result, textPath string) {
 	})
 }
 
-// readAnswer reads a plain JSON answer once (parseAnswer): its usage for
-// the router and metrics and, for chat, its text, whose blocks the prefix
-// index learns. The REST relay and the unary RPCs read their answers here.
-func (x *exchange) readAnswer(raw []byte) answer {
-	a := parseAnswer(raw, textPath(x.info.Mode, false))
-	if x.b != nil {
-		if a.usage.IsObject() || a.metaInfo.IsObject() {
-			x.usage = x.b.EventUsage([]byte(a.usage.Raw), []byte(a.metaInfo.Raw))
-		}
-		if a.textSeen && len(x.info.Blocks) > 0 && x.info.Mode == normalize.ModeChat {
-			x.answer = x.info.AnswerBlocks([]byte(a.text))
-		}
-	}
-	return a
-}
-
 // unary runs one non-streaming request through the pipeline and returns the
 // backend's JSON answer and what it says, read once: its usage for the
 // router and metrics and, for chat, its text, whose blocks the prefix index
@@ -150,7 +134,16 @@ func (is inferenceService) unary(ctx context.Context, routeName, path string, mo
 	if x.resp.StatusCode/100 != 2 {
 		return nil, answer{}, nil, connectError(backendStatusError(x.resp.StatusCode, raw))
 	}
-	return raw, x.readAnswer(raw), routingOf(x.d.Backend, x.d.Reason, x.d.Distance, x.info), nil
+	a := parseAnswer(raw, textPath(mode, false))
+	if x.b != nil {
+		if a.usage.IsObject() || a.metaInfo.IsObject() {
+			x.usage = x.b.EventUsage([]byte(a.usage.Raw), []byte(a.metaInfo.Raw))
+		}
+		if a.textSeen && len(x.info.Blocks) > 0 && mode == normalize.ModeChat {
+			x.answer = x.info.AnswerBlocks([]byte(a.text))
+		}
+	}
+	return raw, a, routingOf(x.d.Backend, x.d.Reason, x.d.Distance, x.info), nil
 }
 
 func (is inferenceService) Chat(ctx context.Context, req *connect.Request[pb.ChatRequest]) (*connect.Response[pb.ChatResponse], error) {

@@ -55,7 +55,8 @@ func (x *exchange) relay(w http.ResponseWriter, stream bool) error {
 			err = werr
 		}
 		if err == nil {
-			x.readAnswer(body)
+			x.usage = x.b.ParseUsage(body)
+			x.answer = answerBlocks(x.info, body)
 		}
 		if cap(*bp) > maxUsageBody/4 {
 			*bp = nil // do not pin rare large buffers

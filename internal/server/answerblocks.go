@@ -1,0 +1,34 @@
+package server
+
+import (
+	"github.com/tidwall/gjson"
+
+	"github.com/prefixgate/prefixgate/normalize"
+)
+
+// answerBlocks returns what the chosen replica holds once it has answered a
+// chat request: the prompt's blocks followed by those of the generated
+// answer, hashed as the conversation's next turn will carry it (an
+// assistant message after this request's messages), so the prefix index
+// learns the answer too and the next turn's longest match reaches past it.
+// body is a plain (not streamed) chat completion the relay has already
+// read whole for its usage; the text is looked up in it, not parsed again.
+// It returns nil when there is nothing to learn: no blocks (the policy is
+// not prefix-index), not a chat request, or no first choice whose message
+// content is a string or null (null: a tool call, whose record carries no
+// text).
+func answerBlocks(info normalize.RouteInfo, body []byte) []uint64 {
+	if len(info.Blocks) == 0 || info.Mode != normalize.ModeChat {
+		return nil
+	}
+	c := gjson.GetBytes(body, "choices.0.message.content")
+	switch c.Type {
+	case gjson.String:
+		return info.AnswerBlocks([]byte(c.Str))
+	case gjson.Null:
+		if c.Exists() {
+			return info.AnswerBlocks(nil)
+		}
+	}
+	return nil
+}
