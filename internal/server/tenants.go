@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -76,12 +77,6 @@ var errNotAnObject = &requestError{status: http.StatusBadRequest, code: "not_an_
 
 // jsonObject reports whether a valid JSON text is an object.
 func jsonObject(b []byte) bool {
-	for _, c := range b {
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			continue
-		}
-		return c == '{'
-	}
-	return false
+	b = bytes.TrimLeft(b, " \t\n\r")
+	return len(b) > 0 && b[0] == '{'
 }
