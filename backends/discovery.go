@@ -41,7 +41,10 @@ func ParseDiscovery(spec string, r Resolver) (Discovery, error) {
 	s := strings.TrimSpace(spec)
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
-		return Static(s), checkStatic(s)
+		return staticList{s}, checkStatic(s)
+	}
+	if r == nil {
+		r = net.DefaultResolver
 	}
 	switch strings.ToLower(scheme) {
 	case "dns":
@@ -53,20 +56,20 @@ func ParseDiscovery(spec string, r Resolver) (Discovery, error) {
 		if err != nil || host == "" || port == "" {
 			return nil, fmt.Errorf("backend %q: dns:// needs host:port", spec)
 		}
-		return DNS(host, port, strings.TrimSuffix(u.Path, "/"), r), nil
+		return &dnsSource{host: host, port: port, path: strings.TrimSuffix(u.Path, "/"), r: r}, nil
 	case "srv":
 		name := strings.TrimSuffix(rest, "/")
 		if name == "" || strings.ContainsAny(name, "/:") {
 			return nil, fmt.Errorf("backend %q: srv:// needs a name like _http._tcp.vllm.example", spec)
 		}
-		return SRV(name, r), nil
+		return &srvSource{name: name, r: r}, nil
 	case "file":
 		if rest == "" {
 			return nil, fmt.Errorf("backend %q: file:// needs a path", spec)
 		}
-		return File(rest), nil
+		return &fileSource{path: rest}, nil
 	}
-	return Static(s), checkStatic(s)
+	return staticList{s}, checkStatic(s)
 }
 
 func checkStatic(s string) error {
@@ -74,23 +77,14 @@ func checkStatic(s string) error {
 	return err
 }
 
-// Static is a fixed list of backend URLs.
-func Static(urls ...string) Discovery { return staticList(slices.Clone(urls)) }
-
+// staticList is a fixed list of backend URLs.
 type staticList []string
 
 func (s staticList) Discover(context.Context) ([]string, error) { return s, nil }
 func (s staticList) String() string                             { return strings.Join(s, ",") }
 
-// DNS re-resolves host's A and AAAA records: one backend per address,
+// dnsSource re-resolves host's A and AAAA records: one backend per address,
 // named ip:port, at http://ip:port/path.
-func DNS(host, port, path string, r Resolver) Discovery {
-	if r == nil {
-		r = net.DefaultResolver
-	}
-	return &dnsSource{host: host, port: port, path: path, r: r}
-}
-
 type dnsSource struct {
 	host, port, path string
 	r                Resolver
@@ -110,16 +104,9 @@ func (d *dnsSource) Discover(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// SRV re-resolves an SRV name such as _http._tcp.vllm.example: one backend
-// per record, named target:port, at http://target:port. Priority and
-// weight are not used; the router balances.
-func SRV(name string, r Resolver) Discovery {
-	if r == nil {
-		r = net.DefaultResolver
-	}
-	return &srvSource{name: name, r: r}
-}
-
+// srvSource re-resolves an SRV name such as _http._tcp.vllm.example: one
+// backend per record, named target:port, at http://target:port. Priority
+// and weight are not used; the router balances.
 type srvSource struct {
 	name string
 	r    Resolver
@@ -143,12 +130,10 @@ func (d *srvSource) Discover(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// File reads a list of backends from path: one URL or host:port per line;
-// blank lines and text from # on are ignored. The pool re-reads it every
-// DiscoveryInterval and applies it when its content changes; a file that
-// cannot be read or has a bad line leaves the last good list in force.
-func File(path string) Discovery { return &fileSource{path: path} }
-
+// fileSource reads a list of backends from path: one URL or host:port per
+// line; blank lines and text from # on are ignored. The pool re-reads it
+// every DiscoveryInterval and applies it when its content changes; a file
+// that cannot be read or has a bad line leaves the last good list in force.
 type fileSource struct{ path string }
 
 func (f *fileSource) String() string { return "file://" + f.path }

@@ -3,6 +3,7 @@ package backends
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,15 +43,15 @@ func (e Engine) String() string {
 // ParseEngine reads an engine name: auto, vllm, sglang or llamacpp (any
 // case; "" is auto).
 func ParseEngine(s string) (Engine, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "", "auto":
+	name := strings.ToLower(strings.TrimSpace(s))
+	switch name {
+	case "":
 		return EngineAuto, nil
-	case "vllm":
-		return EngineVLLM, nil
-	case "sglang":
-		return EngineSGLang, nil
-	case "llamacpp", "llama.cpp":
-		return EngineLlamaCpp, nil
+	case "llama.cpp":
+		name = "llamacpp"
+	}
+	if i := slices.Index(engineNames[:], name); i >= 0 {
+		return Engine(i), nil
 	}
 	return EngineAuto, fmt.Errorf("engine %q is not auto, vllm, sglang or llamacpp", s)
 }

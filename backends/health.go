@@ -27,14 +27,11 @@ const (
 	StateDraining
 )
 
+var stateNames = [...]string{StateHealthy: "healthy", StateEjected: "ejected", StateDraining: "draining"}
+
 func (s State) String() string {
-	switch s {
-	case StateHealthy:
-		return "healthy"
-	case StateEjected:
-		return "ejected"
-	case StateDraining:
-		return "draining"
+	if s >= 0 && int(s) < len(stateNames) {
+		return stateNames[s]
 	}
 	return fmt.Sprintf("State(%d)", int32(s))
 }
@@ -54,45 +51,30 @@ func (b *Backend) Observe(err error, status int) {
 		return
 	}
 	var ue *UnreachableError
+	b.mu.Lock()
 	switch {
 	case errors.As(err, &ue):
-		p.eject(b)
+		// Nothing came back: out at once. It returns like any ejected
+		// backend: after its backoff, RiseThreshold probes in a row.
+		if b.up {
+			p.ejectLocked(b, p.now())
+		}
 	case status >= 500 || errors.Is(err, ErrIdleTimeout):
-		p.reportFailure(b)
-	case err == nil && status > 0:
-		p.reportSuccess(b)
-	}
-}
-
-// reportFailure records a failed request to b; after FailThreshold in a row
-// the backend leaves the candidate set until its backoff has passed and
-// RiseThreshold probes in a row succeed.
-func (p *Pool) reportFailure(b *Backend) {
-	b.mu.Lock()
-	p.failLocked(b, p.now())
-	b.mu.Unlock()
-	p.report(b)
-}
-
-// eject takes b out of the candidate set at once, for a backend that sent
-// nothing back. It returns like any ejected backend: after its backoff,
-// RiseThreshold successful probes in a row.
-func (p *Pool) eject(b *Backend) {
-	b.mu.Lock()
-	if b.up {
-		p.ejectLocked(b, p.now())
+		// After FailThreshold in a row it leaves the candidate set until
+		// its backoff has passed and RiseThreshold probes in a row succeed.
+		p.failLocked(b, p.now())
+	default:
+		// A success ends a failure streak; other errors (the client went
+		// away, its context ended) say nothing of b. Neither changes its
+		// state, so there is nothing to report.
+		if err == nil && status > 0 && b.up {
+			b.fails = 0
+		}
+		b.mu.Unlock()
+		return
 	}
 	b.mu.Unlock()
 	p.report(b)
-}
-
-// reportSuccess records a successful request to b.
-func (p *Pool) reportSuccess(b *Backend) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.up {
-		b.fails = 0
-	}
 }
 
 // SetDrained makes names the configuration's drained set: backends newly

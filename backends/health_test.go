@@ -181,15 +181,15 @@ func TestPassiveEjectionAndDrain(t *testing.T) {
 	p.now = clock.now
 	b := p.Backends()[0]
 
-	p.reportFailure(b)
-	p.reportFailure(b)
-	p.reportSuccess(b) // a success breaks the streak
-	p.reportFailure(b)
-	p.reportFailure(b)
+	b.Observe(nil, 500)
+	b.Observe(nil, 502)
+	b.Observe(nil, 200) // a success breaks the streak
+	b.Observe(nil, 500)
+	b.Observe(nil, 503)
 	if !b.Healthy() {
 		t.Fatal("ejected before FailThreshold failures in a row")
 	}
-	p.reportFailure(b)
+	b.Observe(nil, 500)
 	if b.State() != StateEjected {
 		t.Fatalf("state %v after 3 failures in a row, want ejected", b.State())
 	}

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"time"
@@ -98,15 +99,11 @@ type Config struct {
 
 // withDefaults validates c and returns it with zero fields filled in.
 func (c Config) withDefaults() (Config, error) {
-	if c.Policy == "" {
-		c.Policy = DefaultPolicy
-	}
+	c.Policy = cmp.Or(c.Policy, DefaultPolicy)
 	if _, ok := policies[c.Policy]; !ok {
 		return c, fmt.Errorf("route: config Policy %q unknown (have %v)", c.Policy, Policies())
 	}
-	if c.LoadFactor == 0 {
-		c.LoadFactor = DefaultLoadFactor
-	}
+	c.LoadFactor = cmp.Or(c.LoadFactor, DefaultLoadFactor)
 	if math.IsNaN(c.LoadFactor) || math.IsInf(c.LoadFactor, 0) || c.LoadFactor < 1 {
 		return c, fmt.Errorf("route: config LoadFactor %v must be a finite number >= 1", c.LoadFactor)
 	}
@@ -119,32 +116,20 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Slack > MaxThreshold {
 		return c, fmt.Errorf("route: config Slack %d above %d", c.Slack, MaxThreshold)
 	}
-	if c.VirtualNodes == 0 {
-		c.VirtualNodes = DefaultVirtualNodes
-	}
+	c.VirtualNodes = cmp.Or(c.VirtualNodes, DefaultVirtualNodes)
 	if c.VirtualNodes < 1 || c.VirtualNodes > MaxVirtualNodes {
 		return c, fmt.Errorf("route: config VirtualNodes %d out of range 1..%d", c.VirtualNodes, MaxVirtualNodes)
 	}
-	if c.DefaultThreshold == 0 {
-		c.DefaultThreshold = DefaultThreshold
-	}
+	c.DefaultThreshold = cmp.Or(c.DefaultThreshold, DefaultThreshold)
 	if c.DefaultThreshold < 1 || c.DefaultThreshold > MaxThreshold {
 		return c, fmt.Errorf("route: config DefaultThreshold %d out of range 1..%d", c.DefaultThreshold, MaxThreshold)
 	}
-	if c.DefaultCacheTokens == 0 {
-		c.DefaultCacheTokens = DefaultCacheTokens
-	}
+	c.DefaultCacheTokens = cmp.Or(c.DefaultCacheTokens, DefaultCacheTokens)
 	if c.DefaultCacheTokens < 0 || c.DefaultCacheTokens > MaxCacheTokens {
 		return c, fmt.Errorf("route: config DefaultCacheTokens %d out of range 1..%d", c.DefaultCacheTokens, MaxCacheTokens)
 	}
-	if c.DecodeWeight == 0 {
-		c.DecodeWeight = DefaultDecodeWeight
-	}
-	if c.QueueDepth == 0 {
-		c.QueueDepth = DefaultQueueDepth
-	}
-	if c.QueueWait == 0 {
-		c.QueueWait = DefaultQueueWait
-	}
+	c.DecodeWeight = cmp.Or(c.DecodeWeight, DefaultDecodeWeight)
+	c.QueueDepth = cmp.Or(c.QueueDepth, DefaultQueueDepth)
+	c.QueueWait = cmp.Or(c.QueueWait, DefaultQueueWait)
 	return c, nil
 }

@@ -155,13 +155,9 @@ func (r *Router) InFlight() int { return int(r.total.Load()) }
 // and models: the backend a request with this key and no model would get on
 // an idle fleet. It is "" when no member is healthy.
 func (r *Router) Home(key uint64) string {
-	s := r.snap.Load()
-	if len(s.ring.vn) == 0 {
-		return ""
-	}
-	e := pickEnv{r: r, s: s}
-	if _, o := e.firstCandidate(s.ring.search(key), ""); o >= 0 {
-		return s.members[o].name
+	e := pickEnv{r: r, s: r.snap.Load()}
+	if _, o := e.firstCandidate(key, ""); o >= 0 {
+		return e.s.members[o].name
 	}
 	return ""
 }

@@ -157,10 +157,8 @@ func (ix *prefixIndex) unhold(e uint32, id int32) {
 	h, u := ix.holders(e), ix.used(e)
 	h[w] &^= b
 	u[w] &^= b
-	for _, x := range h {
-		if x != 0 {
-			return
-		}
+	if ix.live(e) {
+		return
 	}
 	ix.table.remove(ix.hash(e), e)
 	ix.free = append(ix.free, e)

@@ -44,10 +44,8 @@ func (r *Router) PickMember(name string, req Request, bounded bool) (Decision, e
 	if bounded {
 		d.Bound = int(lim)
 	}
-	if len(s.ring.vn) > 0 {
-		if _, home := e.firstCandidate(s.ring.search(req.Key), req.Model); home >= 0 {
-			d.Home = s.members[home].name
-		}
+	if _, home := e.firstCandidate(req.Key, req.Model); home >= 0 {
+		d.Home = s.members[home].name
 	}
 	if d.Home == d.Backend {
 		d.Reason = ReasonAffinity

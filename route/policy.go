@@ -1,6 +1,7 @@
 package route
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,14 +21,7 @@ var policies = map[string]func(Config) policy{}
 func register(name string, build func(Config) policy) { policies[name] = build }
 
 // Policies lists the policy names Config.Policy accepts.
-func Policies() []string {
-	names := make([]string, 0, len(policies))
-	for n := range policies {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func Policies() []string { return slices.Sorted(maps.Keys(policies)) }
 
 // dispatch calls the policy. Built-in policies are called through their
 // concrete types so escape analysis keeps e and req on the caller's stack;
@@ -129,12 +123,16 @@ func (e *pickEnv) take(i int32, limit int64, via string) (int64, bool) {
 	}
 }
 
-// firstCandidate walks clockwise from ring index from to the first vnode
-// whose member is a candidate, returning that vnode and member (-1 if none).
-func (e *pickEnv) firstCandidate(from int, model string) (int, int32) {
+// firstCandidate walks clockwise from key's position on the ring to the
+// first vnode whose member is a candidate, returning that vnode and member
+// (-1 if none, or if the ring is empty).
+func (e *pickEnv) firstCandidate(key uint64, model string) (int, int32) {
 	rg := e.s.ring
 	n := len(rg.vn)
-	j := from
+	if n == 0 {
+		return -1, -1
+	}
+	j := rg.search(key)
 	for step := 0; step < n; step++ {
 		o := int32(rg.vn[j].owner)
 		if e.candidate(o, model) {

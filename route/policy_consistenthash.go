@@ -11,10 +11,7 @@ func init() {
 type consistentHash struct{}
 
 func (consistentHash) pick(e *pickEnv, req *Request) result {
-	if len(e.s.ring.vn) == 0 {
-		return result{status: noCandidates}
-	}
-	_, home := e.firstCandidate(e.s.ring.search(req.Key), req.Model)
+	_, home := e.firstCandidate(req.Key, req.Model)
 	if home < 0 {
 		return result{status: noCandidates}
 	}

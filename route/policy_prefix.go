@@ -16,11 +16,7 @@ func (p prefixAware) pick(e *pickEnv, req *Request) result {
 
 // pickKey places req as if its key were key (prefix-index's cold path).
 func (p prefixAware) pickKey(e *pickEnv, req *Request, key uint64) result {
-	rg := e.s.ring
-	if len(rg.vn) == 0 {
-		return result{status: noCandidates}
-	}
-	hv, home := e.firstCandidate(rg.search(key), req.Model)
+	hv, home := e.firstCandidate(key, req.Model)
 	if home < 0 {
 		return result{status: noCandidates}
 	}
@@ -44,7 +40,7 @@ func (p prefixAware) spill(e *pickEnv, req *Request, hv int, home int32) result 
 	visited := 1 // distinct candidates tried
 	if p.chain {
 		for k, sk := range req.SpillKeys {
-			_, c := e.firstCandidate(rg.search(sk), req.Model)
+			_, c := e.firstCandidate(sk, req.Model)
 			if c < 0 || seen.has(c) {
 				continue
 			}

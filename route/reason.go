@@ -23,20 +23,19 @@ const (
 	ReasonPrefixMatch
 )
 
+// reasonNames are the names X-Prefixgate-Decision carries, by Reason.
+var reasonNames = [...]string{
+	ReasonAffinity:         "affinity",
+	ReasonSpill:            "spill",
+	ReasonSpillChain:       "spill-chain",
+	ReasonLeastOutstanding: "least-outstanding",
+	ReasonRandom:           "random",
+	ReasonPrefixMatch:      "prefix-match",
+}
+
 func (r Reason) String() string {
-	switch r {
-	case ReasonAffinity:
-		return "affinity"
-	case ReasonSpill:
-		return "spill"
-	case ReasonSpillChain:
-		return "spill-chain"
-	case ReasonLeastOutstanding:
-		return "least-outstanding"
-	case ReasonRandom:
-		return "random"
-	case ReasonPrefixMatch:
-		return "prefix-match"
+	if r >= 0 && int(r) < len(reasonNames) {
+		return reasonNames[r]
 	}
 	return fmt.Sprintf("reason(%d)", int(r))
 }

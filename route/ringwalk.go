@@ -74,11 +74,10 @@ func (p *prefixIndexPolicy) candidates(e *pickEnv, req *Request) (order []int32,
 		}
 	}
 	sc.order = order
-	if len(order) == 0 || len(e.s.ring.vn) == 0 {
-		return order[:0], -1
+	if len(order) == 0 {
+		return order, -1
 	}
-	_, home = e.firstCandidate(e.s.ring.search(req.Key), req.Model)
-	if home < 0 {
+	if _, home = e.firstCandidate(req.Key, req.Model); home < 0 {
 		return order[:0], -1
 	}
 	return order, home

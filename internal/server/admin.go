@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,28 +22,24 @@ import (
 // normalizeService implements prefixgate.v1.NormalizeService.
 type normalizeService struct{ s *Server }
 
+// modeProtos is each normalize.Mode's proto value, by Mode.
+var modeProtos = [...]pb.RequestMode{
+	normalize.ModeAuto:       pb.RequestMode_REQUEST_MODE_UNSPECIFIED,
+	normalize.ModeChat:       pb.RequestMode_REQUEST_MODE_CHAT,
+	normalize.ModeCompletion: pb.RequestMode_REQUEST_MODE_COMPLETION,
+	normalize.ModeNative:     pb.RequestMode_REQUEST_MODE_NATIVE,
+}
+
+// modeFromProto is ModeAuto for UNSPECIFIED and for values it does not know.
 func modeFromProto(m pb.RequestMode) normalize.Mode {
-	switch m {
-	case pb.RequestMode_REQUEST_MODE_CHAT:
-		return normalize.ModeChat
-	case pb.RequestMode_REQUEST_MODE_COMPLETION:
-		return normalize.ModeCompletion
-	case pb.RequestMode_REQUEST_MODE_NATIVE:
-		return normalize.ModeNative
-	}
-	return normalize.ModeAuto
+	return normalize.Mode(max(slices.Index(modeProtos[:], m), 0))
 }
 
 func modeToProto(m normalize.Mode) pb.RequestMode {
-	switch m {
-	case normalize.ModeChat:
-		return pb.RequestMode_REQUEST_MODE_CHAT
-	case normalize.ModeCompletion:
-		return pb.RequestMode_REQUEST_MODE_COMPLETION
-	case normalize.ModeNative:
-		return pb.RequestMode_REQUEST_MODE_NATIVE
+	if m < 0 || int(m) >= len(modeProtos) {
+		return pb.RequestMode_REQUEST_MODE_UNSPECIFIED
 	}
-	return pb.RequestMode_REQUEST_MODE_UNSPECIFIED
+	return modeProtos[m]
 }
 
 func checkPrefixLength(n int32) error {
@@ -71,16 +68,10 @@ func (ns normalizeService) Normalize(ctx context.Context, req *connect.Request[p
 // adminService implements prefixgate.v1.AdminService.
 type adminService struct{ s *Server }
 
-func healthProto(h backends.State) pb.Health {
-	switch h {
-	case backends.StateHealthy:
-		return pb.Health_HEALTH_HEALTHY
-	case backends.StateEjected:
-		return pb.Health_HEALTH_EJECTED
-	case backends.StateDraining:
-		return pb.Health_HEALTH_DRAINING
-	}
-	return pb.Health_HEALTH_UNSPECIFIED
+var healthProtos = map[backends.State]pb.Health{
+	backends.StateHealthy:  pb.Health_HEALTH_HEALTHY,
+	backends.StateEjected:  pb.Health_HEALTH_EJECTED,
+	backends.StateDraining: pb.Health_HEALTH_DRAINING,
 }
 
 func (as adminService) ListBackends(ctx context.Context, req *connect.Request[pb.ListBackendsRequest]) (*connect.Response[pb.ListBackendsResponse], error) {
@@ -88,16 +79,16 @@ func (as adminService) ListBackends(ctx context.Context, req *connect.Request[pb
 	rc := s.rt().Config()
 	out := &pb.ListBackendsResponse{Policy: rc.Policy, LoadFactor: rc.LoadFactor}
 	for _, st := range s.rt().Status() {
-		b := &pb.Backend{
+		b := st.Member.(*backends.Backend)
+		out.Backends = append(out.Backends, &pb.Backend{
 			Name:                 st.Name,
-			Health:               healthProto(st.Member.(*backends.Backend).State()),
+			Address:              b.URL.String(),
+			Health:               healthProtos[b.State()],
 			InFlight:             int32(st.InFlight),
 			Share:                st.Share,
 			Models:               st.Models,
 			ConcurrencyThreshold: int32(st.Threshold),
-		}
-		b.Address = st.Member.(*backends.Backend).URL.String()
-		out.Backends = append(out.Backends, b)
+		})
 	}
 	return connect.NewResponse(out), nil
 }
@@ -127,12 +118,7 @@ func (s *Server) explain(ctx context.Context, body []byte, mode normalize.Mode, 
 	ex := s.rt().Explain(routeRequest(p.info))
 	decision = ex.Reason.String()
 	res = &pb.ExplainResponse{
-		Routing: &pb.Routing{
-			Backend:       ex.Backend,
-			Decision:      decisionProto(ex.Reason),
-			Key:           p.info.KeyHex(),
-			SpillDistance: int32(ex.Distance),
-		},
+		Routing:           routingOf(ex.Backend, ex.Reason, ex.Distance, p.info),
 		Home:              ex.Home,
 		Mode:              modeToProto(p.info.Mode),
 		RoutingTextLength: int32(p.info.RoutingTextLen),
@@ -197,13 +183,12 @@ func (s *Server) unplacedSentence(err error, model string) string {
 // answers JSON.
 func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, &requestError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", msg: r.Method + " is not allowed on " + r.URL.Path + "; use POST"})
+		writeError(w, methodNotAllowed(w, r, http.MethodPost))
 		return
 	}
 	q := r.URL.Query()
-	mode, ok := modeFromName(q.Get("mode"))
-	if !ok {
+	mode, err := normalize.ParseMode(cmp.Or(q.Get("mode"), "auto"))
+	if err != nil {
 		writeError(w, &requestError{status: http.StatusBadRequest, code: "invalid_field", param: "mode",
 			msg: fmt.Sprintf("query parameter mode=%.64q is not auto, chat, completion or native", q.Get("mode"))})
 		return
@@ -244,7 +229,7 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 		Key:               res.GetRouting().GetKey(),
 		SpillDistance:     int(res.GetRouting().GetSpillDistance()),
 		Home:              res.GetHome(),
-		Mode:              modeName(res.GetMode()),
+		Mode:              modeFromProto(res.GetMode()).String(),
 		RoutingTextLength: int(res.GetRoutingTextLength()),
 		Reason:            res.GetReason(),
 		Skipped:           res.GetSkipped(),
@@ -267,32 +252,6 @@ type explainJSON struct {
 	RoutingTextLength int      `json:"routing_text_length"`
 	Reason            string   `json:"reason"`
 	Skipped           []string `json:"skipped"`
-}
-
-func modeFromName(name string) (normalize.Mode, bool) {
-	switch name {
-	case "", "auto":
-		return normalize.ModeAuto, true
-	case "chat":
-		return normalize.ModeChat, true
-	case "completion":
-		return normalize.ModeCompletion, true
-	case "native":
-		return normalize.ModeNative, true
-	}
-	return normalize.ModeAuto, false
-}
-
-func modeName(m pb.RequestMode) string {
-	switch m {
-	case pb.RequestMode_REQUEST_MODE_CHAT:
-		return "chat"
-	case pb.RequestMode_REQUEST_MODE_COMPLETION:
-		return "completion"
-	case pb.RequestMode_REQUEST_MODE_NATIVE:
-		return "native"
-	}
-	return "auto"
 }
 
 // routeRequest turns a key into the router's request.

@@ -24,19 +24,6 @@ func compressionOptions() []connect.HandlerOption {
 	}
 }
 
-// ClientCompressionOptions are the matching client options, for tests and
-// SDKs that call prefixgate with zstd.
-func ClientCompressionOptions() []connect.ClientOption {
-	return []connect.ClientOption{
-		connect.WithAcceptCompression("zstd",
-			func() connect.Decompressor { return &zstdDecompressor{} },
-			func() connect.Compressor {
-				w, _ := zstd.NewWriter(io.Discard, zstd.WithEncoderConcurrency(1))
-				return w
-			}),
-	}
-}
-
 // zstdDecompressor adapts zstd.Decoder to connect.Decompressor, whose Reset
 // takes a reader and whose Close must allow reuse.
 type zstdDecompressor struct {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -86,36 +87,20 @@ type Config struct {
 
 // Defaults returns c with every unset field at its default.
 func (c Config) Defaults() Config {
-	if c.PrefixLength == 0 {
-		c.PrefixLength = normalize.DefaultPrefixLength
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.MaxDecodedBytes == 0 {
-		c.MaxDecodedBytes = DefaultMaxDecodedBytes
-	}
+	c.PrefixLength = cmp.Or(c.PrefixLength, normalize.DefaultPrefixLength)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.MaxDecodedBytes = cmp.Or(c.MaxDecodedBytes, DefaultMaxDecodedBytes)
 	if c.MaxStringBytes == 0 {
 		c.MaxStringBytes = int(min(DefaultMaxStringBytes, c.MaxDecodedBytes))
 	}
-	if c.MaxRatio == 0 {
-		c.MaxRatio = DefaultMaxRatio
-	}
-	if c.MaxDepth == 0 {
-		c.MaxDepth = DefaultMaxDepth
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
-	}
+	c.MaxRatio = cmp.Or(c.MaxRatio, DefaultMaxRatio)
+	c.MaxDepth = cmp.Or(c.MaxDepth, DefaultMaxDepth)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
 	if c.Retries == nil || *c.Retries < 0 {
 		c.Retries = new(DefaultRetries)
 	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
-	}
-	if c.ProbeInterval == 0 {
-		c.ProbeInterval = DefaultProbeInterval
-	}
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
+	c.ProbeInterval = cmp.Or(c.ProbeInterval, DefaultProbeInterval)
 	return c
 }
 

@@ -13,13 +13,13 @@ import (
 // UNSPECIFIED.
 func TestEveryReasonHasADecision(t *testing.T) {
 	for r := route.ReasonAffinity; r <= route.ReasonPrefixMatch; r++ {
-		got := decisionProto(r)
+		got := decisionProtos[r]
 		want := "DECISION_" + strings.ToUpper(strings.ReplaceAll(r.String(), "-", "_"))
 		if got.String() != want {
 			t.Errorf("reason %s maps to %s; want %s", r, got, want)
 		}
 	}
-	if decisionProto(route.ReasonPrefixMatch+1) != pb.Decision_DECISION_UNSPECIFIED {
+	if decisionProtos[route.ReasonPrefixMatch+1] != pb.Decision_DECISION_UNSPECIFIED {
 		t.Errorf("an unknown reason should map to UNSPECIFIED")
 	}
 }

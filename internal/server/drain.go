@@ -52,13 +52,11 @@ func (s *Server) AdminHandler() http.Handler {
 	set := func(drain bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			name := r.PathValue("name")
-			ok := false
+			set := s.pool.Undrain
 			if drain {
-				ok = s.pool.Drain(name)
-			} else {
-				ok = s.pool.Undrain(name)
+				set = s.pool.Drain
 			}
-			if !ok {
+			if !set(name) {
 				writeError(w, &requestError{status: http.StatusNotFound, code: "unknown_backend",
 					msg: fmt.Sprintf("no backend named %.200q; GET /admin/backends lists them", name)})
 				return

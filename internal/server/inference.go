@@ -24,31 +24,21 @@ func invalidField(field, what string) error {
 	return &requestError{status: http.StatusBadRequest, code: "invalid_field", msg: field + " " + what}
 }
 
-func routingOf(d *route.Decision, info normalize.RouteInfo) *pb.Routing {
-	return &pb.Routing{
-		Backend:       d.Backend,
-		Decision:      decisionProto(d.Reason),
-		Key:           info.KeyHex(),
-		SpillDistance: int32(d.Distance),
-	}
+// routingOf is the routing info an RPC answer carries, for a pick
+// (Decision) or a dry run (Explanation).
+func routingOf(backend string, r route.Reason, distance int, info normalize.RouteInfo) *pb.Routing {
+	return &pb.Routing{Backend: backend, Decision: decisionProtos[r], Key: info.KeyHex(), SpillDistance: int32(distance)}
 }
 
-func decisionProto(r route.Reason) pb.Decision {
-	switch r {
-	case route.ReasonAffinity:
-		return pb.Decision_DECISION_AFFINITY
-	case route.ReasonSpill:
-		return pb.Decision_DECISION_SPILL
-	case route.ReasonSpillChain:
-		return pb.Decision_DECISION_SPILL_CHAIN
-	case route.ReasonLeastOutstanding:
-		return pb.Decision_DECISION_LEAST_OUTSTANDING
-	case route.ReasonRandom:
-		return pb.Decision_DECISION_RANDOM
-	case route.ReasonPrefixMatch:
-		return pb.Decision_DECISION_PREFIX_MATCH
-	}
-	return pb.Decision_DECISION_UNSPECIFIED
+// decisionProtos is each route.Reason's proto value; a reason missing here
+// reaches clients as UNSPECIFIED (TestEveryReasonHasADecision).
+var decisionProtos = map[route.Reason]pb.Decision{
+	route.ReasonAffinity:         pb.Decision_DECISION_AFFINITY,
+	route.ReasonSpill:            pb.Decision_DECISION_SPILL,
+	route.ReasonSpillChain:       pb.Decision_DECISION_SPILL_CHAIN,
+	route.ReasonLeastOutstanding: pb.Decision_DECISION_LEAST_OUTSTANDING,
+	route.ReasonRandom:           pb.Decision_DECISION_RANDOM,
+	route.ReasonPrefixMatch:      pb.Decision_DECISION_PREFIX_MATCH,
 }
 
 func usageProto(u gjson.Result) *pb.Usage {
@@ -144,14 +134,7 @@ func (is inferenceService) unary(ctx context.Context, routeName, path string, mo
 	if x.resp.StatusCode/100 != 2 {
 		return nil, answer{}, nil, connectError(backendStatusError(x.resp.StatusCode, raw))
 	}
-	textPath := ""
-	switch mode {
-	case normalize.ModeChat:
-		textPath = "message.content"
-	case normalize.ModeCompletion:
-		textPath = "text"
-	}
-	a := parseAnswer(raw, textPath)
+	a := parseAnswer(raw, textPath(mode, false))
 	if x.b != nil {
 		if a.usage.IsObject() || a.metaInfo.IsObject() {
 			x.usage = x.b.EventUsage([]byte(a.usage.Raw), []byte(a.metaInfo.Raw))
@@ -160,7 +143,7 @@ func (is inferenceService) unary(ctx context.Context, routeName, path string, mo
 			x.answer = x.info.AnswerBlocks([]byte(a.text))
 		}
 	}
-	return raw, a, routingOf(x.d, x.info), nil
+	return raw, a, routingOf(x.d.Backend, x.d.Reason, x.d.Distance, x.info), nil
 }
 
 func (is inferenceService) Chat(ctx context.Context, req *connect.Request[pb.ChatRequest]) (*connect.Response[pb.ChatResponse], error) {
@@ -224,8 +207,8 @@ func (is inferenceService) stream(ctx context.Context, routeName, path string, m
 		raw, _ := readAll(resp.Body)
 		return connectError(backendStatusError(resp.StatusCode, raw))
 	}
-	routing := routingOf(d, x.info)
-	as := x.readStream(streamTextPath(mode))
+	routing := routingOf(d.Backend, d.Reason, d.Distance, x.info)
+	as := x.readStream()
 	defer as.put()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)

@@ -47,7 +47,7 @@ func lintToProto(rep *lint.Report) *pb.LintResponse {
 	for _, f := range rep.Findings {
 		out.Findings = append(out.Findings, &pb.Finding{
 			RuleId:       f.RuleID,
-			Severity:     severityToProto(f.Severity),
+			Severity:     severityProtos[f.Severity],
 			Message:      f.Message,
 			RequestIndex: int32(f.RequestIndex),
 			JsonPath:     f.JSONPath,
@@ -68,14 +68,8 @@ func lintToProto(rep *lint.Report) *pb.LintResponse {
 	return out
 }
 
-func severityToProto(s lint.Severity) pb.Severity {
-	switch s {
-	case lint.Info:
-		return pb.Severity_SEVERITY_INFO
-	case lint.Warning:
-		return pb.Severity_SEVERITY_WARNING
-	case lint.Error:
-		return pb.Severity_SEVERITY_ERROR
-	}
-	return pb.Severity_SEVERITY_UNSPECIFIED
+var severityProtos = map[lint.Severity]pb.Severity{
+	lint.Info:    pb.Severity_SEVERITY_INFO,
+	lint.Warning: pb.Severity_SEVERITY_WARNING,
+	lint.Error:   pb.Severity_SEVERITY_ERROR,
 }

@@ -18,8 +18,7 @@ import (
 func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			err := &requestError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", msg: r.Method + " is not allowed on " + r.URL.Path + "; use POST"}
+			err := methodNotAllowed(w, r, http.MethodPost)
 			s.record(routeName, nil, err.status)
 			writeError(w, err)
 			return
@@ -71,6 +70,14 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 	}
 }
 
+// methodNotAllowed sets Allow and returns the 405 for a request whose
+// method is not in allow (the first one allowed is the one to use).
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) *requestError {
+	w.Header().Set("Allow", allow)
+	use, _, _ := strings.Cut(allow, ",")
+	return &requestError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", msg: r.Method + " is not allowed on " + r.URL.Path + "; use " + use}
+}
+
 // plainBody reports whether a backend answer has a body of known length
 // that is not a server-sent event stream.
 func plainBody(resp *http.Response) bool {
@@ -96,8 +103,7 @@ func forwardHeaders(in http.Header) http.Header {
 // handleModels answers GET /v1/models with the union of the fleet's models.
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, &requestError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", msg: r.Method + " is not allowed on " + r.URL.Path + "; use GET"})
+		writeError(w, methodNotAllowed(w, r, "GET, HEAD"))
 		return
 	}
 	seen := map[string]bool{}

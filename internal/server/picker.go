@@ -75,12 +75,16 @@ func (s *Server) CheckTenant(authorization string) error {
 	return err
 }
 
-// tenantFor maps a bearer API key to its tenant, as authenticate does.
+// tenantFor maps a bearer API key to its tenant, for authenticate and
+// Prepare. Every configured key is compared, in constant time each, so the
+// time taken does not tell which key matched.
 func (s *Server) tenantFor(authorization string) (string, error) {
 	key, ok := strings.CutPrefix(authorization, "Bearer ")
 	tenant := ""
-	if ok {
-		tenant = s.lookupTenant(key)
+	for k, t := range s.cfg.Tenants {
+		if ok && subtle.ConstantTimeCompare([]byte(k), []byte(key)) == 1 {
+			tenant = t
+		}
 	}
 	if tenant == "" {
 		return "", &requestError{status: http.StatusUnauthorized, code: "invalid_api_key",
@@ -147,16 +151,4 @@ func NewRequestError(status int, code, msg string) error {
 		return errors.New(msg)
 	}
 	return &requestError{status: status, code: code, msg: msg}
-}
-
-// lookupTenant finds key's tenant in constant time per configured key, as
-// authenticate does; "" when no key matches.
-func (s *Server) lookupTenant(key string) string {
-	tenant := ""
-	for k, t := range s.cfg.Tenants {
-		if subtle.ConstantTimeCompare([]byte(k), []byte(key)) == 1 {
-			tenant = t
-		}
-	}
-	return tenant
 }

@@ -51,6 +51,22 @@ func (w *rpcBody) json(s, field string) {
 	w.b = out
 }
 
+// opt writes the member `,"name":` with string s, unless s is empty (the
+// proto's unset); json says s is embedded JSON text. The proto field's
+// name, for an error, is fieldFormat with index i, formatted only when the
+// member is written.
+func (w *rpcBody) opt(name, s string, json bool, fieldFormat string, i int) {
+	if s == "" {
+		return
+	}
+	w.raw(`,"` + name + `":`)
+	if json {
+		w.json(s, fmt.Sprintf(fieldFormat, i))
+	} else {
+		w.str(s, fmt.Sprintf(fieldFormat, i))
+	}
+}
+
 // extra writes extra_json's members, which must not collide with the
 // first-class fields; with stream, its own "stream" and "stream_options"
 // give way to the RPC's.
@@ -111,14 +127,8 @@ func chatBody(in *pb.ChatInput, stream bool) ([]byte, error) {
 			w.str(typ, fmt.Sprintf("tools[%d].type", i))
 			w.raw(`,"function":{"name":`)
 			w.str(t.GetName(), fmt.Sprintf("tools[%d].name", i))
-			if t.GetDescription() != "" {
-				w.raw(`,"description":`)
-				w.str(t.GetDescription(), fmt.Sprintf("tools[%d].description", i))
-			}
-			if t.GetParametersJson() != "" {
-				w.raw(`,"parameters":`)
-				w.json(t.GetParametersJson(), fmt.Sprintf("tools[%d].parameters_json", i))
-			}
+			w.opt("description", t.GetDescription(), false, "tools[%d].description", i)
+			w.opt("parameters", t.GetParametersJson(), true, "tools[%d].parameters_json", i)
 			w.raw("}}")
 		}
 		w.raw("]")
@@ -157,18 +167,9 @@ func chatBody(in *pb.ChatInput, stream bool) ([]byte, error) {
 		} else {
 			w.str(m.GetContent(), fmt.Sprintf("messages[%d].content", i))
 		}
-		if m.GetName() != "" {
-			w.raw(`,"name":`)
-			w.str(m.GetName(), fmt.Sprintf("messages[%d].name", i))
-		}
-		if m.GetToolCallId() != "" {
-			w.raw(`,"tool_call_id":`)
-			w.str(m.GetToolCallId(), fmt.Sprintf("messages[%d].tool_call_id", i))
-		}
-		if m.GetToolCallsJson() != "" {
-			w.raw(`,"tool_calls":`)
-			w.json(m.GetToolCallsJson(), fmt.Sprintf("messages[%d].tool_calls_json", i))
-		}
+		w.opt("name", m.GetName(), false, "messages[%d].name", i)
+		w.opt("tool_call_id", m.GetToolCallId(), false, "messages[%d].tool_call_id", i)
+		w.opt("tool_calls", m.GetToolCallsJson(), true, "messages[%d].tool_calls_json", i)
 		w.raw("}")
 		if w.err != nil {
 			return nil, w.err

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -197,12 +198,7 @@ func (s *Server) routes() http.Handler {
 
 // fleetUp reports whether any backend is in the candidate set.
 func (s *Server) fleetUp() bool {
-	for _, b := range s.pool.Backends() {
-		if b.Healthy() {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.pool.Backends(), (*backends.Backend).Healthy)
 }
 
 // updateReadiness makes gRPC health follow the fleet: the whole server and

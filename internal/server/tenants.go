@@ -1,13 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"net/http"
-	"strings"
 
 	"github.com/prefixgate/prefixgate/normalize"
 )
@@ -38,18 +37,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		tenant := ""
-		if ok {
-			for k, t := range s.cfg.Tenants {
-				if subtle.ConstantTimeCompare([]byte(k), []byte(key)) == 1 {
-					tenant = t
-				}
-			}
-		}
-		if tenant == "" {
-			writeError(w, &requestError{status: http.StatusUnauthorized, code: "invalid_api_key",
-				msg: "an API key is required: send Authorization: Bearer KEY with a key from the tenants configuration"})
+		tenant, err := s.tenantFor(r.Header.Get("Authorization"))
+		if err != nil {
+			writeError(w, err)
 			return
 		}
 		// The key identifies the caller to prefixgate, not to the backend.
@@ -87,12 +77,6 @@ var errNotAnObject = &requestError{status: http.StatusBadRequest, code: "not_an_
 
 // jsonObject reports whether a valid JSON text is an object.
 func jsonObject(b []byte) bool {
-	for _, c := range b {
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			continue
-		}
-		return c == '{'
-	}
-	return false
+	b = bytes.TrimLeft(b, " \t\n\r")
+	return len(b) > 0 && b[0] == '{'
 }

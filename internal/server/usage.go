@@ -66,7 +66,7 @@ func (x *exchange) relay(w http.ResponseWriter, stream bool) error {
 	if !ok || !stream {
 		return copyStream(w, x.resp.Body, stream, nil)
 	}
-	as := x.readStream(streamTextPath(x.info.Mode))
+	as := x.readStream()
 	defer as.put()
 	err := copyStream(w, x.resp.Body, true, as)
 	if err == nil {
@@ -75,14 +75,16 @@ func (x *exchange) relay(w http.ResponseWriter, stream bool) error {
 	return err
 }
 
-// streamTextPath is where a stream chunk of mode's answers carries its
-// text, inside the first choice; "" when it has none.
-func streamTextPath(mode normalize.Mode) string {
-	switch mode {
-	case normalize.ModeChat:
-		return "delta.content"
-	case normalize.ModeCompletion:
+// textPath is where mode's answers carry their text inside the first
+// choice, in a plain answer or (stream) an event; "" when they have none.
+func textPath(mode normalize.Mode, stream bool) string {
+	switch {
+	case mode == normalize.ModeCompletion:
 		return "text"
+	case mode == normalize.ModeChat && stream:
+		return "delta.content"
+	case mode == normalize.ModeChat:
+		return "message.content"
 	}
 	return ""
 }
@@ -108,9 +110,9 @@ type answerStream struct {
 var answerStreams = sync.Pool{New: func() any { return new(answerStream) }}
 
 // readStream starts reading x's streamed answer; put returns it.
-func (x *exchange) readStream(textPath string) *answerStream {
+func (x *exchange) readStream() *answerStream {
 	as := answerStreams.Get().(*answerStream)
-	as.x, as.textPath = x, textPath
+	as.x, as.textPath = x, textPath(x.info.Mode, true)
 	as.learn = x.b != nil && len(x.info.Blocks) > 0 && x.info.Mode == normalize.ModeChat
 	as.text, as.line, as.over, as.skip = as.text[:0], as.line[:0], false, false
 	return as

@@ -44,7 +44,7 @@ func TestAnswerStreamReadsEachEventOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for round := range 20 {
 		x := chatExchange(t)
-		as := x.readStream("delta.content")
+		as := x.readStream()
 		for rest := raw; len(rest) > 0; {
 			n := min(len(rest), 1+rng.IntN(1<<(round%12+1)))
 			as.feed(rest[:n])
@@ -70,7 +70,7 @@ func TestAnswerStreamReadsEachEventOnce(t *testing.T) {
 // events after it are still read.
 func TestAnswerStreamBounds(t *testing.T) {
 	x := chatExchange(t)
-	as := x.readStream("delta.content")
+	as := x.readStream()
 	chunk := []byte(`data: {"choices":[{"delta":{"content":"` + strings.Repeat("a", 4096) + `"}}]}` + "\n\n")
 	for range maxAnswerBytes/4096 + 1 {
 		as.feed(chunk)
@@ -82,7 +82,7 @@ func TestAnswerStreamBounds(t *testing.T) {
 	as.put()
 
 	x = chatExchange(t)
-	as = x.readStream("delta.content")
+	as = x.readStream()
 	huge := bytes.Repeat([]byte("x"), 64<<10)
 	as.feed([]byte(`data: {"choices":[{"delta":{"content":"`))
 	for range maxEventBytes/len(huge) + 1 {
@@ -126,7 +126,7 @@ func BenchmarkAnswerStream(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				x.usage, x.answer = backends.UnknownUsage, nil
-				as := x.readStream("delta.content")
+				as := x.readStream()
 				for rest := raw; len(rest) > 0; {
 					n := min(len(rest), 32<<10)
 					as.feed(rest[:n])
