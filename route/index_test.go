@@ -3,6 +3,7 @@ package route
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -531,6 +532,16 @@ func TestColdPlacementByWork(t *testing.T) {
 		d1, err := r.TryPick(Request{Key: key, Blocks: chain(40, 300), PromptTokens: 5000})
 		if err != nil || d1.Backend != home || d1.Reason != ReasonAffinity {
 			t.Fatalf("first cold prompt: %s (%v, %v), want its home %s", d1.Backend, d1.Reason, err, home)
+		}
+		if !hinted {
+			ex := r.Explain(Request{Key: key, Blocks: chain(41, 20), PromptTokens: 320})
+			said := false
+			for _, c := range ex.Costs {
+				said = said || c.Backend == home && strings.Contains(c.Why, "queued work")
+			}
+			if ex.Backend == home || !said {
+				t.Errorf("Explain: %s, costs %+v; want another member and the home's queued work named", ex.Backend, ex.Costs)
+			}
 		}
 		d2, err := r.TryPick(Request{Key: key, Blocks: chain(41, 20), PromptTokens: 320})
 		switch {

@@ -188,9 +188,13 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 			// every router computes alike.
 			key = req.Blocks[samplePos(k, nb)]
 		}
-		res := p.placeCold(e, req, key)
+		res, byWork := p.placeCold(e, req, key)
 		if e.ex != nil {
-			p.explainCosts(e, req, order, res, "cold prefix: placed by the ring")
+			why := "cold prefix: placed by the ring"
+			if byWork {
+				why = "cold prefix: the ring home had more than " + strconv.Itoa(coldMarginTokens) + " tokens more queued work; placed on the first in ring order within that"
+			}
+			p.explainCosts(e, req, order, res, why)
 		}
 		if res.status != picked {
 			return res
@@ -281,9 +285,11 @@ func (ix *prefixIndex) majorityMatch(order []int32, e *pickEnv) int {
 // prompt it moves off its home is not where the other routers, which have
 // not seen it, send its next turn (4 routers on the Mooncake trace: hit
 // 24.9% with the margin against 28.2% without).
-func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, key uint64) result {
+//
+// byWork reports that the queued work, not the ring, chose the member.
+func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, key uint64) (res result, byWork bool) {
 	if e.r.hints.Load() > 0 {
-		return p.ring.pickKey(e, req, key)
+		return p.ring.pickKey(e, req, key), false
 	}
 	order := p.ringOrderInto(&p.ix.scratch.orderK, e, req.Model, key, false)
 	var least int64 = -1
@@ -301,7 +307,7 @@ func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, key uint64) resu
 		}
 	}
 	if first < 0 || p.queued(e.s.members[first].st) <= least+coldMarginTokens {
-		return p.ring.pickKey(e, req, key)
+		return p.ring.pickKey(e, req, key), false
 	}
 	home := order[0]
 	// A failed take means a concurrent pick charged that member first;
@@ -319,13 +325,13 @@ func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, key uint64) resu
 				moved = true
 				break
 			}
-			return result{idx: i, home: home, reason: ReasonSpill, dist: dist, load: l, bound: lim}
+			return result{idx: i, home: home, reason: ReasonSpill, dist: dist, load: l, bound: lim}, true
 		}
 		if !moved {
 			break
 		}
 	}
-	return p.ring.pickKey(e, req, key)
+	return p.ring.pickKey(e, req, key), false
 }
 
 // queued is the work already waiting on st, in prompt tokens: prefill
