@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -153,10 +154,12 @@ func TestPrefixIndexMatch(t *testing.T) {
 }
 
 func TestPrefixIndexLRUBound(t *testing.T) {
-	// Capacity 10 entries (40 blocks, 640 tokens), one member.
+	// A cache of 640 tokens (40 blocks, 10 entries), one member; the
+	// index holds indexCapacityPercent of it.
 	r := indexRouter(t, Config{VirtualNodes: 16}, []Member{{Name: "a", CacheTokens: 640}})
 	ix := idxOf(r)
 	id := idOf(r, "a")
+	capacity := 640 * indexCapacityPercent / 100 / (IndexBlockTokens * indexStride)
 	hot := chain(1, 4)
 	for i := range 20 {
 		d, err := r.TryPick(Request{Key: 1, Blocks: hot, PromptTokens: 64})
@@ -171,8 +174,8 @@ func TestPrefixIndexLRUBound(t *testing.T) {
 		}
 		d.Done()
 		checkIndex(t, ix)
-		if n := ix.held(id); n > 10 {
-			t.Fatalf("after %d rounds member holds %d entries, capacity 10", i, n)
+		if n := ix.held(id); n > capacity {
+			t.Fatalf("after %d rounds member holds %d entries, capacity %d", i, n, capacity)
 		}
 	}
 	// The hot prompt was used every round, so the clock kept it.
@@ -539,5 +542,110 @@ func TestPrefixIndexShortHistoryRoutersAgree(t *testing.T) {
 	// conversation behind it.
 	if moved < 25 {
 		t.Errorf("%d of 50 conversations placed off the system prompt's single holder, want most", moved)
+	}
+}
+
+// TestColdPlacementByWork: a cold prompt goes to its ring home unless the
+// home has more than coldMarginTokens more queued work than another
+// candidate; with load hints (other routers share the fleet) it stays on
+// the ring.
+func TestColdPlacementByWork(t *testing.T) {
+	for _, hinted := range []bool{false, true} {
+		r := indexRouter(t, Config{VirtualNodes: 64, Slack: 100}, fleet(3))
+		const key = 7
+		home := r.Home(key)
+		if hinted {
+			for _, m := range fleet(3) {
+				if m.Name != home {
+					r.SetLoadHint(m.Name, 1)
+				}
+			}
+		}
+		// A long cold prompt whose prefill has not started queues
+		// 5,000 tokens on the home.
+		d1, err := r.TryPick(Request{Key: key, Blocks: chain(40, 300), PromptTokens: 5000})
+		if err != nil || d1.Backend != home || d1.Reason != ReasonAffinity {
+			t.Fatalf("first cold prompt: %s (%v, %v), want its home %s", d1.Backend, d1.Reason, err, home)
+		}
+		if !hinted {
+			ex := r.Explain(Request{Key: key, Blocks: chain(41, 20), PromptTokens: 320})
+			said := false
+			for _, c := range ex.Costs {
+				said = said || c.Backend == home && strings.Contains(c.Why, "queued work")
+			}
+			if ex.Backend == home || !said {
+				t.Errorf("Explain: %s, costs %+v; want another member and the home's queued work named", ex.Backend, ex.Costs)
+			}
+		}
+		d2, err := r.TryPick(Request{Key: key, Blocks: chain(41, 20), PromptTokens: 320})
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case hinted && d2.Backend != home:
+			t.Errorf("with load hints: second cold prompt went to %s (%v), want the ring home %s", d2.Backend, d2.Reason, home)
+		case !hinted && (d2.Backend == home || d2.Reason != ReasonSpill || d2.Home != home):
+			t.Errorf("second cold prompt behind 5,000 queued tokens: %s (%v, home %s), want another member by spill", d2.Backend, d2.Reason, d2.Home)
+		}
+		d2.Done()
+		// Once the first prompt's prefill is done, the home's queue is one
+		// decoding request: within the margin, so the ring decides again.
+		d1.Report(Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1})
+		d3, err := r.TryPick(Request{Key: key, Blocks: chain(42, 20), PromptTokens: 320})
+		if err != nil || d3.Backend != home || d3.Reason != ReasonAffinity {
+			t.Errorf("hinted=%v: third cold prompt after the prefill: %s (%v, %v), want its home %s", hinted, d3.Backend, d3.Reason, err, home)
+		}
+		d3.Done()
+		d1.Done()
+		checkIndex(t, idxOf(r))
+	}
+}
+
+// TestMajorityPrefixIsShared: a prefix more than half the candidates hold
+// counts as shared, so a prompt that adds only its own tail to it is cold
+// and placed by the ring from the first block past it; held by fewer it is
+// warm and follows a holder.
+func TestMajorityPrefixIsShared(t *testing.T) {
+	ms := fleet(5)
+	for i := range ms {
+		ms[i].CacheTokens = 1 << 20
+	}
+	shared := chain(50, 32) // 512 tokens
+	for holders := 1; holders <= 5; holders++ {
+		r := indexRouter(t, Config{VirtualNodes: 64, Slack: 100}, ms)
+		ix := idxOf(r)
+		// Find a prompt whose ring home past the shared part does not
+		// hold it, then give the shared part to holders other members.
+		var blocks []uint64
+		var home string
+		for seed := uint64(100); ; seed++ {
+			blocks = extend(shared, seed, 16)
+			home = r.Home(blocks[samplePos(heldSamples(len(shared), len(blocks)), len(blocks))])
+			if home != ms[0].Name {
+				break
+			}
+		}
+		held := map[string]bool{}
+		for _, m := range ms {
+			if len(held) < holders && m.Name != home {
+				held[m.Name] = true
+				ix.learn(idOf(r, m.Name), shared)
+			}
+		}
+		if holders == 5 {
+			held[home] = true
+			ix.learn(idOf(r, home), shared)
+		}
+		d, err := r.TryPick(Request{Key: 9, Blocks: blocks, PromptTokens: 768})
+		if err != nil {
+			t.Fatal(err)
+		}
+		majority := len(held) > len(ms)/2
+		switch {
+		case majority && d.Backend != home:
+			t.Errorf("shared part held by %d of 5: went to %s (%v), want the ring home past it %s", len(held), d.Backend, d.Reason, home)
+		case !majority && !held[d.Backend]:
+			t.Errorf("shared part held by %d of 5: went to %s (%v), want a holder", len(held), d.Backend, d.Reason)
+		}
+		d.Done()
 	}
 }

@@ -2,6 +2,7 @@ package route
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -43,6 +44,29 @@ const (
 	warmTokens = 160
 )
 
+// coldMarginTokens is how much more queued work (uncharged prefill plus
+// DecodeWeight per held request, in prompt tokens) a cold prompt's ring home
+// may have than the least loaded candidate and still be chosen. The ring
+// places cold prompts so that routers agree, but it counts requests, not
+// their size: on the Mooncake trace (prompts of 1 to 126 thousand tokens)
+// the ring gave one replica 27% more prefill than another, TTFT p90 2.26 s
+// and p99 8.06 s. Sending a cold prompt past a home that has more than
+// 1,024 tokens (about 70 ms of prefill on the simulated engines) of extra
+// work queued gives p90 1.68 s and p99 5.45 s there, and lifts zipf's hit
+// rate 0.15 point (hot documents' new requests no longer pile behind a
+// busy home). 4,096 was measured too: fewer moves, hit rate 0.4 point lower
+// on the trace (docs/routing.md).
+const coldMarginTokens = 1024
+
+// indexCapacityPercent sizes a member's index against its KV cache. Above
+// 100 the index remembers a conversation a little past the point its cache
+// may have dropped it, so its next turn goes back to that member (the
+// feedback forgets what turns out to be gone) rather than starting a copy
+// elsewhere: measured on the Mooncake trace, 100: hit 27.9%, 125: 28.3%,
+// 150: 28.4% with more mispredictions; the synthetic workloads do not change
+// (docs/routing.md).
+const indexCapacityPercent = 125
+
 // prefixIndexPolicy routes by predicted work. It remembers, per member, the
 // prompt blocks it sent there (prefixIndex, bounded by each member's KV
 // cache size) and for each candidate predicts the work of sending the
@@ -53,10 +77,12 @@ const (
 // DecodeWeight per request it holds). The cheapest candidate below its
 // bound wins; ties go to the first in ring order from the key's home.
 //
-// A cold prefix, one that no candidate holds warmTokens further than all
-// of them do, is placed by the ring as prefix-aware places it (home, spill
-// chain, walk, all under the bound), so independent routers send a new prefix to the
-// same member and their indexes agree. When candidates hold the start of
+// A cold prefix, one that no candidate holds warmTokens further than more
+// than half of them do, is placed by the ring as prefix-aware places it
+// (home, spill chain, walk, all under the bound), so independent routers
+// send a new prefix to the same member and their indexes agree, unless the
+// home has more than coldMarginTokens more queued work than another
+// candidate and this router sees the whole fleet's traffic (no load hints). When candidates hold the start of
 // the prompt (a shared system prompt), the ring key is the first block past
 // it instead of Key, which would send every request behind the shared
 // prompt to one home.
@@ -68,7 +94,7 @@ type prefixIndexPolicy struct {
 
 func (p *prefixIndexPolicy) setMember(id int32, cacheTokens int) {
 	p.ix.mu.Lock()
-	p.ix.setMember(id, cacheTokens/(IndexBlockTokens*indexStride))
+	p.ix.setMember(id, cacheTokens*indexCapacityPercent/100/(IndexBlockTokens*indexStride))
 	p.ix.mu.Unlock()
 }
 
@@ -80,10 +106,11 @@ func (p *prefixIndexPolicy) dropMember(id int32) {
 
 // scratch of one pick, kept in the index (guarded by its mutex).
 type pickScratch struct {
-	cand  []uint64 // candidate ids
-	order []int32  // candidate member indices (in ring order from home for Explain)
-	walk  ringWalk // candidates in ring order from the first block past the best match
-	seen  []uint64 // member indices met on the ring walk
+	cand    []uint64 // candidate ids
+	order   []int32  // candidate member indices (in ring order from home for Explain)
+	walk    ringWalk // candidates in ring order from the first block past the best match
+	seen    []uint64 // member indices met on the ring walk
+	matches []int32  // candidates' matched blocks, sorted (majorityMatch)
 }
 
 func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
@@ -128,6 +155,15 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 	if nBest > 1 {
 		second = best
 	}
+	// A prefix more than half the candidates hold is shared (a system
+	// prompt every request starts with), even if this router has not yet
+	// seen some members hold it: following it would keep this router's
+	// new prompts on the members it happened to send it to first, and with
+	// several routers, each with its own index, they would disagree.
+	// Measured: 4 routers on the Mooncake trace, one of them never sent a
+	// request to one replica, another to two; hit 19.7% against 27.7% with
+	// one router.
+	common = max(common, ix.majorityMatch(order, e))
 	nb := len(req.Blocks)
 	tokens := func(blocks int) int64 { return int64(blocks) * int64(req.PromptTokens) / int64(nb) }
 
@@ -150,9 +186,13 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 			// every router computes alike.
 			key = req.Blocks[samplePos(k, nb)]
 		}
-		res := p.ring.pickKey(e, req, key)
+		res, byWork := p.placeCold(e, req, order, key)
 		if e.ex != nil {
-			p.explainCosts(e, req, order, res, "cold prefix: placed by the ring")
+			why := "cold prefix: placed by the ring"
+			if byWork {
+				why = "cold prefix: the ring home had more than " + strconv.Itoa(coldMarginTokens) + " tokens more queued work; placed on the first in ring order within that"
+			}
+			p.explainCosts(e, req, order, res, why)
 		}
 		if res.status != picked {
 			return res
@@ -223,10 +263,92 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 	return result{status: saturated, home: home}
 }
 
+// majorityMatch is the longest match more than half of the candidates in
+// order hold (from ix.matched, filled by match).
+func (ix *prefixIndex) majorityMatch(order []int32, e *pickEnv) int {
+	ms := ix.scratch.matches[:0]
+	for _, i := range order {
+		ms = append(ms, ix.matched[e.s.members[i].st.id])
+	}
+	slices.Sort(ms)
+	ix.scratch.matches = ms
+	return int(ms[len(ms)-(len(ms)/2+1)])
+}
+
+// placeCold places a cold prompt: by the ring from key, or, when the first
+// candidate in ring order under its bound has more than coldMarginTokens
+// more queued work than the least loaded one, on the first in ring order
+// within that margin. With load hints (other routers share the fleet) it
+// is the ring alone: this router's queued prefill is only its own, and a
+// prompt it moves off its home is not where the other routers, which have
+// not seen it, send its next turn (4 routers on the Mooncake trace: hit
+// 24.9% with the margin against 28.2% without).
+//
+// byWork reports that the queued work, not the ring, chose the member.
+func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, key uint64) (res result, byWork bool) {
+	if e.r.hints.Load() > 0 {
+		return p.ring.pickKey(e, req, key), false
+	}
+	var least int64 = -1
+	for _, i := range order {
+		m := &e.s.members[i]
+		if m.st.load()+1 > e.limit(i, true) {
+			continue
+		}
+		if w := p.queued(m.st); least < 0 || w < least {
+			least = w
+		}
+	}
+	if least < 0 {
+		return p.ring.pickKey(e, req, key), false
+	}
+	// A failed take means a concurrent pick charged that member first;
+	// look again with fresh loads.
+	w := &p.ix.scratch.walk
+	for attempt := 0; attempt <= len(order); attempt++ {
+		w.reset(e, order, key)
+		home, firstUnder, moved := int32(-1), true, false
+		for dist, i := 0, w.next(); i >= 0; dist, i = dist+1, w.next() {
+			if home < 0 {
+				home = i
+			}
+			m := &e.s.members[i]
+			lim := e.limit(i, true)
+			if m.st.load()+1 > lim {
+				continue
+			}
+			if p.queued(m.st) > least+coldMarginTokens {
+				firstUnder = false
+				continue
+			}
+			if firstUnder {
+				// The ring's own choice is within the margin.
+				return p.ring.pickKey(e, req, key), false
+			}
+			l, ok := e.take(i, lim, "prefix-index cold")
+			if !ok {
+				moved = true
+				break
+			}
+			return result{idx: i, home: home, reason: ReasonSpill, dist: dist, load: l, bound: lim}, true
+		}
+		if !moved {
+			break
+		}
+	}
+	return p.ring.pickKey(e, req, key), false
+}
+
+// queued is the work already waiting on st, in prompt tokens: prefill
+// charged and not started, and DecodeWeight per request it holds.
+func (p *prefixIndexPolicy) queued(st *memberState) int64 {
+	return max(0, st.prefill.Load()) + p.decode*st.load()
+}
+
 // cost is the predicted work of placing a prompt of promptTokens on st with
 // matched tokens already there.
 func (p *prefixIndexPolicy) cost(st *memberState, promptTokens int, matched int64) int64 {
-	return missWeight*max(0, int64(promptTokens)-matched) + max(0, st.prefill.Load()) + p.decode*st.load()
+	return missWeight*max(0, int64(promptTokens)-matched) + p.queued(st)
 }
 
 // charge fills the pick's prediction into res and, unless this is a dry

@@ -8,8 +8,9 @@ type Reason int
 const (
 	// ReasonAffinity: the key's home on the ring had room.
 	ReasonAffinity Reason = iota
-	// ReasonSpill: the home was full; the clockwise walk from the key went
-	// Distance candidates further.
+	// ReasonSpill: the home was full (or, for prefix-index's cold prompts,
+	// had too much more queued work than another candidate); the clockwise
+	// walk from the key went Distance candidates further.
 	ReasonSpill
 	// ReasonSpillChain: the home was full; the home of SpillKeys[Distance-1]
 	// (a longer-prefix secondary) had room.

@@ -23,10 +23,15 @@ import (
 // prompt token, a request held costs route.DefaultDecodeWeight, and a
 // prompt whose best holder has less than oracleWarmTokens more cached than
 // every replica (with several holders at that length) is cold and goes to
-// its ring home.
+// its ring home, unless that home has more than oracleColdMarginTokens more
+// queued work (pending prefill and decode weight per request) than another
+// replica under the bound: then it goes to the cheapest, as prefix-index
+// moves a cold prompt off a busy home (it takes the first such replica in
+// ring order; the oracle keeps no ring order but the home's).
 const (
-	oracleMissWeight = 8
-	oracleWarmTokens = 160
+	oracleMissWeight       = 8
+	oracleWarmTokens       = 160
+	oracleColdMarginTokens = 1024
 )
 
 type oraclePicker struct {
@@ -78,7 +83,24 @@ func (p *oraclePicker) bound() int {
 }
 
 func (p *oraclePicker) cost(a, promptTokens int) int64 {
-	return oracleMissWeight*int64(promptTokens-p.cached[a]) + p.f.oraclePending[a] + int64(route.DefaultDecodeWeight*p.f.inflight[a])
+	return oracleMissWeight*int64(promptTokens-p.cached[a]) + p.queued(a)
+}
+
+// queued is replica a's waiting work in prompt tokens: the prefill charged
+// and not started, and the decode weight of the requests it holds.
+func (p *oraclePicker) queued(a int) int64 {
+	return p.f.oraclePending[a] + int64(route.DefaultDecodeWeight*p.f.inflight[a])
+}
+
+// leastQueued is the least queued work of a replica under the bound lim.
+func (p *oraclePicker) leastQueued(lim int) int64 {
+	least := int64(-1)
+	for _, a := range p.active {
+		if p.f.inflight[a]+1 <= lim && (least < 0 || p.queued(a) < least) {
+			least = p.queued(a)
+		}
+	}
+	return least
 }
 
 func (p *oraclePicker) pick(fl *flight) (int, bool) {
@@ -119,7 +141,7 @@ func (p *oraclePicker) pick(fl *flight) (int, bool) {
 				key = p.blocks[min(nb-1, common*nb/len(prompt))]
 			}
 		}
-		if h, ok := p.names[p.ring.Home(key)]; ok && f.inflight[h]+1 <= lim {
+		if h, ok := p.names[p.ring.Home(key)]; ok && f.inflight[h]+1 <= lim && p.queued(h) <= p.leastQueued(lim)+oracleColdMarginTokens {
 			pickIdx = h
 		}
 	}
