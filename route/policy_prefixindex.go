@@ -2,6 +2,7 @@ package route
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -151,7 +152,7 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 			// every router computes alike.
 			key = req.Blocks[samplePos(k, nb)]
 		}
-		res := p.ring.pickKey(e, req, key)
+		res := p.coldPick(e, req, key, order, nb)
 		if e.ex != nil {
 			p.explainCosts(e, req, order, res, "cold prefix: placed by the ring")
 		}
@@ -222,6 +223,65 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 		return p.charge(e, req, res, tokens)
 	}
 	return result{status: saturated, home: home}
+}
+
+// cacheLoadFactor bounds what the cold path puts in one member's cache:
+// a cold prefix skips a ring candidate whose index already holds more than
+// cacheLoadFactor × the candidates' mean entries (this prompt's counted).
+// Bounded loads over requests alone leave each member the prefixes its ring
+// arcs happen to draw: 84 long-context documents land 8 to 17 per member,
+// and at 6× the base rate the members that drew the most fill their KV
+// cache with documents, admit fewer requests and overflow their bound, so
+// documents are copied and every cache thrashes (docs/simulation.md,
+// "Rate curves"). 1.1 keeps 84 documents at 12 to 14 per member.
+const cacheLoadFactor = 1.1
+
+// cacheFloor: a member whose index is under 1/cacheFloor full takes its
+// cold prefixes whatever the others hold, so that while caches are nearly
+// empty (the first prompts of a fleet, or short chats) placement is the
+// ring's, which independent routers agree on.
+const cacheFloor = 8
+
+// coldPick places a cold prompt by the ring from key (home, spill chain,
+// walk, under the bound), as prefix-aware does, unless the home's index is
+// over the cache bound: then the first candidate clockwise under both
+// bounds takes it, or, if every candidate's cache is over it, the ring
+// places it by load alone. Once every member's index is full the cache
+// bound never binds and placement is the ring's.
+func (p *prefixIndexPolicy) coldPick(e *pickEnv, req *Request, key uint64, order []int32, nb int) result {
+	ix := p.ix
+	var sum int64
+	for _, i := range order {
+		sum += int64(ix.mem[e.s.members[i].st.id].n)
+	}
+	sum += int64(samples(nb))
+	bound := int64(math.Ceil(cacheLoadFactor * float64(sum) / float64(len(order))))
+	over := func(i int32) (int64, bool) {
+		m := &ix.mem[e.s.members[i].st.id]
+		held := int64(m.n)
+		return held, held+int64(samples(nb)) > max(bound, int64(m.capacity/cacheFloor))
+	}
+	ko := p.ringOrderInto(&ix.scratch.orderW, e, req.Model, key, false)
+	if len(ko) == 0 {
+		return p.ring.pickKey(e, req, key)
+	}
+	if _, full := over(ko[0]); !full {
+		return p.ring.pickKey(e, req, key)
+	}
+	home := ko[0]
+	for dist, i := range ko {
+		if held, full := over(i); full {
+			if e.ex != nil {
+				e.ex.skipNot(e.s.members[i].name, "cache-walk", fmt.Sprintf("cache bound: index holds %d entries, bound %d", held, bound))
+			}
+			continue
+		}
+		lim := e.limit(i, true)
+		if l, ok := e.take(i, lim, "cache-walk"); ok {
+			return result{idx: i, home: home, reason: ReasonSpill, dist: dist, load: l, bound: lim}
+		}
+	}
+	return p.ring.pickKey(e, req, key)
 }
 
 // cost is the predicted work of placing a prompt of promptTokens on st with
