@@ -229,11 +229,12 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 // a cold prefix skips a ring candidate whose index already holds more than
 // cacheLoadFactor × the candidates' mean entries (this prompt's counted).
 // Bounded loads over requests alone leave each member the prefixes its ring
-// arcs happen to draw: 84 long-context documents land 8 to 17 per member,
-// and at 6× the base rate the members that drew the most fill their KV
-// cache with documents, admit fewer requests and overflow their bound, so
-// documents are copied and every cache thrashes (docs/simulation.md,
-// "Rate curves"). 1.1 keeps 84 documents at 12 to 14 per member.
+// arcs happen to draw (84 equal documents land 8 to 16 per member in
+// TestPrefixIndexColdCacheBound), and at 6× the long-context base rate the
+// members that drew the most fill their KV cache with documents, admit
+// fewer requests and overflow their bound, so documents are copied and
+// every cache thrashes (docs/simulation.md, "Rate curves"). With 1.1 that
+// test's most loaded member holds 13 of a mean of 12.
 const cacheLoadFactor = 1.1
 
 // cacheFloor: a member whose index is under 1/cacheFloor full takes its
