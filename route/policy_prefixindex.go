@@ -262,13 +262,14 @@ func (p *prefixIndexPolicy) coldPick(e *pickEnv, req *Request, key uint64, order
 		held := int64(m.n)
 		return held, held+int64(samples(nb)) > max(bound, int64(m.capacity/cacheFloor))
 	}
+	// The common case, a home under the cache bound, costs one lookup; the
+	// ring order is listed only when the home is over it.
+	if _, h := e.firstCandidate(e.s.ring.search(key), req.Model); h < 0 {
+		return p.ring.pickKey(e, req, key)
+	} else if _, full := over(h); !full {
+		return p.ring.pickKey(e, req, key)
+	}
 	ko := p.ringOrderInto(&ix.scratch.orderW, e, req.Model, key, false)
-	if len(ko) == 0 {
-		return p.ring.pickKey(e, req, key)
-	}
-	if _, full := over(ko[0]); !full {
-		return p.ring.pickKey(e, req, key)
-	}
 	home := ko[0]
 	for dist, i := range ko {
 		if held, full := over(i); full {
