@@ -394,6 +394,28 @@ func TestPrefixIndexColdCacheBound(t *testing.T) {
 		t.Errorf("prefix-index put %d cold documents on one member, want at most 13 (1.1 × the mean of 12)", got)
 	}
 	checkIndex(t, idxOf(a))
+
+	// With other routers carrying most of the fleet's load (hints), each
+	// index sees a share and their walks would disagree: the ring alone
+	// places cold prompts, as every router does.
+	c := indexRouter(t, cfg, fleet(members))
+	for i := range members {
+		c.SetLoadHint(fmt.Sprintf("vllm-%d", i), 10)
+	}
+	for i := range docs {
+		key := splitmix(uint64(i) + 991)
+		req := Request{Key: key, Blocks: chain(key, blocks), PromptTokens: blocks * IndexBlockTokens}
+		dc, err := c.TryPick(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, _ := b.TryPick(req)
+		if dc.Backend != db.Backend {
+			t.Fatalf("with hinted load of other routers, cold document %d went to %s, its ring home is %s", i, dc.Backend, db.Backend)
+		}
+		dc.Done()
+		db.Done()
+	}
 }
 
 // TestPrefixIndexConcurrent runs picks, reports, answers and reloads

@@ -243,6 +243,10 @@ const cacheLoadFactor = 1.1
 // ring's, which independent routers agree on.
 const cacheFloor = 8
 
+// cacheSoleRouter: the cache bound applies while other routers' hinted
+// load is under 1/cacheSoleRouter of the fleet's (see coldPick).
+const cacheSoleRouter = 4
+
 // coldPick places a cold prompt by the ring from key (home, spill chain,
 // walk, under the bound), as prefix-aware does, unless the home's index is
 // over the cache bound: then the first candidate clockwise under both
@@ -250,6 +254,15 @@ const cacheFloor = 8
 // places it by load alone. Once every member's index is full the cache
 // bound never binds and placement is the ring's.
 func (p *prefixIndexPolicy) coldPick(e *pickEnv, req *Request, key uint64, order []int32, nb int) result {
+	// The index is this router's view of what each member caches: what it
+	// sent there. When other routers carry a quarter of the fleet's load
+	// or more (load hints), each index sees only a share, routers would
+	// walk to different members for the same new prefix, and their caches
+	// would fill with copies (4 routers, long-context: 97.7% → 88.0% hit);
+	// then the ring alone places cold prefixes, which all routers agree on.
+	if others := e.r.hints.Load(); others > 0 && others*cacheSoleRouter > e.r.total.Load()+others {
+		return p.ring.pickKey(e, req, key)
+	}
 	ix := p.ix
 	var sum int64
 	for _, i := range order {
