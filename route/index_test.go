@@ -388,6 +388,73 @@ func TestPrefixIndexColdPlacement(t *testing.T) {
 	}
 }
 
+// TestPrefixIndexColdCacheBound: cold prompts of equal size, placed one at
+// a time, land where the ring sends them until a member's index would hold
+// more than 1.1 × the mean; then they walk on. The ring alone spreads 84
+// such documents unevenly over 7 members (the long-context workload's
+// shape), which is what overfilled some replicas' caches at saturation.
+func TestPrefixIndexColdCacheBound(t *testing.T) {
+	const docs, members, blocks = 84, 7, 64
+	// 1,024 index entries per member, a document takes 16: the floor (1/8
+	// full) is 8 documents, under the bound's 13, so the bound governs.
+	cfg := Config{Seed: 1, DefaultCacheTokens: 1024 * IndexBlockTokens * indexStride}
+	a := indexRouter(t, cfg, fleet(members))
+	b := mustNew(t, Config{Policy: "prefix-aware"}, fleet(members))
+	perIndex, perRing := map[string]int{}, map[string]int{}
+	for i := range docs {
+		key := splitmix(uint64(i) + 991)
+		req := Request{Key: key, Blocks: chain(key, blocks), PromptTokens: blocks * IndexBlockTokens}
+		da, err := a.TryPick(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, _ := b.TryPick(req)
+		perIndex[da.Backend]++
+		perRing[db.Backend]++
+		da.Done()
+		db.Done()
+	}
+	most := func(m map[string]int) int {
+		x := 0
+		for _, c := range m {
+			x = max(x, c)
+		}
+		return x
+	}
+	t.Logf("documents per member: ring %v, prefix-index %v", perRing, perIndex)
+	if most(perRing) <= 13 {
+		t.Fatalf("the ring put at most %d documents on a member; the test needs an uneven ring", most(perRing))
+	}
+	// Before the last document the mean is 83/7 entries' worth; a member
+	// may take it while it holds at most 1.1 × 84/7 = 13.2 documents after.
+	if got := most(perIndex); got > 13 {
+		t.Errorf("prefix-index put %d cold documents on one member, want at most 13 (1.1 × the mean of 12)", got)
+	}
+	checkIndex(t, idxOf(a))
+
+	// With other routers carrying most of the fleet's load (hints), each
+	// index sees a share and their walks would disagree: the ring alone
+	// places cold prompts, as every router does.
+	c := indexRouter(t, cfg, fleet(members))
+	for i := range members {
+		c.SetLoadHint(fmt.Sprintf("vllm-%d", i), 10)
+	}
+	for i := range docs {
+		key := splitmix(uint64(i) + 991)
+		req := Request{Key: key, Blocks: chain(key, blocks), PromptTokens: blocks * IndexBlockTokens}
+		dc, err := c.TryPick(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, _ := b.TryPick(req)
+		if dc.Backend != db.Backend {
+			t.Fatalf("with hinted load of other routers, cold document %d went to %s, its ring home is %s", i, dc.Backend, db.Backend)
+		}
+		dc.Done()
+		db.Done()
+	}
+}
+
 // TestPrefixIndexConcurrent runs picks, reports, answers and reloads
 // together (run it with -race); afterwards nothing is in flight, no prefill
 // is charged and the index's invariants hold.

@@ -2,6 +2,7 @@ package route
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 )
@@ -56,7 +57,17 @@ const (
 // rate 0.15 point (hot documents' new requests no longer pile behind a
 // busy home). 4,096 was measured too: fewer moves, hit rate 0.4 point lower
 // on the trace (docs/routing.md).
+//
+// Under saturation every member has seconds of work queued and a fixed
+// margin moved nearly every new document off its home by momentary noise,
+// scattering documents until caches thrashed (long-context at 6×: p90 9.2 s
+// against 0.8 s), so the margin grows to a quarter of the least loaded
+// candidate's queued work (coldMarginShare).
 const coldMarginTokens = 1024
+
+// coldMarginShare: the margin is at least 1/coldMarginShare of the least
+// loaded candidate's queued work (see coldMarginTokens).
+const coldMarginShare = 4
 
 // indexCapacityPercent sizes a member's index against its KV cache. Above
 // 100 the index remembers a conversation a little past the point its cache
@@ -186,12 +197,8 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 			// every router computes alike.
 			key = req.Blocks[samplePos(k, nb)]
 		}
-		res, byWork := p.placeCold(e, req, order, key)
+		res, why := p.placeCold(e, req, order, key, nb)
 		if e.ex != nil {
-			why := "cold prefix: placed by the ring"
-			if byWork {
-				why = "cold prefix: the ring home had more than " + strconv.Itoa(coldMarginTokens) + " tokens more queued work; placed on the first in ring order within that"
-			}
 			p.explainCosts(e, req, order, res, why)
 		}
 		if res.status != picked {
@@ -275,68 +282,128 @@ func (ix *prefixIndex) majorityMatch(order []int32, e *pickEnv) int {
 	return int(ms[len(ms)-(len(ms)/2+1)])
 }
 
-// placeCold places a cold prompt: by the ring from key, or, when the first
-// candidate in ring order under its bound has more than coldMarginTokens
-// more queued work than the least loaded one, on the first in ring order
-// within that margin. With load hints (other routers share the fleet) it
-// is the ring alone: this router's queued prefill is only its own, and a
-// prompt it moves off its home is not where the other routers, which have
-// not seen it, send its next turn (4 routers on the Mooncake trace: hit
-// 24.9% with the margin against 28.2% without).
+// cacheLoadFactor bounds what the cold path puts in one member's cache:
+// a cold prefix skips a ring candidate whose index already holds more than
+// cacheLoadFactor × the candidates' mean entries (this prompt's counted).
+// Bounded loads over requests alone leave each member the prefixes its ring
+// arcs happen to draw (84 equal documents land 8 to 16 per member in
+// TestPrefixIndexColdCacheBound), and at 6× the long-context base rate the
+// members that drew the most fill their KV cache with documents, admit
+// fewer requests and overflow their bound, so documents are copied and
+// every cache thrashes (docs/simulation.md, "Rate curves"). With 1.1 that
+// test's most loaded member holds 13 of a mean of 12.
+const cacheLoadFactor = 1.1
+
+// cacheFloor: a member whose index is under 1/cacheFloor full takes its
+// cold prefixes whatever the others hold, so that while caches are nearly
+// empty (the first prompts of a fleet, or short chats) placement is the
+// ring's, which independent routers agree on.
+const cacheFloor = 8
+
+// cacheSoleRouter: the cache bound applies while other routers' hinted
+// load is under 1/cacheSoleRouter of the fleet's (see coldPick).
+const cacheSoleRouter = 4
+
+// placeCold places a cold prompt by the ring from key (home, spill chain,
+// walk, under the bound), as prefix-aware does, unless the first candidate
+// in ring order under its bound fails one of two further bounds; then the
+// first candidate in ring order that passes all three takes it, or, if
+// none does, the ring places it by load alone. why says which, for Explain.
 //
-// byWork reports that the queued work, not the ring, chose the member.
-func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, key uint64) (res result, byWork bool) {
-	if e.r.hints.Load() > 0 {
-		return p.ring.pickKey(e, req, key), false
+//   - Work: a candidate with more queued work than the least loaded
+//     candidate by more than coldMarginTokens, or a quarter of that
+//     candidate's work if larger, is passed over. Only without load
+//     hints: a router's queued prefill is only its own, and a prompt it
+//     moves off its home is not where the routers that have not seen it
+//     send its next turn (4 routers on the Mooncake trace: hit 24.9% with
+//     the margin against 28.2% without).
+//   - Cache: a candidate whose index would hold more than cacheLoadFactor ×
+//     the candidates' mean entries (this prompt counted) is passed over,
+//     unless it is under 1/cacheFloor full. Only while other routers'
+//     hinted load is under 1/cacheSoleRouter of the fleet's: each router's
+//     index sees only its share, and their walks would send one new prefix
+//     to different members (4 routers, long-context: 97.7% → 88.0% hit).
+func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, key uint64, nb int) (result, string) {
+	const byRing = "cold prefix: placed by the ring"
+	hints := e.r.hints.Load()
+	byWork := hints == 0
+	byCache := hints == 0 || hints*cacheSoleRouter <= e.r.total.Load()+hints
+	if !byWork && !byCache {
+		return p.ring.pickKey(e, req, key), byRing
 	}
+	ix := p.ix
+	add := int64(samples(nb))
+	var sum int64
+	for _, i := range order {
+		sum += int64(ix.mem[e.s.members[i].st.id].n)
+	}
+	bound := int64(math.Ceil(cacheLoadFactor * float64(sum+add) / float64(len(order))))
+	overCache := func(m *idxMember) bool {
+		return byCache && int64(m.n)+add > max(bound, int64(m.capacity/cacheFloor))
+	}
+	// least is the least queued work of the candidates under both the
+	// request and the cache bound, so that one of them always passes.
 	var least int64 = -1
 	for _, i := range order {
-		m := &e.s.members[i]
-		if m.st.load()+1 > e.limit(i, true) {
-			continue
-		}
-		if w := p.queued(m.st); least < 0 || w < least {
-			least = w
+		st := e.s.members[i].st
+		if byWork && st.load()+1 <= e.limit(i, true) && !overCache(&ix.mem[st.id]) {
+			if w := p.queued(st); least < 0 || w < least {
+				least = w
+			}
 		}
 	}
-	if least < 0 {
-		return p.ring.pickKey(e, req, key), false
+	// fails says why candidate i may not take the prompt, or "".
+	fails := func(i int32) string {
+		st := e.s.members[i].st
+		if m := &ix.mem[st.id]; overCache(m) {
+			return fmt.Sprintf("cache bound: index holds %d entries, bound %d", m.n, bound)
+		}
+		if margin := max(coldMarginTokens, least/coldMarginShare); byWork && least >= 0 && p.queued(st) > least+margin {
+			return "cold prefix: more than " + strconv.FormatInt(margin, 10) + " tokens more queued work than the least loaded candidate"
+		}
+		return ""
 	}
 	// A failed take means a concurrent pick charged that member first;
 	// look again with fresh loads.
-	w := &p.ix.scratch.walk
+	w := &ix.scratch.walk
 	for attempt := 0; attempt <= len(order); attempt++ {
 		w.reset(e, order, key)
-		home, firstUnder, moved := int32(-1), true, false
+		home, first, moved := int32(-1), true, false
+		var why string
 		for dist, i := 0, w.next(); i >= 0; dist, i = dist+1, w.next() {
 			if home < 0 {
 				home = i
 			}
-			m := &e.s.members[i]
 			lim := e.limit(i, true)
-			if m.st.load()+1 > lim {
+			if e.s.members[i].st.load()+1 > lim {
 				continue
 			}
-			if p.queued(m.st) > least+coldMarginTokens {
-				firstUnder = false
+			if f := fails(i); f != "" {
+				if e.ex != nil {
+					e.ex.skipNot(e.s.members[i].name, "cold-walk", f)
+				}
+				if first {
+					why = f + "; placed on the first in ring order within the bounds"
+				}
+				first = false
 				continue
 			}
-			if firstUnder {
-				// The ring's own choice is within the margin.
-				return p.ring.pickKey(e, req, key), false
+			if first {
+				// The ring's own choice passes.
+				return p.ring.pickKey(e, req, key), byRing
 			}
 			l, ok := e.take(i, lim, "prefix-index cold")
 			if !ok {
 				moved = true
 				break
 			}
-			return result{idx: i, home: home, reason: ReasonSpill, dist: dist, load: l, bound: lim}, true
+			return result{idx: i, home: home, reason: ReasonSpill, dist: dist, load: l, bound: lim}, why
 		}
 		if !moved {
 			break
 		}
 	}
-	return p.ring.pickKey(e, req, key), false
+	return p.ring.pickKey(e, req, key), byRing
 }
 
 // queued is the work already waiting on st, in prompt tokens: prefill
