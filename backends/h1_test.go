@@ -48,7 +48,7 @@ func newTestPool(t *testing.T, url string, o Options) (*Pool, *Backend) {
 	}
 	// Idle connections end with the test, so that servers' connection
 	// goroutines do.
-	t.Cleanup(p.client.CloseIdleConnections)
+	t.Cleanup(p.transport.(interface{ CloseIdleConnections() }).CloseIdleConnections)
 	return p, p.Backends()[0]
 }
 
@@ -69,8 +69,8 @@ func forwardBody(t *testing.T, p *Pool, b *Backend, path string, body []byte, hd
 func TestH1ReusesOneConnectionAndKeepsBodiesIntact(t *testing.T) {
 	srv, conns := echoServer(t, nil)
 	p, b := newTestPool(t, srv.URL, Options{})
-	if _, ok := p.client.Transport.(*h1Transport); !ok {
-		t.Fatalf("HTTP/1.1 pool transport is %T, want *h1Transport", p.client.Transport)
+	if _, ok := p.transport.(*h1Transport); !ok {
+		t.Fatalf("HTTP/1.1 pool transport is %T, want *h1Transport", p.transport)
 	}
 	for i, n := range []int{1, 100, 4095, 4096, 70_000, 300_000, maxPooledRequest, 5} {
 		body := bytes.Repeat([]byte{byte('a' + i)}, n)
@@ -346,7 +346,7 @@ func TestH1PeekKeepsAConnectionStillOpen(t *testing.T) {
 	srv, conns := echoServer(t, nil)
 	p, b := newTestPool(t, srv.URL, Options{})
 	forwardBody(t, p, b, "/", []byte("x"), nil)
-	tr := p.client.Transport.(*h1Transport)
+	tr := p.transport.(*h1Transport)
 	tr.mu.Lock()
 	for _, c := range tr.idle[b.URL.Host] {
 		c.idleAt = c.idleAt.Add(-peekAfter)
