@@ -357,3 +357,42 @@ func TestH1PeekKeepsAConnectionStillOpen(t *testing.T) {
 		t.Fatalf("%d connections: the peek dropped a connection the backend still held open", c)
 	}
 }
+
+// HoldsBody is false exactly where the fast path takes the request, and
+// there the caller may reuse the body as soon as Forward returns: the
+// backend still gets the bytes it was given.
+func TestHoldsBodyOnlyOffTheFastPath(t *testing.T) {
+	srv, _ := echoServer(t, nil)
+	p, b := newTestPool(t, srv.URL, Options{})
+	if p.HoldsBody(b, 1000) || p.HoldsBody(b, maxPooledRequest) || p.HoldsBody(b, 0) {
+		t.Error("the HTTP/1.1 fast path is said to hold the body")
+	}
+	if !p.HoldsBody(b, maxPooledRequest+1) {
+		t.Error("a body over the fast path's limit (the fallback Transport) is said to be free")
+	}
+	h2, _ := NewPool([]string{srv.URL}, Options{H2C: true})
+	if !h2.HoldsBody(h2.Backends()[0], 1000) {
+		t.Error("the h2c Transport is said to free the body")
+	}
+	hs, _ := NewPool([]string{"https://127.0.0.1:9"}, Options{})
+	if !hs.HoldsBody(hs.Backends()[0], 1000) {
+		t.Error("an https:// backend (the fallback Transport) is said to free the body")
+	}
+	for i := range 20 {
+		body := bytes.Repeat([]byte{byte('a' + i)}, 100+i*1000)
+		want := fmt.Sprintf("POST /v1/chat/completions %d|%s", i, body)
+		resp, err := p.Forward(context.Background(), b, http.MethodPost, "/v1/chat/completions", body, http.Header{"X-Test": {fmt.Sprint(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(body) // reused by the caller the moment Forward returns
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Fatalf("request %d: the backend got %.40q..., want %.40q...", i, got, want)
+		}
+	}
+}

@@ -440,6 +440,18 @@ func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, bod
 // read-only by all requests' headers.
 var jsonContentType = []string{"application/json"}
 
+// HoldsBody reports whether the transport may still read the body of a
+// Forward to b of n bytes after Forward has returned (a response can come
+// back before the body is written, and net/http's Transport may write it
+// again on another connection). It is false when the HTTP/1.1 fast path
+// takes the request: that copies the body into its own buffer before it
+// sends anything, so the caller may reuse the body as soon as Forward
+// returns.
+func (p *Pool) HoldsBody(b *Backend, n int) bool {
+	_, ok := p.transport.(*h1Transport)
+	return !ok || !fastPath(b.URL, int64(n))
+}
+
 // UnreachableError says a backend sent nothing back: the request may be
 // retried on another backend.
 type UnreachableError struct {
