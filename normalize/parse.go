@@ -444,12 +444,15 @@ const (
 // plainWord reports whether the 8 bytes of v are all printable ASCII other
 // than '"' and '\\': the bytes a string can hold without a closer look.
 func plainWord(v uint64) bool {
-	ctl := (v - lsb*0x20) & ^v
-	q := v ^ (lsb * '"')
-	q = (q - lsb) & ^q
+	// Flipping bit 1 maps '"' (0x22) to 0x20 and keeps 0x00-0x1f in
+	// place, so one "below 0x21" test finds control bytes and quotes.
+	// A flagged byte may carry a false flag into the bytes above it,
+	// never a missing one; bytes from 0x80 up are caught by v itself.
+	w := v ^ (lsb * 0x02)
+	ctlq := (w - lsb*0x21) & ^w
 	bs := v ^ (lsb * '\\')
 	bs = (bs - lsb) & ^bs
-	return (ctl|q|bs|v)&msb == 0
+	return (ctlq|bs|v)&msb == 0
 }
 
 // str validates a string starting at the quote at i; key strings get their
