@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -88,10 +90,15 @@ const maxPooledRequest = 1 << 20
 // maxPooledRequest go to fallback, which streams them from the caller's
 // buffer instead of copying them whole into the request's.
 func (t *h1Transport) handles(req *http.Request) bool {
-	return req.URL.Scheme == "http" && req.URL.Host != "" && req.ContentLength >= 0 &&
-		req.ContentLength <= maxPooledRequest &&
+	return fastPath(req.URL, req.ContentLength) &&
 		len(req.TransferEncoding) == 0 && req.Trailer == nil &&
 		(req.ContentLength > 0 || req.Body == nil || req.Body == http.NoBody)
+}
+
+// fastPath reports whether a request to u with a body of n bytes, framed
+// as Pool.Forward frames it, goes out on the fast path.
+func fastPath(u *url.URL, n int64) bool {
+	return u.Scheme == "http" && u.Host != "" && n >= 0 && n <= maxPooledRequest
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -432,7 +439,8 @@ func appendRequest(dst []byte, req *http.Request) ([]byte, error) {
 	}
 	n := int(req.ContentLength)
 	start := len(dst)
-	dst = append(dst, make([]byte, n)...)
+	// Grow without zeroing what the body is read over at once.
+	dst = slices.Grow(dst, n)[:start+n]
 	got, err := io.ReadFull(req.Body, dst[start:])
 	if err != nil {
 		return dst, fmt.Errorf("request body: %d of its %d bytes: %w", got, n, err)

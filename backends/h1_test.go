@@ -48,7 +48,7 @@ func newTestPool(t *testing.T, url string, o Options) (*Pool, *Backend) {
 	}
 	// Idle connections end with the test, so that servers' connection
 	// goroutines do.
-	t.Cleanup(p.client.CloseIdleConnections)
+	t.Cleanup(p.transport.(interface{ CloseIdleConnections() }).CloseIdleConnections)
 	return p, p.Backends()[0]
 }
 
@@ -69,8 +69,8 @@ func forwardBody(t *testing.T, p *Pool, b *Backend, path string, body []byte, hd
 func TestH1ReusesOneConnectionAndKeepsBodiesIntact(t *testing.T) {
 	srv, conns := echoServer(t, nil)
 	p, b := newTestPool(t, srv.URL, Options{})
-	if _, ok := p.client.Transport.(*h1Transport); !ok {
-		t.Fatalf("HTTP/1.1 pool transport is %T, want *h1Transport", p.client.Transport)
+	if _, ok := p.transport.(*h1Transport); !ok {
+		t.Fatalf("HTTP/1.1 pool transport is %T, want *h1Transport", p.transport)
 	}
 	for i, n := range []int{1, 100, 4095, 4096, 70_000, 300_000, maxPooledRequest, 5} {
 		body := bytes.Repeat([]byte{byte('a' + i)}, n)
@@ -346,7 +346,7 @@ func TestH1PeekKeepsAConnectionStillOpen(t *testing.T) {
 	srv, conns := echoServer(t, nil)
 	p, b := newTestPool(t, srv.URL, Options{})
 	forwardBody(t, p, b, "/", []byte("x"), nil)
-	tr := p.client.Transport.(*h1Transport)
+	tr := p.transport.(*h1Transport)
 	tr.mu.Lock()
 	for _, c := range tr.idle[b.URL.Host] {
 		c.idleAt = c.idleAt.Add(-peekAfter)
@@ -355,5 +355,44 @@ func TestH1PeekKeepsAConnectionStillOpen(t *testing.T) {
 	forwardBody(t, p, b, "/", []byte("y"), nil)
 	if c := conns.Load(); c != 1 {
 		t.Fatalf("%d connections: the peek dropped a connection the backend still held open", c)
+	}
+}
+
+// HoldsBody is false exactly where the fast path takes the request, and
+// there the caller may reuse the body as soon as Forward returns: the
+// backend still gets the bytes it was given.
+func TestHoldsBodyOnlyOffTheFastPath(t *testing.T) {
+	srv, _ := echoServer(t, nil)
+	p, b := newTestPool(t, srv.URL, Options{})
+	if p.HoldsBody(b, 1000) || p.HoldsBody(b, maxPooledRequest) || p.HoldsBody(b, 0) {
+		t.Error("the HTTP/1.1 fast path is said to hold the body")
+	}
+	if !p.HoldsBody(b, maxPooledRequest+1) {
+		t.Error("a body over the fast path's limit (the fallback Transport) is said to be free")
+	}
+	h2, _ := NewPool([]string{srv.URL}, Options{H2C: true})
+	if !h2.HoldsBody(h2.Backends()[0], 1000) {
+		t.Error("the h2c Transport is said to free the body")
+	}
+	hs, _ := NewPool([]string{"https://127.0.0.1:9"}, Options{})
+	if !hs.HoldsBody(hs.Backends()[0], 1000) {
+		t.Error("an https:// backend (the fallback Transport) is said to free the body")
+	}
+	for i := range 20 {
+		body := bytes.Repeat([]byte{byte('a' + i)}, 100+i*1000)
+		want := fmt.Sprintf("POST /v1/chat/completions %d|%s", i, body)
+		resp, err := p.Forward(context.Background(), b, http.MethodPost, "/v1/chat/completions", body, http.Header{"X-Test": {fmt.Sprint(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(body) // reused by the caller the moment Forward returns
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Fatalf("request %d: the backend got %.40q..., want %.40q...", i, got, want)
+		}
 	}
 }

@@ -27,7 +27,7 @@ func TestH1PeekDropsAConnectionClosedWhileIdle(t *testing.T) {
 	p, b := newTestPool(t, url, Options{})
 	forwardBody(t, p, b, "/", []byte("x"), nil)
 	<-closed
-	tr := p.client.Transport.(*h1Transport)
+	tr := p.transport.(*h1Transport)
 	tr.mu.Lock()
 	for _, c := range tr.idle[b.URL.Host] {
 		c.idleAt = c.idleAt.Add(-peekAfter) // old enough to be peeked at

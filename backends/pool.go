@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -159,9 +160,11 @@ func (o *Options) defaults() {
 
 // Pool holds the backends and the shared HTTP client that reaches them.
 type Pool struct {
-	opts   Options
-	client *http.Client
-	probe  *http.Client
+	opts Options
+	// transport forwards requests; Forward calls it directly, with no
+	// http.Client around it (see Forward).
+	transport http.RoundTripper
+	probe     *http.Client
 
 	// members is an immutable snapshot, swapped whole; Get and Backends
 	// never lock.
@@ -239,15 +242,15 @@ func NewPool(specs []string, opts Options) (*Pool, error) {
 		transport.Protocols.SetHTTP2(true)
 		// HTTP/1 must be off: with it on, http:// URLs would use it.
 	}
-	p.client = &http.Client{Transport: transport}
+	p.transport = transport
 	if !opts.H2C {
 		// HTTP/1.1 keep-alive, what vLLM serves, on the caller's
 		// goroutine (h1.go); net/http's Transport for the rest.
-		p.client = &http.Client{Transport: &h1Transport{
+		p.transport = &h1Transport{
 			fallback: transport, dial: dialer.DialContext, headerTimeout: opts.FirstByteTimeout,
 			maxIdlePerHost: transport.MaxIdleConnsPerHost, idleTimeout: transport.IdleConnTimeout,
 			readBufferSize: transport.ReadBufferSize, maxResponseHeader: 1 << 20,
-		}}
+		}
 	}
 	// Probes get their own connections so that a pool full of streams
 	// cannot starve them, and a probe timeout does not kill a stream's
@@ -386,32 +389,67 @@ func (p *Pool) DiscoveryError() error {
 // stream that stalled) reaches passive health once, through b.Observe,
 // which the router's DoneWith calls with the request's outcome.
 func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, body []byte, hdr http.Header) (*http.Response, error) {
+	// The request is built from the backend's parsed URL and handed to the
+	// transport itself: http.Client would print and parse the URL again
+	// per request, and it would follow a redirect, which a proxy must
+	// pass back to its client instead (the client decides whether to
+	// follow it, with its own credentials and method rules).
 	u := *b.URL
 	u.Path = b.URL.Path + path
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+	if b.URL.RawPath != "" {
+		u.RawPath = b.URL.RawPath + path
+	}
+	// An empty URL string parses without work; the URL is set below.
+	req, err := http.NewRequestWithContext(ctx, method, "", nil)
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", b.Name, err)
 	}
+	req.URL = &u
+	req.Host = u.Host
+	req.Header = make(http.Header, len(hdr)+1)
 	for k, vs := range hdr {
+		switch k {
+		case "Content-Encoding", "Content-Length":
+			continue // the body is decoded, and its length is set below
+		}
 		req.Header[k] = vs
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header["Content-Type"] = jsonContentType
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
-	req.Header.Del("Content-Encoding")
-	req.Header.Del("Content-Length")
 	req.ContentLength = int64(len(body))
-	resp, err := p.client.Do(req)
+	if req.ContentLength == 0 {
+		req.Body = http.NoBody
+	}
+	resp, err := p.transport.RoundTrip(req)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("backend %s: %w", b.Name, cerr)
 		}
-		return nil, &UnreachableError{Backend: b.Name, Err: err}
+		return nil, &UnreachableError{Backend: b.Name, Err: fmt.Errorf("%s %s: %w", method, u.Redacted(), err)}
 	}
 	if p.opts.IdleTimeout > 0 {
 		resp.Body = newIdleBody(resp.Body, p.opts.IdleTimeout)
 	}
 	return resp, nil
+}
+
+// jsonContentType is the Content-Type of every forwarded body, shared
+// read-only by all requests' headers.
+var jsonContentType = []string{"application/json"}
+
+// HoldsBody reports whether the transport may still read the body of a
+// Forward to b of n bytes after Forward has returned (a response can come
+// back before the body is written, and net/http's Transport may write it
+// again on another connection). It is false when the HTTP/1.1 fast path
+// takes the request: that copies the body into its own buffer before it
+// sends anything, so the caller may reuse the body as soon as Forward
+// returns.
+func (p *Pool) HoldsBody(b *Backend, n int) bool {
+	_, ok := p.transport.(*h1Transport)
+	return !ok || !fastPath(b.URL, int64(n))
 }
 
 // UnreachableError says a backend sent nothing back: the request may be

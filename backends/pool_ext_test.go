@@ -347,3 +347,54 @@ func TestNonVLLMBackend(t *testing.T) {
 		t.Fatalf("send: %q %v", name, err)
 	}
 }
+
+// A proxy passes a redirect back to its client, which decides whether to
+// follow it; Forward must not follow it itself (http.Client would, for a
+// 307 or 308 re-sending the POST body). Every status, both transports, and
+// a body over the HTTP/1.1 fast path's limit, which takes the fallback.
+func TestForwardPassesRedirectsThrough(t *testing.T) {
+	var followed atomic.Int32
+	var status atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/moved" {
+			followed.Add(1)
+			io.WriteString(w, `{"followed":true}`)
+			return
+		}
+		w.Header().Set("Location", "/moved")
+		w.WriteHeader(int(status.Load()))
+		io.WriteString(w, `{"redirect":true}`)
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	small := chatBody(0)
+	large := []byte(`{"pad":"` + strings.Repeat("x", 2<<20) + `"}`)
+	for _, h2c := range []bool{false, true} {
+		p, err := backends.NewPool([]string{srv.URL}, backends.Options{H2C: h2c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, code := range []int{301, 302, 303, 307, 308} {
+			for _, body := range [][]byte{small, large} {
+				status.Store(int32(code))
+				resp, err := p.Forward(context.Background(), p.Backends()[0], http.MethodPost, "/v1/chat/completions", body, nil)
+				if err != nil {
+					t.Fatalf("H2C=%v %d body %d bytes: %v", h2c, code, len(body), err)
+				}
+				got, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != code || resp.Header.Get("Location") != "/moved" || string(got) != `{"redirect":true}` {
+					t.Errorf("H2C=%v %d body %d bytes: got %d Location %q body %q, want the redirect itself",
+						h2c, code, len(body), resp.StatusCode, resp.Header.Get("Location"), got)
+				}
+			}
+		}
+	}
+	if n := followed.Load(); n != 0 {
+		t.Errorf("the redirect target was requested %d times, want 0", n)
+	}
+}

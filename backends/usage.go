@@ -42,7 +42,29 @@ func parseUsage(raw []byte, missingIsZero bool) (u Usage, stated bool) {
 // parseUsageObject reads a usage (or meta_info) object; see parseUsage.
 func parseUsageObject(obj gjson.Result, missingIsZero bool) (u Usage, stated bool) {
 	u = UnknownUsage
-	r := gjson.GetMany(obj.Raw, "prompt_tokens", "prompt_tokens_details.cached_tokens", "cached_tokens", "prompt_tokens_details")
+	// One walk over the object's members, the first of each name counting
+	// as gjson.Get's would; GetMany walked it once per path and allocated.
+	var r [4]gjson.Result // prompt_tokens, details.cached_tokens, cached_tokens, details
+	obj.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "prompt_tokens":
+			if !r[0].Exists() {
+				r[0] = v
+			}
+		case "cached_tokens":
+			if !r[2].Exists() {
+				r[2] = v
+			}
+		case "prompt_tokens_details":
+			if !r[3].Exists() {
+				r[3] = v
+				if v.IsObject() {
+					r[1] = v.Get("cached_tokens")
+				}
+			}
+		}
+		return true
+	})
 	if n, ok := count(r[0]); ok {
 		u.PromptTokens = n
 	}

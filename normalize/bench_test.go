@@ -178,3 +178,43 @@ func BenchmarkNormalizeServer(b *testing.B) {
 		})
 	}
 }
+
+// proxyBodyOfSize is the body shape of the server overhead benchmark
+// (internal/overhead): ASCII prose with an escaped newline every dozen
+// words or so, a system message holding the document and a user question.
+func proxyBodyOfSize(size int) []byte {
+	words := strings.Fields("the replica keeps a cache of every prompt prefix it has seen and skips the prefill " +
+		"when a request begins with one of them so routing equal prefixes to one replica saves compute")
+	var b strings.Builder
+	b.WriteString(`{"model":"m","max_tokens":16,"temperature":0,"messages":[{"role":"system","content":"Answer briefly.\n\n`)
+	tail := `"},{"role":"user","content":"Question 1: what does the document say?"}]}`
+	for i := 0; b.Len()+len(tail)+16 < size; i++ {
+		b.WriteString(words[i*7%len(words)])
+		if i%12 == 11 {
+			b.WriteString(`.\n`)
+		}
+		b.WriteByte(' ')
+	}
+	b.WriteString(tail)
+	return []byte(b.String())
+}
+
+// BenchmarkNormalizeProxy is BenchmarkNormalizeServer on the overhead
+// benchmark's bodies.
+func BenchmarkNormalizeProxy(b *testing.B) {
+	for _, sz := range benchSizes[:2] {
+		body := proxyBodyOfSize(sz.size)
+		b.Run(sz.name, func(b *testing.B) {
+			dst := make([]byte, 0, 2*len(body))
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			defer cpuPerOp(b)()
+			for b.Loop() {
+				var err error
+				if dst, _, err = Normalize(dst[:0], body, Options{}, KeyOptions{Blocks: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

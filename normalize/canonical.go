@@ -236,7 +236,7 @@ func (p *parser) emit(dst []byte, i int32) []byte {
 func (p *parser) emitString(dst []byte, i int32) []byte {
 	n := &p.nodes[i]
 	dst = append(dst, '"')
-	if !n.esc {
+	if !n.fix {
 		dst = append(dst, p.src[n.start:n.end]...)
 	} else {
 		dst = appendCanonicalEscapes(dst, p.src[n.start:n.end])

@@ -158,6 +158,17 @@ func (h *blockHasher) record(rec []byte) {
 // eight at a time: characters are the bytes that are not continuations.
 func continuationBytes(b []byte) int {
 	c := 0
+	// Four words at a time, and no counting at all when they are ASCII:
+	// prompts are mostly ASCII, and this runs over every byte of the
+	// routing text.
+	for len(b) >= 32 {
+		v0, v1 := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
+		v2, v3 := binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[24:])
+		if (v0|v1|v2|v3)&msb != 0 {
+			c += continuationsIn(v0) + continuationsIn(v1) + continuationsIn(v2) + continuationsIn(v3)
+		}
+		b = b[32:]
+	}
 	for len(b) >= 8 {
 		v := binary.LittleEndian.Uint64(b)
 		c += bits.OnesCount64(v &^ (v << 1) & msb)
@@ -170,6 +181,9 @@ func continuationBytes(b []byte) int {
 	}
 	return c
 }
+
+// continuationsIn counts the UTF-8 continuation bytes among the 8 bytes of v.
+func continuationsIn(v uint64) int { return bits.OnesCount64(v &^ (v << 1) & msb) }
 
 // seedBlock mixes a message block's chain value with the seed.
 func seedBlock(c, seed uint64) uint64 {
@@ -586,7 +600,17 @@ func (c *charCursor) cut(text []byte, n int) (int, bool) {
 		return len(text), false
 	}
 	i, count := c.i, c.count
-	// Whole words while they cannot pass n.
+	// Whole words while they cannot pass n, four at a time first (see
+	// continuationBytes).
+	for i+32 <= len(text) && count+32 <= n {
+		v0, v1 := binary.LittleEndian.Uint64(text[i:]), binary.LittleEndian.Uint64(text[i+8:])
+		v2, v3 := binary.LittleEndian.Uint64(text[i+16:]), binary.LittleEndian.Uint64(text[i+24:])
+		count += 32
+		if (v0|v1|v2|v3)&msb != 0 {
+			count -= continuationsIn(v0) + continuationsIn(v1) + continuationsIn(v2) + continuationsIn(v3)
+		}
+		i += 32
+	}
 	for i+8 <= len(text) && count+8 <= n {
 		v := binary.LittleEndian.Uint64(text[i:])
 		count += 8 - bits.OnesCount64(v&^(v<<1)&msb)

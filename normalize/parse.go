@@ -61,6 +61,9 @@ type node struct {
 	kind kind
 	esc  bool // string: contains a backslash escape
 	num  bool // number: has a fraction or exponent
+	// fix: a string has an escape that canonical form writes otherwise
+	// (canonicalEscape); without one its bytes are already canonical.
+	fix bool
 	// start, end: byte range in src. Strings: between the quotes. Numbers:
 	// the literal. Containers: offset of the opening bracket.
 	start, end int32
@@ -441,12 +444,15 @@ const (
 // plainWord reports whether the 8 bytes of v are all printable ASCII other
 // than '"' and '\\': the bytes a string can hold without a closer look.
 func plainWord(v uint64) bool {
-	ctl := (v - lsb*0x20) & ^v
-	q := v ^ (lsb * '"')
-	q = (q - lsb) & ^q
+	// Flipping bit 1 maps '"' (0x22) to 0x20 and keeps 0x00-0x1f in
+	// place, so one "below 0x21" test finds control bytes and quotes.
+	// A flagged byte may carry a false flag into the bytes above it,
+	// never a missing one; bytes from 0x80 up are caught by v itself.
+	w := v ^ (lsb * 0x02)
+	ctlq := (w - lsb*0x21) & ^w
 	bs := v ^ (lsb * '\\')
 	bs = (bs - lsb) & ^bs
-	return (ctl|q|bs|v)&msb == 0
+	return (ctlq|bs|v)&msb == 0
 }
 
 // str validates a string starting at the quote at i; key strings get their
@@ -456,7 +462,7 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 	open := i
 	i++
 	start := i
-	esc := false
+	esc, fix := false, false
 	for {
 		for i+8 <= len(s) && plainWord(binary.LittleEndian.Uint64(s[i:])) {
 			i += 8
@@ -473,6 +479,9 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 			n, err := p.escape(i)
 			if err != nil {
 				return i, err
+			}
+			if !fix && !canonicalEscape(s[i:i+n]) {
+				fix = true
 			}
 			i += n
 		case c < 0x20:
@@ -498,7 +507,7 @@ done:
 	if i-start > p.opt.MaxStringBytes {
 		return i, newErr(open, CodeStringLimit, ErrTooLong, "string of %d bytes is over the limit of %d bytes", i-start, p.opt.MaxStringBytes)
 	}
-	nd := node{kind: kString, esc: esc, start: int32(start), end: int32(i), next: int32(len(p.nodes) + 1)}
+	nd := node{kind: kString, esc: esc, fix: fix, start: int32(start), end: int32(i), next: int32(len(p.nodes) + 1)}
 	if isKey && esc {
 		k0 := len(p.keybuf)
 		p.keybuf = appendUnescaped(p.keybuf, s[start:i])
@@ -507,6 +516,32 @@ done:
 	}
 	p.nodes = append(p.nodes, nd)
 	return i + 1, nil
+}
+
+// canonicalEscape reports whether the valid escape sequence esc (its
+// backslash first) is the one canonical form writes for its character
+// (appendEscapedRune): the two-character escapes but \/, and \u00xx in
+// lower case for the other control characters. A string whose escapes all
+// are is copied as it is instead of being decoded and escaped again; the
+// parse has looked at every escape already.
+func canonicalEscape(esc []byte) bool {
+	switch esc[1] {
+	case '"', '\\', 'b', 'f', 'n', 'r', 't':
+		return true
+	case 'u':
+		if len(esc) != 6 || esc[2] != '0' || esc[3] != '0' || (esc[4] != '0' && esc[4] != '1') {
+			return false
+		}
+		if c := esc[5]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+		switch hexVal(esc[2:6]) {
+		case '\b', '\t', '\n', '\f', '\r':
+			return false // written as the two-character escape
+		}
+		return true
+	}
+	return false // \/
 }
 
 // escape validates the escape sequence at s[i] == '\\' and returns its length.

@@ -48,9 +48,13 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 		}
 		defer x.close()
 		s.record(routeName, x, x.resp.StatusCode)
-		for _, h := range []string{"Content-Type", "Cache-Control"} {
-			if v := x.resp.Header.Get(h); v != "" {
-				w.Header().Set(h, v)
+		// The backend's values are passed on as they are: the response's
+		// header is ours and not written again, so sharing its slices
+		// saves Set's copy and canonicalization per request.
+		wh := w.Header()
+		for _, h := range [...]string{"Content-Type", "Cache-Control"} {
+			if vs := x.resp.Header[h]; len(vs) > 0 && vs[0] != "" {
+				wh[h] = vs[:1]
 			}
 		}
 		// A body of known length that is not an event stream is a plain
@@ -58,7 +62,7 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 		// flushing each read as a chunk.
 		stream := !plainBody(x.resp)
 		if !stream {
-			w.Header().Set("Content-Length", strconv.FormatInt(x.resp.ContentLength, 10))
+			wh["Content-Length"] = []string{strconv.FormatInt(x.resp.ContentLength, 10)}
 		}
 		w.WriteHeader(x.resp.StatusCode)
 		if err := x.relay(w, stream); err != nil {

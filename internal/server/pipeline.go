@@ -136,9 +136,11 @@ func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([
 
 // dispatch routes a prepared request and forwards it, retrying on another
 // backend while nothing has come back. The caller must call the returned
-// decision's Done once the response body is finished.
-func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http.Header) (*http.Response, *route.Decision, error) {
+// decision's Done once the response body is finished. lease learns of
+// every write of p.body that may outlive Forward.
+func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http.Header, lease *bodyLease) (*http.Response, *route.Decision, error) {
 	var lastErr error
+	var traced context.Context // ctx with lease's trace, made once if needed
 	for attempt := 0; attempt <= *s.cfg.Retries; attempt++ {
 		start := time.Now()
 		d, err := s.rt().Pick(ctx, routeRequest(p.info))
@@ -155,8 +157,18 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 		// The pick carries the backend itself: one removed since still
 		// gets the request, as it would have a moment earlier.
 		b := d.Member.(*backends.Backend)
+		fctx := ctx
+		// Only a transport that may read the body after Forward returns
+		// needs the lease's trace: the HTTP/1.1 fast path copies it first,
+		// and skipping the trace there saves its hooks and context.
+		if s.pool.HoldsBody(b, len(p.body)) {
+			if traced == nil {
+				traced = httptrace.WithClientTrace(ctx, lease.trace())
+			}
+			fctx = traced
+		}
 		sent := time.Now()
-		resp, err := s.pool.Forward(ctx, b, http.MethodPost, path, p.body, hdr)
+		resp, err := s.pool.Forward(fctx, b, http.MethodPost, path, p.body, hdr)
 		if err != nil {
 			// The outcome ejects b if nothing came back (Backend.Observe).
 			d.DoneWith(failedOutcome(err))
@@ -272,7 +284,7 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 		defer span.End()
 		injectTrace(fctx, fwd)
 	}
-	resp, d, err := s.dispatch(httptrace.WithClientTrace(ctx, lease.trace()), path, p, fwd)
+	resp, d, err := s.dispatch(ctx, path, p, fwd, lease)
 	if err != nil {
 		lease.release(p.body)
 		return nil, err
