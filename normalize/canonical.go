@@ -128,23 +128,16 @@ func (p *parser) schema(m Mode) (Mode, error) {
 	if m != ModeAuto {
 		return m, nil
 	}
-	var hasMessages, hasPrompt, hasInputs bool
+	var has promptMembers
 	for _, k := range p.members[root.m0 : root.m0+root.cnt] {
-		switch string(p.key(k)) {
-		case "messages":
-			hasMessages = true
-		case "prompt":
-			hasPrompt = true
-		case "inputs":
-			hasInputs = true
-		}
+		has.note(p.key(k))
 	}
 	switch {
-	case hasMessages:
+	case has.messages:
 		return ModeChat, nil
-	case hasPrompt:
+	case has.prompt:
 		return ModeCompletion, nil
-	case hasInputs:
+	case has.inputs:
 		return ModeNative, nil
 	}
 	return ModeAuto, nil

@@ -43,7 +43,7 @@ func appendNativeText(dst, b []byte, limit int) ([]byte, error) {
 	sp := spanPool.Get().(*[]memberSpan)
 	defer spanPool.Put(sp)
 	spans := (*sp)[:0]
-	var hasMessages, hasPrompt, hasInputs bool
+	var has promptMembers
 	for i = skipWS(b, i+1); i < len(b) && b[i] != '}'; {
 		if b[i] != '"' {
 			return dst, structErr(i, "want a member name")
@@ -52,14 +52,7 @@ func appendNativeText(dst, b []byte, limit int) ([]byte, error) {
 		if err != nil {
 			return dst, err
 		}
-		switch string(b[i+1 : ke-1]) {
-		case "messages":
-			hasMessages = true
-		case "prompt":
-			hasPrompt = true
-		case "inputs":
-			hasInputs = true
-		}
+		has.note(b[i+1 : ke-1])
 		c := skipWS(b, ke)
 		if c >= len(b) || b[c] != ':' {
 			return dst, structErr(c, "want ':'")
@@ -82,7 +75,7 @@ func appendNativeText(dst, b []byte, limit int) ([]byte, error) {
 	if i >= len(b) {
 		return dst, structErr(i, "unterminated object")
 	}
-	keep := nativeKeep(hasMessages, hasPrompt, hasInputs)
+	keep := nativeKeep(has)
 	start := len(dst)
 	dst = append(dst, '{')
 	first := true
@@ -106,15 +99,31 @@ func appendNativeText(dst, b []byte, limit int) ([]byte, error) {
 	return dst, nil
 }
 
-// nativeKeep returns the test for routing members of an object that has
-// (or lacks) messages, prompt and inputs members.
-func nativeKeep(hasMessages, hasPrompt, hasInputs bool) func(name []byte) bool {
+// promptMembers notes which of the members that define a known schema's
+// prompt an object has: messages (chat), prompt (completion) and inputs
+// (native), tried in that order.
+type promptMembers struct{ messages, prompt, inputs bool }
+
+func (h *promptMembers) note(name []byte) {
+	switch string(name) {
+	case "messages":
+		h.messages = true
+	case "prompt":
+		h.prompt = true
+	case "inputs":
+		h.inputs = true
+	}
+}
+
+// nativeKeep returns the test for routing members of an object with the
+// prompt members has.
+func nativeKeep(has promptMembers) func(name []byte) bool {
 	switch {
-	case hasMessages:
+	case has.messages:
 		return func(name []byte) bool { return inList(name, chatPrompt) }
-	case hasPrompt:
+	case has.prompt:
 		return func(name []byte) bool { return inList(name, completionPrompt) }
-	case hasInputs:
+	case has.inputs:
 		return func(name []byte) bool { return inList(name, nativeRoutingPrompt) }
 	}
 	return func(name []byte) bool { return !isVolatile(name) }

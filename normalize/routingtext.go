@@ -110,19 +110,12 @@ func (p *parser) appendNativeRoutingText(dst []byte) []byte {
 	// p.members is in JCS order; the canonical top level is in schema
 	// order, which the key reads.
 	slices.SortFunc(ms, func(a, b int32) int { return int(p.nodes[a].start) - int(p.nodes[b].start) })
-	var hasMessages, hasPrompt, hasInputs bool
+	var has promptMembers
 	name := func(k int32) []byte { return p.src[p.nodes[k].start:p.nodes[k].end] }
 	for _, k := range ms {
-		switch string(name(k)) {
-		case "messages":
-			hasMessages = true
-		case "prompt":
-			hasPrompt = true
-		case "inputs":
-			hasInputs = true
-		}
+		has.note(name(k))
 	}
-	keep := nativeKeep(hasMessages, hasPrompt, hasInputs)
+	keep := nativeKeep(has)
 	dst = append(dst, '{')
 	first := true
 	for _, k := range ms {
