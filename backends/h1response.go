@@ -214,7 +214,7 @@ func parseSimpleResponse(hdr []byte, req *http.Request) (*http.Response, bool) {
 		kv := hdr[off : end-1]
 		colon := bytes.IndexByte(kv, ':')
 		if colon <= 0 {
-			return nil, false // no name, or a fold (a leading space is no token byte)
+			return nil, false // no colon or no name (a fold fails the token check below)
 		}
 		for _, c := range kv[:colon] {
 			if !tokenByte[c] {
