@@ -194,10 +194,16 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 }
 
 // readResponse reads the response header, skipping informational answers
-// other than 101.
+// other than 101: the simple shape of a plain answer with the fast parser
+// (h1response.go), anything else with http.ReadResponse.
 func (c *h1Conn) readResponse(req *http.Request) (*http.Response, error) {
 	c.lim.n = c.t.maxResponseHeader
 	for range 8 {
+		resp, ok := readSimpleResponse(c.br, req)
+		if ok {
+			c.lim.n = -1
+			return resp, nil
+		}
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {
 			return nil, err // lim.n tells exchange whether anything came

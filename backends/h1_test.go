@@ -396,3 +396,27 @@ func TestHoldsBodyOnlyOffTheFastPath(t *testing.T) {
 		}
 	}
 }
+
+// TestForwardRefusesAnInvalidMethod: the request is built without
+// NewRequestWithContext, so Forward checks the method itself, before
+// anything is sent.
+func TestForwardRefusesAnInvalidMethod(t *testing.T) {
+	srv, conns := echoServer(t, nil)
+	p, b := newTestPool(t, srv.URL, Options{})
+	for _, m := range []string{"GET /x HTTP/1.1\r\nX:", "PO ST", "POST\n", "(POST)"} {
+		resp, err := p.Forward(context.Background(), b, m, "/v1/chat/completions", []byte("{}"), nil)
+		if err == nil {
+			resp.Body.Close()
+			t.Fatalf("method %q was forwarded", m)
+		}
+		if !strings.Contains(err.Error(), "invalid method") {
+			t.Fatalf("method %q: error %v does not name the method", m, err)
+		}
+	}
+	if n := conns.Load(); n != 0 {
+		t.Fatalf("%d connections for refused requests", n)
+	}
+	if got := forwardBody(t, p, b, "/x", []byte("ok"), nil); got != "POST /x |ok" {
+		t.Fatalf("a valid request after them: %q", got)
+	}
+}

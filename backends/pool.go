@@ -399,14 +399,23 @@ func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, bod
 	if b.URL.RawPath != "" {
 		u.RawPath = b.URL.RawPath + path
 	}
-	// An empty URL string parses without work; the URL is set below.
-	req, err := http.NewRequestWithContext(ctx, method, "", nil)
-	if err != nil {
-		return nil, fmt.Errorf("backend %s: %w", b.Name, err)
+	// Built as a literal: NewRequestWithContext would parse an empty URL
+	// into a URL and make a header map, both replaced here. WithContext's
+	// copy is the one way to set the context otherwise.
+	if ctx == nil {
+		return nil, fmt.Errorf("backend %s: nil context", b.Name)
 	}
-	req.URL = &u
-	req.Host = u.Host
-	req.Header = make(http.Header, len(hdr)+1)
+	if method == "" {
+		method = http.MethodGet // as NewRequest reads it
+	}
+	if !validToken(method) {
+		return nil, fmt.Errorf("backend %s: invalid method %q", b.Name, method)
+	}
+	req := (&http.Request{
+		Method: method, URL: &u, Host: u.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: make(http.Header, len(hdr)+1),
+	}).WithContext(ctx)
 	for k, vs := range hdr {
 		switch k {
 		case "Content-Encoding", "Content-Length":

@@ -2,6 +2,7 @@ package normalize
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -145,5 +146,67 @@ func TestBlocksWholePrompt(t *testing.T) {
 	_, ri, err := Normalize(nil, []byte(blockChat(t, "", "user", "x")), Options{}, KeyOptions{})
 	if err != nil || ri.Blocks != nil || ri.PromptTokens != 0 {
 		t.Errorf("blocks without asking: %v %v %d", err, ri.Blocks, ri.PromptTokens)
+	}
+}
+
+// TestBlockCountsCutLikeAFreshCount: the routing text's cut starts from
+// the block hasher's character counts when blocks are asked for, and must
+// cut exactly where counting from the start does. Random chat and
+// completion bodies mix one- to four-byte characters (so blocks split
+// characters), tools or none, and lengths around every spill window;
+// Normalize and RouteKey are both checked, with and without blocks.
+func TestBlockCountsCutLikeAFreshCount(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 3))
+	alphabet := []string{"a", "b", " ", "\n", "é", "ß", "中", "文", "😀", "\u0001", `"`}
+	text := func(chars int) string {
+		var b strings.Builder
+		for range chars {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	// Windows are 1024 << k characters for k up to spillWindows.
+	sizes := []int{0, 1, 63, 64, 65}
+	for k := 0; k <= spillWindows; k++ {
+		w := MinPrefixLength << k
+		sizes = append(sizes, w-1, w, w+1)
+	}
+	for trial := range 120 {
+		var body string
+		switch trial % 3 {
+		case 0, 1:
+			var msgs []string
+			for range 1 + r.IntN(4) {
+				msgs = append(msgs, []string{"system", "user", "assistant"}[r.IntN(3)], text(sizes[r.IntN(len(sizes))]/(1+r.IntN(3))))
+			}
+			tools := ""
+			if trial%3 == 1 {
+				tools = `[{"type":"function","function":{"name":"` + strings.Repeat("ü", r.IntN(40)) + `"}}]`
+			}
+			body = blockChat(t, tools, msgs...)
+		default:
+			p, _ := json.Marshal(text(sizes[r.IntN(len(sizes))]))
+			body = `{"model":"m","prompt":` + string(p) + `}`
+		}
+		kopts := KeyOptions{PrefixLength: MinPrefixLength}
+		canon, plain, err := Normalize(nil, []byte(body), Options{}, kopts)
+		if err != nil {
+			t.Fatalf("trial %d: %v", trial, err)
+		}
+		kopts.Blocks = true
+		_, with, err := Normalize(nil, []byte(body), Options{}, kopts)
+		if err != nil {
+			t.Fatalf("trial %d: with blocks: %v", trial, err)
+		}
+		scanned, err := RouteKey(canon, kopts)
+		if err != nil {
+			t.Fatalf("trial %d: RouteKey: %v", trial, err)
+		}
+		for _, got := range []RouteInfo{with, scanned} {
+			if got.Key != plain.Key || !slices.Equal(got.SpillKeys, plain.SpillKeys) || got.RoutingTextLen != plain.RoutingTextLen {
+				t.Fatalf("trial %d: with blocks key %x spill %x len %d; without %x %x %d",
+					trial, got.Key, got.SpillKeys, got.RoutingTextLen, plain.Key, plain.SpillKeys, plain.RoutingTextLen)
+			}
+		}
 	}
 }

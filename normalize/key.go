@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"sort"
 	"sync"
 	"unicode/utf8"
 
@@ -137,10 +138,21 @@ type blockHasher struct {
 	chain  uint64
 	blocks []uint64
 	chars  int
+	// With marking on, marks holds each block's end: bytes and
+	// characters hashed so far. The routing text's cut reads them rather
+	// than counting the same characters again (charCursor).
+	marking bool
+	bytes   int
+	marks   []charMark
 }
 
+// charMark is a place in the hashed records: bytes and characters before it.
+type charMark struct{ end, chars int }
+
+// reset starts the request's hasher over, marking block ends.
 func (h *blockHasher) reset() {
 	h.chain, h.blocks, h.chars = 0, h.blocks[:0], 0
+	h.marking, h.bytes, h.marks = true, 0, h.marks[:0]
 }
 
 // record hashes one record, its last partial block included.
@@ -150,6 +162,10 @@ func (h *blockHasher) record(rec []byte) {
 		h.chain = xxh3.HashSeed(rec[:n], h.chain)
 		h.blocks = append(h.blocks, h.chain)
 		h.chars += n - continuationBytes(rec[:n])
+		if h.marking {
+			h.bytes += n
+			h.marks = append(h.marks, charMark{end: h.bytes, chars: h.chars})
+		}
 		rec = rec[n:]
 	}
 }
@@ -509,6 +525,19 @@ func (ks *keyScratch) finish(opts KeyOptions, n int, mode Mode, group, model, to
 	text := f[tstart:]
 	var cur charCursor
 	cur.bytes = mode == ModeNative
+	if bh != nil && !cur.bytes {
+		// The block hasher counts the characters of the chat records (or
+		// the prompt) as it hashes them; the cut starts from its counts.
+		if mode == ModeCompletion {
+			bh.reset()
+			bh.record(promptText)
+		}
+		cur.marks = bh.marks
+		if toolsRec != nil {
+			cur.base = len(toolsRec)
+			cur.baseChars = len(toolsRec) - continuationBytes(text[:len(toolsRec)])
+		}
+	}
 	end, longer := cur.cut(text, n)
 	ri.RoutingTextLen = cur.count
 	ri.Key = hashFrame(f, tstart, end)
@@ -546,8 +575,7 @@ func prefixBlocks(bh *blockHasher, head []byte, mode Mode, body, toolsRec []byte
 			t.record(toolsRec)
 		}
 	case ModeCompletion:
-		bh.reset()
-		bh.record(promptText)
+		// finish has hashed promptText already, for the cut's counts.
 	default:
 		bh.reset()
 		bh.record(body)
@@ -586,6 +614,10 @@ type charCursor struct {
 	bytes bool
 	i     int // byte offset reached
 	count int // characters before i
+	// marks are places in text past base whose characters are known
+	// (base's baseChars plus the mark's), so the count can jump to them.
+	marks           []charMark
+	base, baseChars int
 }
 
 // cut returns the byte length of the first n characters and whether the
@@ -600,6 +632,19 @@ func (c *charCursor) cut(text []byte, n int) (int, bool) {
 		return len(text), false
 	}
 	i, count := c.i, c.count
+	if len(c.marks) > 0 {
+		// The last mark within both n characters and the text: the cut
+		// is at or past it.
+		j := sort.Search(len(c.marks), func(k int) bool {
+			m := c.marks[k]
+			return c.baseChars+m.chars > n || c.base+m.end > len(text)
+		})
+		if j > 0 {
+			if m := c.marks[j-1]; c.base+m.end > i {
+				i, count = c.base+m.end, c.baseChars+m.chars
+			}
+		}
+	}
 	// Whole words while they cannot pass n, four at a time first (see
 	// continuationBytes).
 	for i+32 <= len(text) && count+32 <= n {
