@@ -295,9 +295,10 @@ func (ix *prefixIndex) majorityMatch(order []int32, e *pickEnv) int {
 const cacheLoadFactor = 1.1
 
 // cacheFloor: a member whose index is under 1/cacheFloor full takes its
-// cold prefixes whatever the others hold, so that while caches are nearly
-// empty (the first prompts of a fleet, or short chats) placement is the
-// ring's, which independent routers agree on.
+// cold prefixes whatever the others hold (unless another member holds
+// nothing at all; see placeCold), so that while caches are nearly empty
+// (short chats) placement is the ring's, which independent routers agree
+// on.
 const cacheFloor = 8
 
 // cacheSoleRouter: the cache bound applies while other routers' hinted
