@@ -799,6 +799,27 @@ func TestPrefixIndexColdPrefersEmptyMember(t *testing.T) {
 	}
 	checkIndex(t, idxOf(a))
 
+	// A short prompt (cold: under warmTokens, one holder) sent again stays
+	// on the member that holds it, though the others hold nothing: moving
+	// it would be a miss.
+	s := indexRouter(t, Config{Seed: 1}, fleet(members))
+	short := Request{Key: keys[0], Blocks: chain(keys[0], 4), PromptTokens: 64}
+	first, err := s.TryPick(short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Done()
+	for n := range 3 {
+		d, err := s.TryPick(short)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Done()
+		if d.Backend != first.Backend {
+			t.Fatalf("short prompt sent again (%d): went to %s (%v), its holder is %s", n, d.Backend, d.Reason, first.Backend)
+		}
+	}
+
 	c := indexRouter(t, Config{Seed: 1}, fleet(members))
 	for i := range members {
 		c.SetLoadHint(fmt.Sprintf("vllm-%d", i), 10)

@@ -325,8 +325,8 @@ const cacheSoleRouter = 4
 //     index sees only its share, and their walks would send one new prefix
 //     to different members (4 routers, long-context: 97.7% → 88.0% hit).
 //     While some candidate under both bounds holds nothing, every candidate
-//     that holds something is over the cache bound too, whatever cacheFloor
-//     says: the ring draws homes with repeats, and prompts that every later
+//     that holds something but none of this prompt is over the cache bound
+//     too, whatever cacheFloor says: the ring draws homes with repeats, and prompts that every later
 //     request follows (the agent workload's 8 prompts, 5 homes on 7
 //     members) left members that never served (TTFT p99 123 ms against 111
 //     with all serving). Routers without hints disagree on at most the
@@ -351,7 +351,10 @@ func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, k
 	}
 	// empty: some candidate under both bounds holds nothing. A member that
 	// caches nothing takes a new prefix without evicting anything, so every
-	// candidate that holds something is then over the cache bound.
+	// candidate that holds something, but none of this prompt, is then over
+	// the cache bound. One that holds part of it (a short history or
+	// prompt the ring sent there before) keeps it: moving it would be a
+	// miss.
 	empty := false
 	for _, i := range order {
 		st := e.s.members[i].st
@@ -360,15 +363,18 @@ func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, k
 			break
 		}
 	}
-	overCache := func(m *idxMember) bool {
-		return overBound(m) || empty && m.n > 0
+	elsewhere := func(id int32) bool {
+		return empty && ix.mem[id].n > 0 && ix.matched[id] == 0
+	}
+	overCache := func(id int32) bool {
+		return overBound(&ix.mem[id]) || elsewhere(id)
 	}
 	// least is the least queued work of the candidates under both the
 	// request and the cache bound, so that one of them always passes.
 	var least int64 = -1
 	for _, i := range order {
 		st := e.s.members[i].st
-		if byWork && st.load()+1 <= e.limit(i, true) && !overCache(&ix.mem[st.id]) {
+		if byWork && st.load()+1 <= e.limit(i, true) && !overCache(st.id) {
 			if w := p.queued(st); least < 0 || w < least {
 				least = w
 			}
@@ -377,8 +383,8 @@ func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, k
 	// fails says why candidate i may not take the prompt, or "".
 	fails := func(i int32) string {
 		st := e.s.members[i].st
-		if m := &ix.mem[st.id]; overCache(m) {
-			if empty && m.n > 0 {
+		if m := &ix.mem[st.id]; overCache(st.id) {
+			if elsewhere(st.id) {
 				return fmt.Sprintf("cache bound: index holds %d entries while another candidate holds none", m.n)
 			}
 			return fmt.Sprintf("cache bound: index holds %d entries, bound %d", m.n, bound)
