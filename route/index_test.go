@@ -41,6 +41,21 @@ func indexRouter(t testing.TB, cfg Config, ms []Member) *Router {
 
 func idxOf(r *Router) *prefixIndex { return r.snap.Load().policy.(*prefixIndexPolicy).ix }
 
+// holdSomething gives each of the n members of r (vllm-0 …) a small
+// prompt of its own, as on a fleet past its first few prompts: a cold prompt
+// no longer goes to a member that holds nothing
+// (TestPrefixIndexColdPrefersEmptyMember) and the ring places it.
+func holdSomething(t testing.TB, r *Router, n int) {
+	t.Helper()
+	for i := range n {
+		d, err := r.PickMember(fmt.Sprintf("vllm-%d", i), Request{Key: 1, Blocks: chain(uint64(900000+i), 2), PromptTokens: 32}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Done()
+	}
+}
+
 func idOf(r *Router, name string) int32 {
 	s := r.snap.Load()
 	return s.members[s.byName[name]].st.id
@@ -244,6 +259,7 @@ func TestPrefixIndexStableIDs(t *testing.T) {
 
 func TestPrefixIndexFeedback(t *testing.T) {
 	r := indexRouter(t, Config{VirtualNodes: 64}, fleet(2))
+	holdSomething(t, r, 2)
 	ix := idxOf(r)
 	// Fill the member with 30 older blocks, then the 20-block document.
 	d, err := r.TryPick(Request{Key: 9, Blocks: chain(8, 30), PromptTokens: 480})
@@ -368,9 +384,11 @@ func TestCostModel(t *testing.T) {
 }
 
 // TestPrefixIndexColdPlacement: prompts no one holds go to the ring home of
-// their key, as prefix-aware would send them, so independent routers agree.
+// their key, as prefix-aware would send them, so independent routers agree
+// (once every member holds something).
 func TestPrefixIndexColdPlacement(t *testing.T) {
 	a := indexRouter(t, Config{Seed: 1}, fleet(7))
+	holdSomething(t, a, 7)
 	b := mustNew(t, Config{Policy: "prefix-aware"}, fleet(7))
 	for i := range 200 {
 		key := splitmix(uint64(i) + 77)
@@ -537,6 +555,8 @@ func TestPrefixIndexManyMembers(t *testing.T) {
 func TestPrefixIndexShortSharedPrefix(t *testing.T) {
 	a := indexRouter(t, Config{VirtualNodes: 64}, fleet(5))
 	b := indexRouter(t, Config{VirtualNodes: 64}, fleet(5))
+	holdSomething(t, a, 5)
+	holdSomething(t, b, 5)
 	sys := chain(42, 8) // 128 tokens, under warmTokens
 	// a learns the system prompt on two members, b on all. (A short
 	// prefix only one member holds counts as that member's own history.)
@@ -568,6 +588,8 @@ func TestPrefixIndexShortSharedPrefix(t *testing.T) {
 func TestPrefixIndexShortHistoryRoutersAgree(t *testing.T) {
 	a := indexRouter(t, Config{VirtualNodes: 64}, fleet(5))
 	b := indexRouter(t, Config{VirtualNodes: 64}, fleet(5))
+	holdSomething(t, a, 5)
+	holdSomething(t, b, 5)
 	sys := chain(42, 8) // 128 tokens, under warmTokens
 	// a learns the system prompt on one member only, b on all.
 	d, _ := a.PickMember("vllm-2", Request{Key: 1, Blocks: sys, PromptTokens: 128}, false)
@@ -619,6 +641,7 @@ func TestPrefixIndexShortHistoryRoutersAgree(t *testing.T) {
 func TestColdPlacementByWork(t *testing.T) {
 	for _, hinted := range []bool{false, true} {
 		r := indexRouter(t, Config{VirtualNodes: 64, Slack: 100}, fleet(3))
+		holdSomething(t, r, 3)
 		const key = 7
 		home := r.Home(key)
 		if hinted {
@@ -714,5 +737,103 @@ func TestMajorityPrefixIsShared(t *testing.T) {
 			t.Errorf("shared part held by %d of 5: went to %s (%v), want a holder", len(held), d.Backend, d.Reason)
 		}
 		d.Done()
+	}
+}
+
+// TestPrefixIndexColdPrefersEmptyMember: while some candidate's index holds
+// nothing, a cold prefix goes to the first such candidate in ring order
+// instead of a ring home that already holds one. The ring draws homes with
+// repeats (8 keys on 7 members leave 2 empty on average), and on the agent
+// workload the prompts placed first are followed by every later task, so
+// the members the ring missed never served (TTFT p99 123 ms against
+// sglang-cache-aware's 111; docs/simulation.md). With other routers'
+// hinted load the ring alone places them, as every router does.
+func TestPrefixIndexColdPrefersEmptyMember(t *testing.T) {
+	const members, blocks = 7, 64
+	ring := mustNew(t, Config{Policy: "prefix-aware"}, fleet(members))
+	// Keys whose ring homes repeat within the first members prompts.
+	var keys []uint64
+	homes := map[string]int{}
+	for i := uint64(0); len(keys) < members; i++ {
+		key := splitmix(i + 7001)
+		d, err := ring.TryPick(Request{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Done()
+		keys = append(keys, key)
+		homes[d.Backend]++
+	}
+	if len(homes) == members {
+		t.Fatalf("the ring gave %d keys %d distinct homes; the test needs a repeat", members, len(homes))
+	}
+	reqOf := func(key uint64) Request {
+		return Request{Key: key, Blocks: chain(key, blocks), PromptTokens: blocks * IndexBlockTokens}
+	}
+	a := indexRouter(t, Config{Seed: 1}, fleet(members))
+	served := map[string]int{}
+	for n, key := range keys {
+		x := a.Explain(reqOf(key))
+		d, err := a.TryPick(reqOf(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Done()
+		if x.Backend != d.Backend {
+			t.Fatalf("prompt %d: Explain said %s, the pick went to %s", n, x.Backend, d.Backend)
+		}
+		if served[d.Backend] > 0 {
+			t.Fatalf("prompt %d went to %s, which already holds %d cold prompts while another member holds none", n, d.Backend, served[d.Backend])
+		}
+		if d.Reason == ReasonSpill && !slices.ContainsFunc(x.Skipped, func(s Skip) bool { return strings.Contains(s.Why, "holds none") }) {
+			t.Errorf("prompt %d moved off its ring home; Explain skipped %+v, none naming the empty member rule", n, x.Skipped)
+		}
+		served[d.Backend]++
+	}
+	// Every member holds a prompt now: the next cold prompt is the ring's.
+	key := splitmix(99)
+	want, _ := ring.TryPick(Request{Key: key})
+	want.Done()
+	if d, _ := a.TryPick(reqOf(key)); d.Backend != want.Backend {
+		t.Errorf("with every member holding a prompt, a cold prompt went to %s, its ring home is %s", d.Backend, want.Backend)
+	}
+	checkIndex(t, idxOf(a))
+
+	// A short prompt (cold: under warmTokens, one holder) sent again stays
+	// on the member that holds it, though the others hold nothing: moving
+	// it would be a miss.
+	s := indexRouter(t, Config{Seed: 1}, fleet(members))
+	short := Request{Key: keys[0], Blocks: chain(keys[0], 4), PromptTokens: 64}
+	first, err := s.TryPick(short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Done()
+	for n := range 3 {
+		d, err := s.TryPick(short)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Done()
+		if d.Backend != first.Backend {
+			t.Fatalf("short prompt sent again (%d): went to %s (%v), its holder is %s", n, d.Backend, d.Reason, first.Backend)
+		}
+	}
+
+	c := indexRouter(t, Config{Seed: 1}, fleet(members))
+	for i := range members {
+		c.SetLoadHint(fmt.Sprintf("vllm-%d", i), 10)
+	}
+	for n, key := range keys {
+		dc, err := c.TryPick(reqOf(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, _ := ring.TryPick(Request{Key: key})
+		if dc.Backend != db.Backend {
+			t.Fatalf("with hinted load of other routers, cold prompt %d went to %s, its ring home is %s", n, dc.Backend, db.Backend)
+		}
+		dc.Done()
+		db.Done()
 	}
 }

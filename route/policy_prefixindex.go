@@ -295,9 +295,10 @@ func (ix *prefixIndex) majorityMatch(order []int32, e *pickEnv) int {
 const cacheLoadFactor = 1.1
 
 // cacheFloor: a member whose index is under 1/cacheFloor full takes its
-// cold prefixes whatever the others hold, so that while caches are nearly
-// empty (the first prompts of a fleet, or short chats) placement is the
-// ring's, which independent routers agree on.
+// cold prefixes whatever the others hold (unless another member holds
+// nothing at all; see placeCold), so that while caches are nearly empty
+// (short chats) placement is the ring's, which independent routers agree
+// on.
 const cacheFloor = 8
 
 // cacheSoleRouter: the cache bound applies while other routers' hinted
@@ -323,6 +324,13 @@ const cacheSoleRouter = 4
 //     hinted load is under 1/cacheSoleRouter of the fleet's: each router's
 //     index sees only its share, and their walks would send one new prefix
 //     to different members (4 routers, long-context: 97.7% → 88.0% hit).
+//     While some candidate under both bounds holds nothing, every candidate
+//     that holds something but none of this prompt is over the cache bound
+//     too, whatever cacheFloor says: the ring draws homes with repeats, and prompts that every later
+//     request follows (the agent workload's 8 prompts, 5 homes on 7
+//     members) left members that never served (TTFT p99 123 ms against 111
+//     with all serving). Routers without hints disagree on at most the
+//     first prompts, until every member holds one.
 func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, key uint64, nb int) (result, string) {
 	const byRing = "cold prefix: placed by the ring"
 	hints := e.r.hints.Load()
@@ -338,15 +346,35 @@ func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, k
 		sum += int64(ix.mem[e.s.members[i].st.id].n)
 	}
 	bound := int64(math.Ceil(cacheLoadFactor * float64(sum+add) / float64(len(order))))
-	overCache := func(m *idxMember) bool {
+	overBound := func(m *idxMember) bool {
 		return byCache && int64(m.n)+add > max(bound, int64(m.capacity/cacheFloor))
+	}
+	// empty: some candidate under both bounds holds nothing. A member that
+	// caches nothing takes a new prefix without evicting anything, so every
+	// candidate that holds something, but none of this prompt, is then over
+	// the cache bound. One that holds part of it (a short history or
+	// prompt the ring sent there before) keeps it: moving it would be a
+	// miss.
+	empty := false
+	for _, i := range order {
+		st := e.s.members[i].st
+		if m := &ix.mem[st.id]; byCache && m.n == 0 && st.load()+1 <= e.limit(i, true) && !overBound(m) {
+			empty = true
+			break
+		}
+	}
+	elsewhere := func(id int32) bool {
+		return empty && ix.mem[id].n > 0 && ix.matched[id] == 0
+	}
+	overCache := func(id int32) bool {
+		return overBound(&ix.mem[id]) || elsewhere(id)
 	}
 	// least is the least queued work of the candidates under both the
 	// request and the cache bound, so that one of them always passes.
 	var least int64 = -1
 	for _, i := range order {
 		st := e.s.members[i].st
-		if byWork && st.load()+1 <= e.limit(i, true) && !overCache(&ix.mem[st.id]) {
+		if byWork && st.load()+1 <= e.limit(i, true) && !overCache(st.id) {
 			if w := p.queued(st); least < 0 || w < least {
 				least = w
 			}
@@ -355,7 +383,10 @@ func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, k
 	// fails says why candidate i may not take the prompt, or "".
 	fails := func(i int32) string {
 		st := e.s.members[i].st
-		if m := &ix.mem[st.id]; overCache(m) {
+		if m := &ix.mem[st.id]; overCache(st.id) {
+			if elsewhere(st.id) {
+				return fmt.Sprintf("cache bound: index holds %d entries while another candidate holds none", m.n)
+			}
 			return fmt.Sprintf("cache bound: index holds %d entries, bound %d", m.n, bound)
 		}
 		if margin := max(coldMarginTokens, least/coldMarginShare); byWork && least >= 0 && p.queued(st) > least+margin {
