@@ -326,11 +326,12 @@ const cacheSoleRouter = 4
 //     to different members (4 routers, long-context: 97.7% → 88.0% hit).
 //     While some candidate under both bounds holds nothing, every candidate
 //     that holds something but none of this prompt is over the cache bound
-//     too, whatever cacheFloor says: the ring draws homes with repeats, and prompts that every later
-//     request follows (the agent workload's 8 prompts, 5 homes on 7
-//     members) left members that never served (TTFT p99 123 ms against 111
-//     with all serving). Routers without hints disagree on at most the
-//     first prompts, until every member holds one.
+//     too, whatever cacheFloor says: the ring draws homes with repeats,
+//     and prompts that every later request follows (the agent workload's
+//     8 prompts, 5 homes on 7 members) left members that never served
+//     (TTFT p99 123 ms against 111 with all serving). Routers without
+//     hints disagree on at most the first prompts, until every member
+//     holds one.
 func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, key uint64, nb int) (result, string) {
 	const byRing = "cold prefix: placed by the ring"
 	hints := e.r.hints.Load()
