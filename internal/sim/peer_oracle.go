@@ -22,16 +22,31 @@ import (
 // unexported: a miss costs oracleMissWeight tokens of work per uncached
 // prompt token, a request held costs route.DefaultDecodeWeight, and a
 // prompt whose best holder has less than oracleWarmTokens more cached than
-// every replica (with several holders at that length) is cold and goes to
-// its ring home, unless that home has more than oracleColdMarginTokens more
-// queued work (pending prefill and decode weight per request) than another
-// replica under the bound: then it goes to the cheapest, as prefix-index
-// moves a cold prompt off a busy home (it takes the first such replica in
-// ring order; the oracle keeps no ring order but the home's).
+// every replica (with several holders at that length) is cold. A cold
+// prompt goes to its ring home unless the home fails one of prefix-index's
+// cold-placement bounds (placeCold), here read from the engines:
+//
+//   - Request: the home holds the bound's share of in-flight requests.
+//   - Cache: the home's KV cache (blocks in use plus cached free blocks)
+//     would hold more than oracleCacheLoadFactor × the replicas' mean,
+//     this prompt's blocks counted, and is at least 1/oracleCacheFloor
+//     full; or some replica within the request and cache bounds caches
+//     nothing while the home caches something but none of this prompt.
+//   - Work: the home has more queued work (pending prefill and decode
+//     weight per request) than the least loaded replica within the
+//     request and cache bounds by more than the margin:
+//     max(oracleColdMarginTokens, that least/oracleColdMarginShare).
+//
+// Then it goes to the cheapest replica within all three bounds (within
+// the request bound if none is), where prefix-index takes the first such
+// candidate in ring order: the oracle keeps no ring order but the home's.
 const (
 	oracleMissWeight       = 8
 	oracleWarmTokens       = 160
 	oracleColdMarginTokens = 1024
+	oracleColdMarginShare  = 4
+	oracleCacheLoadFactor  = 1.1
+	oracleCacheFloor       = 8
 )
 
 type oraclePicker struct {
@@ -40,6 +55,7 @@ type oraclePicker struct {
 	ring   *route.Router // ring homes only (consistent-hash: no load kept)
 	names  map[string]int
 	cached []int // scratch: true cached prefix per replica
+	held   []int // scratch: KV cache blocks each replica holds (cold path)
 	blocks []uint64
 }
 
@@ -92,15 +108,45 @@ func (p *oraclePicker) queued(a int) int64 {
 	return p.f.oraclePending[a] + int64(route.DefaultDecodeWeight*p.f.inflight[a])
 }
 
-// leastQueued is the least queued work of a replica under the bound lim.
-func (p *oraclePicker) leastQueued(lim int) int64 {
+// coldFits returns whether a cold prompt of promptTokens, of which every
+// replica caches common, may go to replica a under the cache and work
+// bounds (see the constants), lim being the request bound.
+func (p *oraclePicker) coldFits(promptTokens, common, lim int) func(a int) bool {
+	f := p.f
+	add := (promptTokens - common + vllmsim.BlockSize - 1) / vllmsim.BlockSize
+	sum := 0
+	for _, a := range p.active {
+		s := f.reps[a].eng.Stats()
+		p.held[a] = s.UsedBlocks + s.CachedBlocks
+		sum += p.held[a]
+	}
+	bound := int(math.Ceil(oracleCacheLoadFactor * float64(sum+add) / float64(len(p.active))))
+	overBound := func(a int) bool {
+		return p.held[a]+add > max(bound, f.reps[a].eng.Config().CacheBlocks/oracleCacheFloor)
+	}
+	// A replica caching nothing takes a new prefix without evicting
+	// anything; while one within the bounds does, a replica holding
+	// something but none of this prompt is over the cache bound.
+	empty := false
+	for _, a := range p.active {
+		if p.held[a] == 0 && f.inflight[a]+1 <= lim && !overBound(a) {
+			empty = true
+			break
+		}
+	}
+	overCache := func(a int) bool {
+		return overBound(a) || empty && p.held[a] > 0 && p.cached[a] == 0
+	}
 	least := int64(-1)
 	for _, a := range p.active {
-		if p.f.inflight[a]+1 <= lim && (least < 0 || p.queued(a) < least) {
+		if f.inflight[a]+1 <= lim && !overCache(a) && (least < 0 || p.queued(a) < least) {
 			least = p.queued(a)
 		}
 	}
-	return least
+	margin := max(oracleColdMarginTokens, least/oracleColdMarginShare)
+	return func(a int) bool {
+		return !overCache(a) && (least < 0 || p.queued(a) <= least+margin)
+	}
 }
 
 func (p *oraclePicker) pick(fl *flight) (int, bool) {
@@ -110,6 +156,7 @@ func (p *oraclePicker) pick(fl *flight) (int, bool) {
 	}
 	for len(p.cached) < len(f.reps) {
 		p.cached = append(p.cached, 0)
+		p.held = append(p.held, 0)
 	}
 	prompt := fl.prompt()
 	req := vllmsim.Request{Prompt: prompt}
@@ -130,6 +177,7 @@ func (p *oraclePicker) pick(fl *flight) (int, bool) {
 	}
 	lim := p.bound()
 	pickIdx := -1
+	fits := func(int) bool { return true } // warm: no cold bounds
 	if best-common < vllmsim.BlockSize || best-common < oracleWarmTokens && nBest > 1 {
 		// Cold: the ring home of the first block past the start every
 		// replica holds (the key itself when none holds any), so
@@ -141,21 +189,29 @@ func (p *oraclePicker) pick(fl *flight) (int, bool) {
 				key = p.blocks[min(nb-1, common*nb/len(prompt))]
 			}
 		}
-		if h, ok := p.names[p.ring.Home(key)]; ok && f.inflight[h]+1 <= lim && p.queued(h) <= p.leastQueued(lim)+oracleColdMarginTokens {
+		fits = p.coldFits(len(prompt), common, lim)
+		if h, ok := p.names[p.ring.Home(key)]; ok && f.inflight[h]+1 <= lim && fits(h) {
 			pickIdx = h
 		}
 	}
 	if pickIdx < 0 {
-		// Warm, or the home is full: the cheapest replica below the
-		// bound (the cheapest of all if none is); ties to the longer
-		// cached prefix, then the lower index.
+		// Warm, or the home fails a bound: the cheapest replica within
+		// the bounds (below the request bound, then the cheapest of all,
+		// if none is); ties to the longer cached prefix, then the lower
+		// index.
 		var bestCost int64
-		under := false
+		rank := -1
 		for _, a := range p.active {
-			u := f.inflight[a]+1 <= lim
+			r := 0
+			if f.inflight[a]+1 <= lim {
+				r = 1
+				if fits(a) {
+					r = 2
+				}
+			}
 			c := p.cost(a, len(prompt))
-			if pickIdx < 0 || u && !under || u == under && (c < bestCost || c == bestCost && p.cached[a] > p.cached[pickIdx]) {
-				pickIdx, bestCost, under = a, c, u
+			if r > rank || r == rank && (c < bestCost || c == bestCost && p.cached[a] > p.cached[pickIdx]) {
+				pickIdx, bestCost, rank = a, c, r
 			}
 		}
 	}
