@@ -12,8 +12,8 @@
 // the peer references of other routers (peer_*.go: SGLang Model Gateway's
 // cache_aware, vLLM production-stack's prefixaware, Dynamo's approximate KV
 // router, the Gateway API Inference Extension's default scorers) and an
-// oracle (prefix-index's cost model fed with the replicas' true caches),
-// the pooled-cache upper bound,
+// oracle (prefix-index's cost model and cold-placement rules fed with the
+// replicas' true caches), the pooled-cache upper bound,
 // scale events, several independent routers over one fleet, rate sweeps,
 // and the reports (table, JSON, SVG charts).
 //

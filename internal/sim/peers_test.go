@@ -165,7 +165,8 @@ func TestGIEWeightedScores(t *testing.T) {
 }
 
 // TestOracleIsPreciseCostRouting: the oracle is prefix-index's cost model
-// fed with the replicas' true caches and the fleet's true loads, so in one
+// and cold rules fed with the replicas' true caches and the fleet's true
+// loads, so in one
 // run it finds at least what prefix-index's predictions find (less a
 // point for ties the two break differently) and keeps the same bound.
 func TestOracleIsPreciseCostRouting(t *testing.T) {
@@ -206,6 +207,34 @@ func TestOracleReadsTheEngines(t *testing.T) {
 	}
 	if want := 5.0 * 288 / (6 * 320); res.HitRate < want-0.01 {
 		t.Errorf("hit rate %.3f, want about %.3f", res.HitRate, want)
+	}
+}
+
+// TestOracleFillsEmptyReplicasFirst: prefix-index's empty-member rule on the
+// true caches. Five documents no replica holds, one after another on five
+// replicas: while a replica caches nothing, a cold prompt skips a home that
+// holds other documents, so each replica serves one. The requests carry no
+// routing key (newFleet does not fill them), so every prompt has the same
+// ring home: without the rule all five land there.
+func TestOracleFillsEmptyReplicasFirst(t *testing.T) {
+	preset, _ := vllmsim.LookupPreset("tiny")
+	const n = 5
+	w := &Workload{Name: "five", Replicas: n, Engine: preset.Engine}
+	for i := range n {
+		w.Requests = append(w.Requests, &Request{At: secs(float64(i)), Prompt: []Segment{{ID: uint64(10 + i), Tokens: 320}}, Output: 2})
+	}
+	f, err := newFleet(w, Options{Replicas: n, Routers: 1, Seed: 1, SLO: DefaultSLO}, oraclePolicy, nil, func() {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range res.Share {
+		if s != 1.0/n {
+			t.Errorf("replica %d share %.2f of %v: want every replica one document", i, s, res.Share)
+		}
 	}
 }
 
