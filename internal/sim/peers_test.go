@@ -166,9 +166,9 @@ func TestGIEWeightedScores(t *testing.T) {
 
 // TestOracleIsPreciseCostRouting: the oracle is prefix-index's cost model
 // and cold rules fed with the replicas' true caches and the fleet's true
-// loads, so in one
-// run it finds at least what prefix-index's predictions find (less a
-// point for ties the two break differently) and keeps the same bound.
+// loads, so in one run it finds at least what prefix-index's predictions
+// find (less a point for ties the two break differently) and keeps the
+// same bound.
 func TestOracleIsPreciseCostRouting(t *testing.T) {
 	for _, w := range []string{"zipf", "sharegpt"} {
 		rep := small(t, Options{Workload: w, Requests: 400, Policies: []string{"prefix-index", oraclePolicy}})
