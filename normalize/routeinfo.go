@@ -28,21 +28,8 @@ func (p *parser) routeInfo(kopts KeyOptions) (ri RouteInfo, handled bool, err er
 	if root.kind != kObject {
 		return RouteInfo{}, false, nil
 	}
-	model, tools, pk, msgs, prompt := int32(-1), int32(-1), int32(-1), int32(-1), int32(-1)
-	for _, k := range p.members[root.m0 : root.m0+root.cnt] {
-		switch string(p.key(k)) {
-		case "model":
-			model = k + 1
-		case "tools":
-			tools = k + 1
-		case "prompt_cache_key":
-			pk = k + 1
-		case "messages":
-			msgs = k + 1
-		case "prompt":
-			prompt = k + 1
-		}
-	}
+	top := p.routingMembers(root)
+	model, tools, pk, msgs, prompt := top.model, top.tools, top.cacheKey, top.messages, top.prompt
 	switch mode {
 	case ModeChat:
 		if msgs < 0 || p.nodes[msgs].kind != kArray {
@@ -91,6 +78,30 @@ func (p *parser) routeInfo(kopts KeyOptions) (ri RouteInfo, handled bool, err er
 	ks.names = names
 	ri, err = ks.finish(kopts, n, mode, names[:gEnd], names[gEnd:mEnd], toolsJSON, chatText, promptText, nil, bh)
 	return ri, true, err
+}
+
+// topRouting holds the value nodes of the top-level members the routing
+// layout reads, -1 for a member the object lacks.
+type topRouting struct{ model, tools, cacheKey, messages, prompt int32 }
+
+// routingMembers finds them among root's members (root is an object).
+func (p *parser) routingMembers(root *node) topRouting {
+	t := topRouting{-1, -1, -1, -1, -1}
+	for _, k := range p.members[root.m0 : root.m0+root.cnt] {
+		switch string(p.key(k)) {
+		case "model":
+			t.model = k + 1
+		case "tools":
+			t.tools = k + 1
+		case "prompt_cache_key":
+			t.cacheKey = k + 1
+		case "messages":
+			t.messages = k + 1
+		case "prompt":
+			t.prompt = k + 1
+		}
+	}
+	return t
 }
 
 // appendText appends the unescaped text of string node i.

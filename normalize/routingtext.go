@@ -56,17 +56,8 @@ func LayOutRoutingText(canonical []byte, mode Mode) (RoutingText, error) {
 		if root.kind != kObject {
 			break
 		}
-		tools, msgs, prompt := int32(-1), int32(-1), int32(-1)
-		for _, k := range p.members[root.m0 : root.m0+root.cnt] {
-			switch string(p.key(k)) {
-			case "tools":
-				tools = k + 1
-			case "messages":
-				msgs = k + 1
-			case "prompt":
-				prompt = k + 1
-			}
-		}
+		top := p.routingMembers(root)
+		tools, msgs, prompt := top.tools, top.messages, top.prompt
 		if mode == ModeCompletion {
 			if prompt >= 0 && (p.nodes[prompt].kind == kString || p.nodes[prompt].kind == kArray) {
 				text, whole = p.appendPromptText(text, prompt, math.MaxInt), true
