@@ -1,0 +1,186 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prefixgate/prefixgate/internal/server"
+)
+
+// frontRouter serves a router in front of backend through Serve, with the
+// front door on (fast) or off, and returns its address.
+func frontRouter(t *testing.T, backend string, stdlib bool) string {
+	t.Helper()
+	srv, err := server.New(server.Config{Backends: []string{backend}, StdlibHTTP1: stdlib},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln, 5*time.Second) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+// answeringBackend answers every completion with a fixed JSON answer, or
+// with a stream of three events when the body asks for one.
+func answeringBackend(t *testing.T) *httptest.Server {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/chat/completions", "/v1/completions":
+		default:
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := range 3 {
+				fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":\"w%d\"}}]}\n\n", i)
+				w.(http.Flusher).Flush()
+			}
+			io.WriteString(w, "data: [DONE]\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"message":{"content":"ok"}}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+	}))
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+// exchange writes raw on a new connection and reads answers until the
+// router closes it (the last request says Connection: close, or the
+// router closes after an error). The deadline only keeps a broken router
+// from hanging the test.
+func exchange(t *testing.T, addr, raw string) []string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	var got []string
+	for {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			if _, more := br.Peek(1); more == nil {
+				got = append(got, "unreadable answer: "+err.Error())
+			}
+			return got
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			got = append(got, "body: "+err.Error())
+			return got
+		}
+		got = append(got, describe(resp, body))
+	}
+}
+
+// describe is what the front door must keep of an answer: status, the
+// headers a client reads, framing and body. Date and the request id
+// change per request.
+func describe(resp *http.Response, body []byte) string {
+	b := strings.Builder{}
+	fmt.Fprintf(&b, "%s %s", resp.Proto, resp.Status)
+	for _, h := range []string{"Content-Type", "Allow", "Retry-After", "Connection", "X-Prefixgate-Backend", "X-Prefixgate-Decision"} {
+		if v := resp.Header.Values(h); len(v) > 0 {
+			fmt.Fprintf(&b, " %s=%q", h, v)
+		}
+	}
+	if resp.Header.Get("Date") == "" || resp.Header.Get("X-Request-Id") == "" {
+		b.WriteString(" (no Date or X-Request-Id)")
+	}
+	fmt.Fprintf(&b, " chunked=%v close=%v body=%q", len(resp.TransferEncoding) > 0, resp.Close, body)
+	return b.String()
+}
+
+func post(path, headers, body string) string {
+	return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: router\r\n%sContent-Length: %d\r\n\r\n%s", path, headers, len(body), body)
+}
+
+const frontChat = `{"model":"m","messages":[{"role":"user","content":"hello"}]}`
+
+// TestFrontAnswersAsNetHTTP sends the same bytes to a router with the
+// front door and one without, and compares what comes back: plain
+// requests, pipelined ones, requests the front door hands to net/http
+// (smuggling attempts, framing it does not take, h2c's preface) and
+// errors.
+func TestFrontAnswersAsNetHTTP(t *testing.T) {
+	backend := answeringBackend(t)
+	fast := frontRouter(t, backend.URL, false)
+	std := frontRouter(t, backend.URL, true)
+	closeReq := "GET /healthz HTTP/1.1\r\nHost: router\r\nConnection: close\r\n\r\n"
+	stream := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+	cases := []struct{ name, raw string }{
+		{"chat then close", post("/v1/chat/completions", "Content-Type: application/json\r\n", frontChat) + closeReq},
+		{"keep-alive, three", post("/v1/chat/completions", "", frontChat) + post("/v1/completions", "", `{"model":"m","prompt":"hi"}`) + post("/v1/chat/completions", "Connection: close\r\n", frontChat)},
+		{"stream", post("/v1/chat/completions", "", stream) + closeReq},
+		{"bad JSON", post("/v1/chat/completions", "", `{"model":`) + closeReq},
+		{"not JSON", post("/v1/chat/completions", "Content-Type: text/plain\r\n", frontChat) + closeReq},
+		{"wrong method", "GET /v1/chat/completions HTTP/1.1\r\nHost: router\r\n\r\n" + closeReq},
+		{"unread body on an error", post("/v1/chat/completions", "Content-Type: text/plain\r\n", strings.Repeat("x", 70000)) + closeReq},
+		{"models and readyz", "GET /v1/models HTTP/1.1\r\nHost: router\r\n\r\nGET /readyz HTTP/1.1\r\nHost: router\r\n\r\n" + closeReq},
+		{"unknown path", "GET /nothing HTTP/1.1\r\nHost: router\r\n\r\n" + closeReq},
+		{"query string", "GET /v1/models?x=1 HTTP/1.1\r\nHost: router\r\n\r\n" + closeReq},
+		{"chunked body", "POST /v1/chat/completions HTTP/1.1\r\nHost: router\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(frontChat), frontChat) + closeReq},
+		{"plain, then chunked", post("/v1/chat/completions", "", frontChat) + "POST /v1/chat/completions HTTP/1.1\r\nHost: router\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(frontChat), frontChat) + closeReq},
+		{"CL and TE", "POST /v1/chat/completions HTTP/1.1\r\nHost: router\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(frontChat), frontChat) + closeReq},
+		{"two lengths", "POST /v1/chat/completions HTTP/1.1\r\nHost: router\r\nContent-Length: 2\r\nContent-Length: 60\r\n\r\n" + frontChat + closeReq},
+		{"signed length", "POST /v1/chat/completions HTTP/1.1\r\nHost: router\r\nContent-Length: +60\r\n\r\n" + frontChat + closeReq},
+		{"obs-fold", "POST /v1/chat/completions HTTP/1.1\r\nHost: router\r\nX-A: a\r\n b\r\nContent-Length: 60\r\n\r\n" + frontChat + closeReq},
+		{"bare LF", "POST /v1/chat/completions HTTP/1.1\nHost: router\nContent-Length: 60\n\n" + frontChat + closeReq},
+		{"no host", "GET /healthz HTTP/1.1\r\n\r\n" + closeReq},
+		{"HTTP/1.0", "GET /healthz HTTP/1.0\r\n\r\n"},
+		{"expect", "POST /v1/chat/completions HTTP/1.1\r\nHost: router\r\nExpect: 100-continue\r\nContent-Length: 60\r\n\r\n" + frontChat + closeReq},
+		// h2c (TestGRPCGoClientChat) and 413's lingering close
+		// (TestOversizedBodyReadsBack413) are handed over too, and tested
+		// through Serve where they are.
+	}
+	if len(frontChat) != 60 {
+		t.Fatalf("frontChat is %d bytes; the raw cases say 60", len(frontChat))
+	}
+	for _, tc := range cases {
+		got, want := exchange(t, fast, tc.raw), exchange(t, std, tc.raw)
+		if len(want) == 0 {
+			t.Errorf("%s: net/http answered nothing", tc.name)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s:\n front door: %q\n net/http:   %q", tc.name, got, want)
+		}
+	}
+	// The front door did serve: plain requests were counted.
+	_, _, body := call(t, http.MethodGet, "http://"+fast+"/metrics", "", nil, nil)
+	if !strings.Contains(string(body), "prefixgate_http1_front_requests_total ") ||
+		strings.Contains(string(body), "prefixgate_http1_front_requests_total 0\n") {
+		t.Errorf("no request counted as served by the front door")
+	}
+}
