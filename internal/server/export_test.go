@@ -2,6 +2,7 @@ package server
 
 import (
 	"io"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/klauspost/compress/zstd"
@@ -19,4 +20,12 @@ func ClientCompressionOptions() []connect.ClientOption {
 				return w
 			}),
 	}
+}
+
+// SetHeaderTimeout changes how long a request's head may take to arrive,
+// for servers started after it, until the returned func restores it.
+func SetHeaderTimeout(d time.Duration) (restore func()) {
+	old := headerTimeout
+	headerTimeout = d
+	return func() { headerTimeout = old }
 }

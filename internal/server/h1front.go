@@ -318,6 +318,15 @@ type prefixedConn struct {
 	pending []byte
 }
 
+// CloseWrite lets net/http half-close before closing after an error
+// answer (a 431, say), so that the client reads it instead of a reset.
+func (p *prefixedConn) CloseWrite() error {
+	if cw, ok := p.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return p.Conn.Close()
+}
+
 func (p *prefixedConn) Read(b []byte) (int, error) {
 	if len(p.pending) > 0 {
 		n := copy(b, p.pending)

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -126,6 +127,9 @@ func post(path, headers, body string) string {
 
 const frontChat = `{"model":"m","messages":[{"role":"user","content":"hello"}]}`
 
+// bigChat is larger than the front door's read buffer.
+var bigChat = `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("many words ", 10000) + `"}]}`
+
 // TestFrontAnswersAsNetHTTP sends the same bytes to a router with the
 // front door and one without, and compares what comes back: plain
 // requests, pipelined ones, requests the front door hands to net/http
@@ -161,6 +165,10 @@ func TestFrontAnswersAsNetHTTP(t *testing.T) {
 		{"no host", "GET /healthz HTTP/1.1\r\n\r\n" + closeReq},
 		{"HTTP/1.0", "GET /healthz HTTP/1.0\r\n\r\n"},
 		{"expect", "POST /v1/chat/completions HTTP/1.1\r\nHost: router\r\nExpect: 100-continue\r\nContent-Length: 60\r\n\r\n" + frontChat + closeReq},
+		{"large body", post("/v1/chat/completions", "", bigChat) + closeReq},
+		{"large header, handed over", "GET /healthz HTTP/1.1\r\nHost: router\r\nX-Big: " + strings.Repeat("b", 20<<10) + "\r\n\r\n" + closeReq},
+		{"header over net/http's limit", "GET /healthz HTTP/1.1\r\nHost: router\r\nX-Big: " + strings.Repeat("b", 80<<10) + "\r\n\r\n" + closeReq},
+		{"many headers", "GET /healthz HTTP/1.1\r\nHost: router\r\n" + strings.Repeat("X-A: b\r\n", 100) + "\r\n" + closeReq},
 		// h2c (TestGRPCGoClientChat) and 413's lingering close
 		// (TestOversizedBodyReadsBack413) are handed over too, and tested
 		// through Serve where they are.
@@ -182,5 +190,95 @@ func TestFrontAnswersAsNetHTTP(t *testing.T) {
 	if !strings.Contains(string(body), "prefixgate_http1_front_requests_total ") ||
 		strings.Contains(string(body), "prefixgate_http1_front_requests_total 0\n") {
 		t.Errorf("no request counted as served by the front door")
+	}
+}
+
+// TestFrontHeaderTimeout: a head that has begun, a new connection that
+// sends nothing, and a head sent a byte at a time all end at the header
+// timeout (slowloris), with or without the front door.
+func TestFrontHeaderTimeout(t *testing.T) {
+	defer server.SetHeaderTimeout(300 * time.Millisecond)()
+	backend := answeringBackend(t)
+	for _, stdlib := range []bool{false, true} {
+		addr := frontRouter(t, backend.URL, stdlib)
+		head := "POST /v1/chat/completions HTTP/1.1\r\nHost: router\r\nContent-Length: 60\r\n\r\n"
+		for _, tc := range []struct {
+			name  string
+			send  string
+			trick bool // one byte every 50 ms, the whole head
+		}{
+			{"partial head", head[:30], false},
+			{"nothing", "", false},
+			{"trickle", head, true},
+		} {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			closed := make(chan error, 1)
+			go func() {
+				_ = c.SetReadDeadline(time.Now().Add(20 * time.Second)) // a broken router must not hang the test
+				_, err := io.ReadAll(c)
+				closed <- err
+			}()
+			if tc.trick {
+				for i := 0; i < len(tc.send); i++ {
+					if _, err := c.Write([]byte{tc.send[i]}); err != nil {
+						break // closed by the router
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			} else {
+				_, _ = io.WriteString(c, tc.send)
+			}
+			err = <-closed
+			c.Close()
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Errorf("stdlib=%v %s: still open after %v; the router never closed it", stdlib, tc.name, time.Since(start))
+			}
+			if tc.trick && time.Since(start) >= time.Duration(len(head))*50*time.Millisecond {
+				t.Errorf("stdlib=%v trickle: the whole head was accepted one byte at a time", stdlib)
+			}
+		}
+	}
+}
+
+// TestFrontHangupCancelsBackend: a client that hangs up while its plain
+// request waits for the backend cancels the backend's request, as
+// net/http's background read did.
+func TestFrontHangupCancelsBackend(t *testing.T) {
+	arrived, cancelled, stop := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			return
+		}
+		// Reading the body to its end starts net/http's watch for the
+		// router hanging up (as vLLM's server has one).
+		_, _ = io.ReadAll(r.Body)
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			cancelled <- struct{}{}
+		case <-stop: // the test failed: let the servers close
+		}
+	}))
+	t.Cleanup(hs.Close)
+	t.Cleanup(func() { close(stop) })
+	addr := frontRouter(t, hs.URL, false)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(c, post("/v1/chat/completions", "", frontChat)); err != nil {
+		t.Fatal(err)
+	}
+	<-arrived
+	c.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(30 * time.Second): // the request timeout is 5 minutes
+		t.Fatal("the backend's request was not cancelled after the client hung up")
 	}
 }

@@ -336,8 +336,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 }
 
 // headerTimeout bounds the wait for a request's head once it has begun
-// (and for a new connection's first), against slow-header clients.
-const headerTimeout = 10 * time.Second
+// (and for a new connection's first), against slow-header clients. A
+// variable for the tests only.
+var headerTimeout = 10 * time.Second
 
 // loadHintMaxAge is how old a scrape may be and still steer routing: two
 // scrape intervals at the pool's default of 2s.
