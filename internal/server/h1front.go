@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -27,8 +28,11 @@ import (
 
 const (
 	// h1ReadBuffer holds a request head (a larger head goes to net/http)
-	// and the first bytes of its body.
-	h1ReadBuffer = 16 << 10
+	// and the first bytes of its body; the rest of a longer body is read
+	// straight into the handler's buffer, so a larger one would save no
+	// read. Each connection holds one for its life, as net/http holds its
+	// bufio.Reader.
+	h1ReadBuffer = 8 << 10
 	// h1OutBuffer: response bytes are gathered up to this much, then
 	// written together with the next write in one writev.
 	h1OutBuffer = 32 << 10
@@ -183,7 +187,7 @@ type h1Conn struct {
 	// in holds read bytes; in[start:] are not consumed yet.
 	in    []byte
 	start int
-	out   []byte // response bytes not yet written
+	out   []byte // response bytes not yet written; from outBuffers during a request
 	// deadline is set while a read deadline is in force on nc.
 	deadline bool
 	// date caches the Date header's value for dateSec.
@@ -341,6 +345,17 @@ func (p *prefixedConn) Read(b []byte) (int, error) {
 func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
 	c.start += n
 	c.f.s.metrics.frontRequests.Inc()
+	// The answer's buffer is held only while a request runs: an idle
+	// connection keeps its read buffer only.
+	bp := outBuffers.Get().(*[]byte)
+	c.out = (*bp)[:0]
+	defer func() {
+		if cap(c.out) <= 2*h1OutBuffer {
+			*bp = c.out[:0]
+			outBuffers.Put(bp)
+		}
+		c.out = nil
+	}()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	body := &h1Body{c: c, left: h.contentLength, cancel: cancel}
@@ -388,6 +403,8 @@ func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
 	}
 	return keep && !w.closeAfter
 }
+
+var outBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // arm starts the timer after which a running request's context follows
 // the client's connection (see watch).
@@ -768,7 +785,7 @@ func hasToken(vs []string, tok string) bool {
 }
 
 func cutByte(s string, c byte) (before, after string, found bool) {
-	if i := indexByteString(s, c); i >= 0 {
+	if i := strings.IndexByte(s, c); i >= 0 {
 		return s[:i], s[i+1:], true
 	}
 	return s, "", false

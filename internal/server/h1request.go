@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/textproto"
+	"strings"
 )
 
 // The plain request shape the HTTP/1.1 front door serves itself (h1front.go);
@@ -103,14 +104,14 @@ func parsePlainHead(b []byte, maxBody int64) (h plainHead, n int, v headVerdict)
 	h.contentLength = -1
 	hosts, conns := 0, 0
 	for i := 0; len(text) > 0; i++ {
-		eol := indexByteString(text, '\n')
+		eol := strings.IndexByte(text, '\n')
 		line := text[:eol]
 		text = text[eol+1:]
 		if len(line) < 2 || line[len(line)-1] != '\r' {
 			return h, 0, headOther // bare LF, or an empty line inside the head
 		}
 		line = line[:len(line)-1]
-		colon := indexByteString(line, ':')
+		colon := strings.IndexByte(line, ':')
 		if colon <= 0 || !plainToken(line[:colon]) {
 			return h, 0, headOther // no name, a space before the colon, obs-fold
 		}
@@ -162,15 +163,6 @@ func parsePlainHead(b []byte, maxBody int64) (h plainHead, n int, v headVerdict)
 		h.contentLength = 0
 	}
 	return h, n, headPlain
-}
-
-func indexByteString(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
 }
 
 // trimOWS drops the spaces and tabs around a header value.
