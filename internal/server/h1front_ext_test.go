@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -121,6 +122,14 @@ func describe(resp *http.Response, body []byte) string {
 	return b.String()
 }
 
+func gzipped(s string) string {
+	var b strings.Builder
+	zw := gzip.NewWriter(&b)
+	_, _ = io.WriteString(zw, s)
+	_ = zw.Close()
+	return b.String()
+}
+
 func post(path, headers, body string) string {
 	return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: router\r\n%sContent-Length: %d\r\n\r\n%s", path, headers, len(body), body)
 }
@@ -166,6 +175,8 @@ func TestFrontAnswersAsNetHTTP(t *testing.T) {
 		{"HTTP/1.0", "GET /healthz HTTP/1.0\r\n\r\n"},
 		{"expect", "POST /v1/chat/completions HTTP/1.1\r\nHost: router\r\nExpect: 100-continue\r\nContent-Length: 60\r\n\r\n" + frontChat + closeReq},
 		{"large body", post("/v1/chat/completions", "", bigChat) + closeReq},
+		{"gzip body", post("/v1/chat/completions", "Content-Encoding: gzip\r\n", gzipped(frontChat)) + closeReq},
+		{"unknown encoding", post("/v1/chat/completions", "Content-Encoding: br2\r\n", frontChat) + closeReq},
 		{"large header, handed over", "GET /healthz HTTP/1.1\r\nHost: router\r\nX-Big: " + strings.Repeat("b", 20<<10) + "\r\n\r\n" + closeReq},
 		{"header over net/http's limit", "GET /healthz HTTP/1.1\r\nHost: router\r\nX-Big: " + strings.Repeat("b", 80<<10) + "\r\n\r\n" + closeReq},
 		{"many headers", "GET /healthz HTTP/1.1\r\nHost: router\r\n" + strings.Repeat("X-A: b\r\n", 100) + "\r\n" + closeReq},
@@ -280,5 +291,80 @@ func TestFrontHangupCancelsBackend(t *testing.T) {
 	case <-cancelled:
 	case <-time.After(30 * time.Second): // the request timeout is 5 minutes
 		t.Fatal("the backend's request was not cancelled after the client hung up")
+	}
+}
+
+// TestFrontShutdownClosesIdle: at shutdown a keep-alive connection that
+// waits between requests is closed, a request in flight is answered with
+// Connection: close, and Serve returns.
+func TestFrontShutdownClosesIdle(t *testing.T) {
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "hold") {
+			arrived <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, `{"choices":[{"message":{"content":"ok"}}]}`)
+	}))
+	t.Cleanup(hs.Close)
+	srv, err := server.New(server.Config{Backends: []string{hs.URL}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln, 10*time.Second) }()
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second)) // only against a hang
+		return c, bufio.NewReader(c)
+	}
+	idle, idleR := dial()
+	defer idle.Close()
+	if _, err := io.WriteString(idle, post("/v1/chat/completions", "", frontChat)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(idleR, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("before shutdown: %d, close %v", resp.StatusCode, resp.Close)
+	}
+	busy, busyR := dial()
+	defer busy.Close()
+	held := `{"model":"m","messages":[{"role":"user","content":"hold"}]}`
+	if _, err := io.WriteString(busy, post("/v1/chat/completions", "", held)); err != nil {
+		t.Fatal(err)
+	}
+	<-arrived
+	cancel()
+	if _, err := idleR.ReadByte(); err != io.EOF {
+		t.Errorf("idle connection at shutdown: %v; want it closed (EOF)", err)
+	}
+	close(release)
+	resp, err = http.ReadResponse(busyR, nil)
+	if err != nil {
+		t.Fatalf("the request in flight at shutdown: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !resp.Close {
+		t.Errorf("the request in flight at shutdown: %d, close %v; want 200 with Connection: close", resp.StatusCode, resp.Close)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
 	}
 }
