@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -308,7 +309,10 @@ func (c *h1Conn) handOver() {
 	c.f.mu.Lock()
 	delete(c.f.conns, c)
 	c.f.mu.Unlock()
-	pending := c.in[c.start:]
+	// A copy, so that the read buffer is not kept for the connection's
+	// life by the slice.
+	pending := bytes.Clone(c.in[c.start:])
+	c.in = nil
 	if len(pending) == 0 {
 		c.f.give(c.nc)
 		return
@@ -335,6 +339,9 @@ func (p *prefixedConn) Read(b []byte) (int, error) {
 	if len(p.pending) > 0 {
 		n := copy(b, p.pending)
 		p.pending = p.pending[n:]
+		if len(p.pending) == 0 {
+			p.pending = nil
+		}
 		return n, nil
 	}
 	return p.Conn.Read(b)
