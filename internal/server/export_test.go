@@ -2,6 +2,9 @@ package server
 
 import (
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
@@ -28,4 +31,15 @@ func SetHeaderTimeout(d time.Duration) (restore func()) {
 	old := headerTimeout
 	headerTimeout = d
 	return func() { headerTimeout = old }
+}
+
+// ServeFrontDoor serves h on ln through the HTTP/1.1 front door, with
+// net/http's server behind it for what it hands over, until stop.
+func ServeFrontDoor(h http.Handler, ln net.Listener) (stop func()) {
+	s := &Server{cfg: Config{MaxBodyBytes: DefaultMaxBodyBytes}, log: slog.New(slog.DiscardHandler), metrics: newMetrics(), handler: h}
+	f := newH1Front(s, ln, headerTimeout)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout}
+	go func() { _ = srv.Serve(f) }()
+	go func() { _ = f.run() }()
+	return func() { _ = srv.Close(); _ = f.Close() }
 }
