@@ -24,14 +24,15 @@ import (
 // The first request that is not plain (h2c's preface, an upgrade, a
 // chunked body, an odd header, another path), and every TLS connection,
 // hands the connection with the bytes already read to net/http's server
-// through handoffListener, for the rest of its life: Connect, gRPC,
+// (h1Front is the listener it serves), for the rest of its life: Connect, gRPC,
 // gRPC-Web and everything unusual keep net/http's behaviour.
 
 const (
 	// h1ReadBuffer holds a request head (a larger head goes to net/http)
 	// and the first bytes of its body; the rest of a longer body is read
-	// straight into the handler's buffer, so a larger one would save no
-	// read. Each connection holds one for its life, as net/http holds its
+	// straight into the handler's buffer, so a larger one would save a
+	// read only when a whole longer request has already arrived. Each
+	// connection holds one for its life, as net/http holds its
 	// bufio.Reader.
 	h1ReadBuffer = 8 << 10
 	// h1OutBuffer: response bytes are gathered up to this much, then
@@ -194,8 +195,6 @@ type h1Conn struct {
 	// date caches the Date header's value for dateSec.
 	dateSec int64
 	date    []byte
-	// tmpl is the request being built (see serveRequest).
-	tmpl http.Request
 
 	// The background read of a request that runs long (watch).
 	wmu      sync.Mutex
@@ -366,19 +365,19 @@ func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	body := &h1Body{c: c, left: h.contentLength, cancel: cancel}
-	// WithContext copies the template: one Request per request.
-	c.tmpl = http.Request{
+	// WithContext copies this one (it stays on the stack): one Request
+	// per request.
+	tmpl := http.Request{
 		Method: h.method, URL: &url.URL{Path: h.path}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h.header, ContentLength: h.contentLength, Host: h.host, RemoteAddr: c.remote,
 		RequestURI: h.path, Close: h.close, Body: http.NoBody,
 	}
 	if h.contentLength > 0 {
-		c.tmpl.Body = body
+		tmpl.Body = body
 	} else {
 		body.read = true
 	}
-	r := c.tmpl.WithContext(ctx)
-	c.tmpl = http.Request{}
+	r := tmpl.WithContext(ctx)
 	w := &h1Response{c: c, r: r, body: body, header: make(http.Header, 8), cancel: cancel, cl: -1}
 	if body.read {
 		c.arm(cancel)
