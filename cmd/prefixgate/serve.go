@@ -59,6 +59,7 @@ type serveFlags struct {
 	configPoll   time.Duration
 	corsOrigins  stringList
 	logLevel     string
+	fastHTTP1    bool
 }
 
 func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -71,6 +72,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.keyFile, "tls-key", "", "TLS private key file")
 	fs.StringVar(&f.adminListen, "admin-listen", "", "separate listener for /admin/backends (drain, undrain) and /debug/pprof (off when empty)")
 	fs.Var(&f.corsOrigins, "cors-origin", "browser origin allowed to call the router, or * (repeatable)")
+	fs.BoolVar(&f.fastHTTP1, "fast-http1", true, "serve plain HTTP/1.1 REST requests with prefixgate's own connection loop (false: net/http serves every connection)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: prefixgate serve --listen ADDR --backend URL [--backend URL ...] [flags]")
 		fmt.Fprintln(fs.Output(), "\nServes Connect, gRPC and gRPC-Web (prefixgate.v1), the OpenAI-compatible")
@@ -93,6 +95,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		file, cfg, err := loadServeConfig(f, set)
 		// Name the policy in effect, so that the start-up log shows it.
 		cfg.Policy = effectivePolicy(cfg.Policy)
+		cfg.StdlibHTTP1 = !f.fastHTTP1
 		return file, cfg, explainSettingError(err, f, set, os.LookupEnv)
 	}
 	file, cfg, err := load()

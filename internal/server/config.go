@@ -83,6 +83,10 @@ type Config struct {
 	// requests; those in flight finish. A backend found later by discovery
 	// is drained when it appears.
 	Drain []string
+	// StdlibHTTP1 serves every connection with net/http's server, turning
+	// off the HTTP/1.1 front door's own loop for plain requests
+	// (h1front.go); for comparison and as a way out.
+	StdlibHTTP1 bool
 }
 
 // Defaults returns c with every unset field at its default.

@@ -2,6 +2,10 @@ package server
 
 import (
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/klauspost/compress/zstd"
@@ -19,4 +23,23 @@ func ClientCompressionOptions() []connect.ClientOption {
 				return w
 			}),
 	}
+}
+
+// SetHeaderTimeout changes how long a request's head may take to arrive,
+// for servers started after it, until the returned func restores it.
+func SetHeaderTimeout(d time.Duration) (restore func()) {
+	old := headerTimeout
+	headerTimeout = d
+	return func() { headerTimeout = old }
+}
+
+// ServeFrontDoor serves h on ln through the HTTP/1.1 front door, with
+// net/http's server behind it for what it hands over, until stop.
+func ServeFrontDoor(h http.Handler, ln net.Listener) (stop func()) {
+	s := &Server{cfg: Config{MaxBodyBytes: DefaultMaxBodyBytes}, log: slog.New(slog.DiscardHandler), metrics: newMetrics(), handler: h}
+	f := newH1Front(s, ln, headerTimeout)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout}
+	go func() { _ = srv.Serve(f) }()
+	go func() { _ = f.run() }()
+	return func() { _ = srv.Close(); _ = f.Close() }
 }

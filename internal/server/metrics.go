@@ -26,6 +26,10 @@ type metrics struct {
 	// backendCacheTokens is each backend's stated cache capacity, labelled
 	// with its engine (usage.go).
 	backendCacheTokens *prometheus.GaugeVec
+	// frontRequests and handovers count the HTTP/1.1 front door's work
+	// (h1front.go).
+	frontRequests prometheus.Counter
+	handovers     prometheus.Counter
 
 	// requestSeries and firstByteSeries cache the children of requests
 	// and firstByteSeconds read on every request.
@@ -90,10 +94,18 @@ func newMetrics() *metrics {
 			Name: "prefixgate_backend_cache_tokens",
 			Help: "The backend's KV-cache capacity in tokens as its engine states it (0: unknown), by backend and detected or configured engine.",
 		}, []string{"backend", "engine"}),
+		frontRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "prefixgate_http1_front_requests_total",
+			Help: "HTTP/1.1 requests served by the front door's own loop (plain shape) rather than net/http.",
+		}),
+		handovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "prefixgate_http1_handovers_total",
+			Help: "Connections handed to net/http's server: TLS, h2c, or a request that is not of the plain shape.",
+		}),
 	}
 	m.registry.MustRegister(m.requests, m.decisionSeconds, m.normalizeSeconds, m.normalizeErrors,
 		m.firstByteSeconds, m.queueSeconds, m.spills, m.retries,
-		m.promptTokens, m.cachedPromptTokens, m.backendCacheTokens,
+		m.promptTokens, m.cachedPromptTokens, m.backendCacheTokens, m.frontRequests, m.handovers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -284,14 +284,29 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	srv := &http.Server{
 		Handler:           s.handler,
 		Protocols:         protocols,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: headerTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	var front *h1Front
+	accepted := make(chan error, 1)
+	if s.cfg.StdlibHTTP1 {
+		go func() { errc <- srv.Serve(ln) }()
+	} else {
+		// The front door accepts; net/http serves what it hands over.
+		front = newH1Front(s, ln, headerTimeout)
+		go func() { errc <- srv.Serve(front) }()
+		go func() { accepted <- front.run() }()
+	}
 	select {
 	case err := <-errc:
+		if front != nil {
+			_ = front.Close()
+		}
+		return err
+	case err := <-accepted:
+		_ = srv.Close()
 		return err
 	case <-ctx.Done():
 	}
@@ -300,7 +315,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	s.log.Info("draining", "timeout", drain)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	if front != nil {
+		front.shutdown()
+	}
+	err := srv.Shutdown(shutdownCtx)
+	if front != nil {
+		_ = front.Close()
+		<-accepted // no connection starts after this
+		if ferr := front.wait(shutdownCtx); err == nil {
+			err = ferr
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("drain did not finish within %s: %w", drain, err)
 	}
 	if err := s.tracing.shutdown(shutdownCtx); err != nil {
@@ -308,6 +334,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	}
 	return nil
 }
+
+// headerTimeout bounds the wait for a request's head once it has begun
+// (and for a new connection's first), against slow-header clients. A
+// variable for the tests only.
+var headerTimeout = 10 * time.Second
 
 // loadHintMaxAge is how old a scrape may be and still steer routing: two
 // scrape intervals at the pool's default of 2s.

@@ -1,0 +1,848 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The HTTP/1.1 front door. Serve accepts connections itself: an HTTP/1.1
+// connection whose requests have the plain shape (h1request.go) is served
+// here, one request after another on the connection's goroutine, with
+// buffers reused across its requests and no per-request background read.
+// The first request that is not plain (h2c's preface, an upgrade, a
+// chunked body, an odd header, another path), and every TLS connection,
+// hands the connection with the bytes already read to net/http's server
+// (h1Front is the listener it serves), for the rest of its life: Connect, gRPC,
+// gRPC-Web and everything unusual keep net/http's behaviour.
+
+const (
+	// h1ReadBuffer holds a request head (a larger head goes to net/http)
+	// and the first bytes of its body; the rest of a longer body is read
+	// straight into the handler's buffer, so a larger one would save a
+	// read only when a whole longer request has already arrived. Each
+	// connection holds one for its life, as net/http holds its
+	// bufio.Reader.
+	h1ReadBuffer = 8 << 10
+	// h1OutBuffer: response bytes are gathered up to this much, then
+	// written together with the next write in one writev.
+	h1OutBuffer = 32 << 10
+	// h1HoldBody: an answer without Content-Length that is finished
+	// within this many bytes and never flushed is sent with its length;
+	// longer or flushed answers are chunked (net/http's rule and size).
+	h1HoldBody = 2048
+	// h1DiscardBody: after the handler, an unread rest of the request
+	// body up to this size is read and dropped to keep the connection;
+	// a longer one closes it (net/http's bound).
+	h1DiscardBody = 256 << 10
+	// h1WatchDelay: a request still running this long after its body
+	// was read gets a background read that cancels its context when the
+	// client hangs up. Shorter requests skip the read and its wake-ups.
+	h1WatchDelay = 10 * time.Millisecond
+)
+
+// h1Front accepts from the real listener and serves plain HTTP/1.1
+// connections; it is also the listener (Accept, Close, Addr) that
+// net/http's server serves the handed-over connections from.
+type h1Front struct {
+	s             *Server
+	ln            net.Listener
+	headerTimeout time.Duration
+
+	handoff   chan net.Conn
+	closed    chan struct{}
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	conns    map[*h1Conn]bool // served here; true while idle
+	shutting bool
+	left     sync.WaitGroup // one per connection served here
+}
+
+func newH1Front(s *Server, ln net.Listener, headerTimeout time.Duration) *h1Front {
+	return &h1Front{s: s, ln: ln, headerTimeout: headerTimeout, handoff: make(chan net.Conn),
+		closed: make(chan struct{}), conns: map[*h1Conn]bool{}}
+}
+
+// Accept yields a handed-over connection to net/http.
+func (f *h1Front) Accept() (net.Conn, error) {
+	select {
+	case c := <-f.handoff:
+		return c, nil
+	case <-f.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting (net/http's Shutdown calls it).
+func (f *h1Front) Close() error {
+	var err error
+	f.closeOnce.Do(func() {
+		close(f.closed)
+		err = f.ln.Close()
+	})
+	return err
+}
+
+// Addr is the real listener's address.
+func (f *h1Front) Addr() net.Addr { return f.ln.Addr() }
+
+// run accepts until the listener is closed; a temporary error (out of
+// file descriptors) is retried after a growing pause, as net/http does.
+func (f *h1Front) run() error {
+	var pause time.Duration
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			select {
+			case <-f.closed:
+				return nil
+			default:
+			}
+			if ne, ok := err.(net.Error); ok && ne.Temporary() { //nolint:staticcheck // net/http's test for a retryable accept
+				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+				time.Sleep(pause)
+				continue
+			}
+			return err
+		}
+		pause = 0
+		if _, ok := c.(*tls.Conn); ok {
+			f.give(c) // net/http does the handshake and ALPN
+			continue
+		}
+		f.left.Add(1) // before wait can begin: run has returned by then
+		go f.serve(c)
+	}
+}
+
+// give hands c to net/http, or closes it once the server is closed.
+func (f *h1Front) give(c net.Conn) {
+	f.s.metrics.handovers.Inc()
+	select {
+	case f.handoff <- c:
+	case <-f.closed:
+		_ = c.Close()
+	}
+}
+
+// shutdown closes idle connections and makes active ones close after
+// their current answer; wait then waits for them.
+func (f *h1Front) shutdown() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.shutting = true
+	for c, idle := range f.conns {
+		if idle {
+			_ = c.nc.Close()
+		}
+	}
+}
+
+// wait returns once every connection served here has ended, or with
+// ctx's error.
+func (f *h1Front) wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { f.left.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		f.mu.Lock()
+		for c := range f.conns {
+			_ = c.nc.Close()
+		}
+		f.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// setIdle records whether c waits for a request with no byte of it read;
+// it reports false when the server is shutting down and an idle c should
+// close.
+func (f *h1Front) setIdle(c *h1Conn, idle bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.shutting && idle {
+		return false
+	}
+	f.conns[c] = idle
+	return true
+}
+
+// h1Conn is one connection served here.
+type h1Conn struct {
+	f      *h1Front
+	nc     net.Conn
+	remote string
+	// in holds read bytes; in[start:] are not consumed yet.
+	in    []byte
+	start int
+	out   []byte // response bytes not yet written; from outBuffers during a request
+	// deadline is set while a read deadline is in force on nc.
+	deadline bool
+	// date caches the Date header's value for dateSec.
+	dateSec int64
+	date    []byte
+
+	// The background read of a request that runs long (watch).
+	wmu      sync.Mutex
+	wstate   int // watchOff, watchArmed, watchReading
+	wtimer   *time.Timer
+	wcancel  context.CancelFunc
+	wdone    chan struct{}
+	wbyte    [1]byte
+	wn       int
+	werr     error
+	aborting bool
+}
+
+const (
+	watchOff = iota
+	watchArmed
+	watchReading
+)
+
+// serve runs c's requests until it closes or goes to net/http.
+func (f *h1Front) serve(nc net.Conn) {
+	c := &h1Conn{f: f, nc: nc, in: make([]byte, 0, h1ReadBuffer)}
+	defer f.left.Done()
+	if !f.setIdle(c, false) {
+		_ = nc.Close()
+		return
+	}
+	handed := false
+	defer func() {
+		f.mu.Lock()
+		delete(f.conns, c)
+		f.mu.Unlock()
+		if c.wtimer != nil {
+			c.wtimer.Stop()
+		}
+		if !handed {
+			_ = nc.Close()
+		}
+	}()
+	c.remote = nc.RemoteAddr().String()
+	// The first request's head must arrive within the timeout from the
+	// accept, as with net/http's ReadHeaderTimeout.
+	c.setDeadline(time.Now().Add(f.headerTimeout))
+	for {
+		h, n, v, err := c.readHead()
+		if err != nil {
+			return
+		}
+		if v == headOther {
+			handed = true
+			c.handOver()
+			return
+		}
+		if !c.serveRequest(h, n) {
+			return
+		}
+		if c.deadline { // the handler set one (http.ResponseController)
+			c.setDeadline(time.Time{})
+		}
+	}
+}
+
+// setDeadline sets nc's read deadline; the zero time clears it.
+func (c *h1Conn) setDeadline(t time.Time) {
+	_ = c.nc.SetReadDeadline(t)
+	c.deadline = !t.IsZero()
+}
+
+// readHead reads until in[start:] starts with a complete plain head or
+// is known not to be plain. A head that has begun must be complete within
+// the header timeout; waiting for a next request has no limit, as with
+// net/http's server without an IdleTimeout.
+func (c *h1Conn) readHead() (plainHead, int, headVerdict, error) {
+	for {
+		if c.start < len(c.in) {
+			h, n, v := parsePlainHead(c.in[c.start:], c.f.s.cfg.MaxBodyBytes)
+			if v != headMore {
+				if c.deadline && v == headPlain {
+					c.setDeadline(time.Time{})
+				}
+				return h, n, v, nil
+			}
+		}
+		if c.start > 0 {
+			c.in = c.in[:copy(c.in, c.in[c.start:])]
+			c.start = 0
+		}
+		if len(c.in) == cap(c.in) {
+			return plainHead{}, 0, headOther, nil // a head larger than the buffer
+		}
+		idle := len(c.in) == 0
+		if !idle && !c.deadline {
+			c.setDeadline(time.Now().Add(c.f.headerTimeout))
+		}
+		if idle && !c.f.setIdle(c, true) {
+			return plainHead{}, 0, headOther, net.ErrClosed
+		}
+		m, err := c.nc.Read(c.in[len(c.in):cap(c.in)])
+		c.in = c.in[:len(c.in)+m]
+		if idle && !c.f.setIdle(c, false) {
+			return plainHead{}, 0, headOther, net.ErrClosed
+		}
+		if err != nil && m == 0 {
+			return plainHead{}, 0, headOther, err
+		}
+	}
+}
+
+// handOver gives the connection, with its unread bytes, to net/http.
+func (c *h1Conn) handOver() {
+	c.f.mu.Lock()
+	delete(c.f.conns, c)
+	c.f.mu.Unlock()
+	// A copy, so that the read buffer is not kept for the connection's
+	// life by the slice.
+	pending := bytes.Clone(c.in[c.start:])
+	c.in = nil
+	if len(pending) == 0 {
+		c.f.give(c.nc)
+		return
+	}
+	c.f.give(&prefixedConn{Conn: c.nc, pending: pending})
+}
+
+// prefixedConn reads pending before the connection's own bytes.
+type prefixedConn struct {
+	net.Conn
+	pending []byte
+}
+
+// CloseWrite lets net/http half-close before closing after an error
+// answer (a 431, say), so that the client reads it instead of a reset.
+func (p *prefixedConn) CloseWrite() error {
+	if cw, ok := p.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return p.Conn.Close()
+}
+
+func (p *prefixedConn) Read(b []byte) (int, error) {
+	if len(p.pending) > 0 {
+		n := copy(b, p.pending)
+		p.pending = p.pending[n:]
+		if len(p.pending) == 0 {
+			p.pending = nil
+		}
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}
+
+// serveRequest runs the handler for the head in in[start:start+n] and
+// writes its answer; it reports whether the connection stays open.
+func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
+	c.start += n
+	c.f.s.metrics.frontRequests.Inc()
+	// The answer's buffer is held only while a request runs: an idle
+	// connection keeps its read buffer only.
+	bp := outBuffers.Get().(*[]byte)
+	c.out = (*bp)[:0]
+	defer func() {
+		if cap(c.out) <= 2*h1OutBuffer {
+			*bp = c.out[:0]
+			outBuffers.Put(bp)
+		}
+		c.out = nil
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body := &h1Body{c: c, left: h.contentLength, cancel: cancel}
+	// WithContext copies this one (it stays on the stack): one Request
+	// per request.
+	tmpl := http.Request{
+		Method: h.method, URL: &url.URL{Path: h.path}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h.header, ContentLength: h.contentLength, Host: h.host, RemoteAddr: c.remote,
+		RequestURI: h.path, Close: h.close, Body: http.NoBody,
+	}
+	if h.contentLength > 0 {
+		tmpl.Body = body
+	} else {
+		body.read = true
+	}
+	r := tmpl.WithContext(ctx)
+	w := &h1Response{c: c, r: r, body: body, header: make(http.Header, 8), cancel: cancel, cl: -1}
+	if body.read {
+		c.arm(cancel)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			keep = false
+			if p == http.ErrAbortHandler {
+				return
+			}
+			buf := make([]byte, 64<<10)
+			buf = buf[:runtime.Stack(buf, false)]
+			c.f.s.log.Warn("http: panic serving", "remote", c.remote, "panic", fmt.Sprint(p), "stack", string(buf))
+		}
+	}()
+	c.f.s.handler.ServeHTTP(w, r)
+	keep = c.unwatch()
+	if !w.finish() {
+		return false
+	}
+	body.done = true
+	if body.left > 0 {
+		if body.left > h1DiscardBody || w.closeAfter {
+			return false
+		}
+		if _, err := io.Copy(io.Discard, &h1Body{c: c, left: body.left}); err != nil {
+			return false
+		}
+	}
+	return keep && !w.closeAfter
+}
+
+var outBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// arm starts the timer after which a running request's context follows
+// the client's connection (see watch).
+func (c *h1Conn) arm(cancel context.CancelFunc) {
+	if c.start < len(c.in) {
+		return // pipelined bytes wait; net/http does not watch these either
+	}
+	c.wmu.Lock()
+	c.wstate, c.wcancel = watchArmed, cancel
+	c.wmu.Unlock()
+	if c.wtimer == nil {
+		c.wtimer = time.AfterFunc(h1WatchDelay, c.watch)
+	} else {
+		c.wtimer.Reset(h1WatchDelay)
+	}
+}
+
+// watch reads one byte from the client while its request runs: an end
+// of the connection cancels the request's context, as net/http's
+// background read does.
+func (c *h1Conn) watch() {
+	c.wmu.Lock()
+	if c.wstate != watchArmed {
+		c.wmu.Unlock()
+		return
+	}
+	c.wstate = watchReading
+	c.wdone = make(chan struct{})
+	done, cancel := c.wdone, c.wcancel
+	c.wmu.Unlock()
+	n, err := c.nc.Read(c.wbyte[:])
+	c.wmu.Lock()
+	c.wn, c.werr = n, err
+	aborted := c.aborting
+	c.wmu.Unlock()
+	if n == 0 && err != nil && !aborted {
+		cancel()
+	}
+	close(done)
+}
+
+// unwatch stops the request's watch; it reports false when the watch saw
+// the connection end.
+func (c *h1Conn) unwatch() bool {
+	if c.wtimer == nil {
+		return true
+	}
+	c.wtimer.Stop()
+	c.wmu.Lock()
+	st := c.wstate
+	c.wstate = watchOff
+	c.aborting = st == watchReading
+	done := c.wdone
+	c.wmu.Unlock()
+	if st != watchReading {
+		return true
+	}
+	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
+	<-done
+	_ = c.nc.SetReadDeadline(time.Time{})
+	c.aborting = false
+	if c.wn == 1 {
+		if c.start == len(c.in) {
+			c.in, c.start = c.in[:0], 0
+		}
+		c.in = append(c.in, c.wbyte[0]) // the next request's first byte
+		return true
+	}
+	var ne net.Error
+	return errors.As(c.werr, &ne) && ne.Timeout()
+}
+
+// h1Body is a plain request's body: its Content-Length bytes, first from
+// the connection's buffer, then straight from the connection.
+type h1Body struct {
+	c      *h1Conn
+	cancel context.CancelFunc // the request's, for the watch
+	left   int64
+	read   bool // reached its end
+	done   bool // the handler returned
+	err    error
+}
+
+var errBodyAfterHandler = errors.New("http: invalid Read on closed Body")
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, errBodyAfterHandler
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.left == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	c := b.c
+	var n int
+	if c.start < len(c.in) {
+		n = copy(p, c.in[c.start:])
+		c.start += n
+	} else {
+		var err error
+		n, err = c.nc.Read(p)
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			b.left -= int64(n)
+			b.err = err
+			return n, err
+		}
+	}
+	b.left -= int64(n)
+	if b.left == 0 {
+		if !b.read {
+			b.read = true
+			if b.cancel != nil {
+				c.arm(b.cancel)
+			}
+		}
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// Close leaves the unread rest to serveRequest (dropped or closing).
+func (b *h1Body) Close() error { return nil }
+
+// h1Response writes one answer on the connection.
+type h1Response struct {
+	c      *h1Conn
+	r      *http.Request
+	body   *h1Body
+	header http.Header
+	cancel context.CancelFunc
+
+	status     int   // 0 until WriteHeader
+	cl         int64 // the declared Content-Length, or -1
+	written    int64
+	committed  bool // the head is in c.out
+	chunked    bool
+	hold       []byte // body bytes before the head is committed
+	closeAfter bool
+	err        error
+}
+
+func (w *h1Response) Header() http.Header { return w.header }
+
+func (w *h1Response) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if w.status != 0 {
+		return
+	}
+	if code < 200 && code != http.StatusSwitchingProtocols {
+		// An informational answer goes out at once; the final one follows.
+		w.c.out = appendStatusLine(w.c.out, code)
+		w.c.out = appendHeader(w.c.out, w.header)
+		w.c.out = append(w.c.out, "\r\n"...)
+		w.flushOut()
+		return
+	}
+	w.status = code
+	if v := w.header.Get("Content-Length"); v != "" {
+		if cl, err := strconv.ParseInt(v, 10, 64); err == nil && cl >= 0 {
+			w.cl = cl
+		} else {
+			w.header.Del("Content-Length")
+		}
+	}
+}
+
+func (w *h1Response) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if !bodyAllowed(w.status) {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if w.cl >= 0 && w.written+int64(len(p)) > w.cl {
+		return 0, http.ErrContentLength
+	}
+	w.written += int64(len(p))
+	if !w.committed {
+		if w.cl < 0 && len(w.hold)+len(p) <= h1HoldBody {
+			w.hold = append(w.hold, p...)
+			return len(p), nil
+		}
+		first := p
+		if len(w.hold) > 0 {
+			first = w.hold
+		}
+		w.commit(w.cl < 0, first)
+		if w.chunked && len(w.hold) > 0 {
+			w.emitChunk(w.hold)
+		}
+		w.hold = nil
+	}
+	if w.chunked {
+		w.emitChunk(p)
+	} else {
+		w.emit(p)
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	return len(p), nil
+}
+
+// Flush sends what is written so far; an answer without a length becomes
+// chunked.
+func (w *h1Response) Flush() { _ = w.FlushError() }
+
+// FlushError is Flush for http.ResponseController.
+func (w *h1Response) FlushError() error {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.committed {
+		w.commit(w.cl < 0 && bodyAllowed(w.status), w.hold)
+		if w.chunked && len(w.hold) > 0 {
+			w.emitChunk(w.hold)
+		} else if !w.chunked {
+			w.emit(w.hold)
+		}
+		w.hold = nil
+	}
+	w.flushOut()
+	return w.err
+}
+
+// SetReadDeadline and SetWriteDeadline serve http.ResponseController.
+func (w *h1Response) SetReadDeadline(t time.Time) error {
+	w.c.deadline = true // cleared before the next request's head
+	return w.c.nc.SetReadDeadline(t)
+}
+
+func (w *h1Response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+
+// EnableFullDuplex: the body is read from the connection as the handler
+// asks, before or after the answer is written.
+func (w *h1Response) EnableFullDuplex() error { return nil }
+
+// finish completes the answer after the handler; false means the
+// connection must close.
+func (w *h1Response) finish() bool {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.committed {
+		if w.cl < 0 && bodyAllowed(w.status) {
+			w.cl = int64(len(w.hold))
+			w.header["Content-Length"] = []string{strconv.Itoa(len(w.hold))}
+		}
+		w.commit(false, w.hold)
+		w.emit(w.hold)
+		w.hold = nil
+	}
+	if w.chunked {
+		w.c.out = append(w.c.out, "0\r\n\r\n"...)
+	}
+	w.flushOut()
+	if w.cl >= 0 && w.written < w.cl && bodyAllowed(w.status) {
+		return false // the client waits for bytes that will not come
+	}
+	return w.err == nil
+}
+
+// commit puts the status line and header in c.out. first is the body's
+// first bytes, for Content-Type sniffing.
+func (w *h1Response) commit(chunked bool, first []byte) {
+	w.committed, w.chunked = true, chunked
+	c := w.c
+	// The request's body, if the handler left it unread, is dropped now
+	// or the connection closes after the answer, as with net/http.
+	if !w.body.read && w.body.left > h1DiscardBody {
+		w.closeAfter = true
+	}
+	if w.r.Close || c.f.isShutting() || hasToken(w.header["Connection"], "close") {
+		w.closeAfter = true
+	}
+	out := appendStatusLine(c.out, w.status)
+	out = appendHeader(out, w.header)
+	if _, ok := w.header["Date"]; !ok {
+		out = append(out, "Date: "...)
+		out = append(out, c.httpDate()...)
+		out = append(out, "\r\n"...)
+	}
+	if _, ok := w.header["Content-Type"]; !ok && len(first) > 0 && bodyAllowed(w.status) {
+		out = append(out, "Content-Type: "...)
+		out = append(out, http.DetectContentType(first)...)
+		out = append(out, "\r\n"...)
+	}
+	if chunked {
+		out = append(out, "Transfer-Encoding: chunked\r\n"...)
+	}
+	if w.closeAfter && !hasToken(w.header["Connection"], "close") {
+		out = append(out, "Connection: close\r\n"...)
+	}
+	c.out = append(out, "\r\n"...)
+}
+
+func (f *h1Front) isShutting() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.shutting
+}
+
+// emit queues p after c.out, writing both in one writev when they pass
+// the buffer.
+func (w *h1Response) emit(p []byte) {
+	c := w.c
+	if len(c.out)+len(p) <= h1OutBuffer {
+		c.out = append(c.out, p...)
+		return
+	}
+	if w.err == nil {
+		bufs := net.Buffers{c.out, p}
+		if _, err := bufs.WriteTo(c.nc); err != nil {
+			w.fail(err)
+		}
+	}
+	c.out = c.out[:0]
+}
+
+// emitChunk queues p as one chunk.
+func (w *h1Response) emitChunk(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	w.c.out = strconv.AppendInt(w.c.out, int64(len(p)), 16)
+	w.c.out = append(w.c.out, "\r\n"...)
+	w.emit(p)
+	w.c.out = append(w.c.out, "\r\n"...)
+}
+
+// flushOut writes c.out.
+func (w *h1Response) flushOut() {
+	c := w.c
+	if len(c.out) > 0 && w.err == nil {
+		if _, err := c.nc.Write(c.out); err != nil {
+			w.fail(err)
+		}
+	}
+	c.out = c.out[:0]
+}
+
+// fail records a write error: the client is gone, so the request's
+// context ends, as net/http's does.
+func (w *h1Response) fail(err error) {
+	w.err = err
+	w.cancel()
+}
+
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+// hasToken reports whether a Connection header lists tok.
+func hasToken(vs []string, tok string) bool {
+	for _, v := range vs {
+		for len(v) > 0 {
+			var item string
+			item, v, _ = cutByte(v, ',')
+			if asciiEqualFold(trimOWS(item), tok) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func cutByte(s string, c byte) (before, after string, found bool) {
+	if i := strings.IndexByte(s, c); i >= 0 {
+		return s[:i], s[i+1:], true
+	}
+	return s, "", false
+}
+
+func appendStatusLine(b []byte, code int) []byte {
+	if code == http.StatusOK {
+		return append(b, "HTTP/1.1 200 OK\r\n"...)
+	}
+	b = append(b, "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, ' ')
+	if text := http.StatusText(code); text != "" {
+		b = append(b, text...)
+	} else {
+		b = append(b, "status code "...)
+		b = strconv.AppendInt(b, int64(code), 10)
+	}
+	return append(b, "\r\n"...)
+}
+
+// appendHeader writes h's fields as net/http's server does: a name that
+// is not a token is left out, and CR and LF in a value become spaces, so
+// that no value can end the header or add a field.
+func appendHeader(b []byte, h http.Header) []byte {
+	for k, vs := range h {
+		if !plainToken(k) || k == "" {
+			continue
+		}
+		for _, v := range vs {
+			b = append(b, k...)
+			b = append(b, ": "...)
+			start := len(b)
+			b = append(b, trimOWS(v)...)
+			for i := start; i < len(b); i++ {
+				if b[i] == '\r' || b[i] == '\n' {
+					b[i] = ' '
+				}
+			}
+			b = append(b, "\r\n"...)
+		}
+	}
+	return b
+}
+
+// httpDate is the Date header's value, formatted once a second.
+func (c *h1Conn) httpDate() []byte {
+	now := time.Now()
+	if sec := now.Unix(); sec != c.dateSec || c.date == nil {
+		c.dateSec = sec
+		c.date = now.UTC().AppendFormat(c.date[:0], http.TimeFormat)
+	}
+	return c.date
+}
