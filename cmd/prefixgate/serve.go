@@ -50,6 +50,7 @@ type serveFlags struct {
 	maxBody      int64
 	maxString    int
 	timeout      time.Duration
+	clientIdle   time.Duration
 	drain        time.Duration
 	logJSON      bool
 	certFile     string
@@ -180,6 +181,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxBody, "max-body-bytes", server.DefaultMaxBodyBytes, "largest request body accepted (413 above)")
 	fs.IntVar(&f.maxString, "max-string-bytes", server.DefaultMaxStringBytes, "largest JSON string or number literal in a body, in input bytes (400 above)")
 	fs.DurationVar(&f.timeout, "request-timeout", server.DefaultRequestTimeout, "end-to-end limit per request (504 past it)")
+	fs.DurationVar(&f.clientIdle, "client-idle-timeout", server.DefaultClientIdleTimeout, "close a client connection that waits this long for its next request")
 	fs.DurationVar(&f.drain, "drain-timeout", 30*time.Second, "how long in-flight requests may finish after SIGTERM")
 	fs.BoolVar(&f.logJSON, "log-json", false, "write logs as JSON")
 	fs.DurationVar(&f.configPoll, "config-poll", 2*time.Second, "how often to check --config for changes (0: only on SIGHUP)")
@@ -262,6 +264,7 @@ func loadServeConfig(f serveFlags, set map[string]bool) (config.File, server.Con
 	override("max-body-bytes", func() { file.Limits.MaxBodyBytes = f.maxBody })
 	override("max-string-bytes", func() { file.Limits.MaxStringBytes = f.maxString })
 	override("request-timeout", func() { file.Limits.RequestTimeout = config.Duration(f.timeout) })
+	override("client-idle-timeout", func() { file.Limits.ClientIdleTimeout = config.Duration(f.clientIdle) })
 	override("drain-timeout", func() { file.DrainTimeout = config.Duration(f.drain) })
 	override("log-json", func() { file.Log.Format = map[bool]string{true: "json", false: "text"}[f.logJSON] })
 	override("tls-cert", func() { file.TLS.CertFile = f.certFile })

@@ -81,6 +81,9 @@ type Limits struct {
 	MaxDepth        int      `yaml:"max_depth"`
 	MaxStringBytes  int      `yaml:"max_string_bytes"`
 	RequestTimeout  Duration `yaml:"request_timeout"`
+	// ClientIdleTimeout closes a client connection that has waited this
+	// long for its next request.
+	ClientIdleTimeout Duration `yaml:"client_idle_timeout"`
 }
 
 // Tenants maps API keys to tenants; with any key set, every request must
@@ -223,7 +226,7 @@ func Load(path string) (File, error) {
 // in production): PREFIXGATE_LISTEN, PREFIXGATE_BACKENDS (comma-separated),
 // PREFIXGATE_POLICY, PREFIXGATE_LOAD_FACTOR, PREFIXGATE_THRESHOLD,
 // PREFIXGATE_PREFIX_LENGTH, PREFIXGATE_MAX_BODY_BYTES,
-// PREFIXGATE_REQUEST_TIMEOUT, PREFIXGATE_DRAIN_TIMEOUT, PREFIXGATE_LOG_FORMAT,
+// PREFIXGATE_REQUEST_TIMEOUT, PREFIXGATE_CLIENT_IDLE_TIMEOUT, PREFIXGATE_DRAIN_TIMEOUT, PREFIXGATE_LOG_FORMAT,
 // PREFIXGATE_LOG_LEVEL, PREFIXGATE_OTLP_ENDPOINT.
 func ApplyEnv(f *File, lookup func(string) (string, bool)) error {
 	var errs []error
@@ -274,6 +277,7 @@ func ApplyEnv(f *File, lookup func(string) (string, bool)) error {
 		f.Limits.MaxBodyBytes = n
 	}
 	dur("PREFIXGATE_REQUEST_TIMEOUT", &f.Limits.RequestTimeout)
+	dur("PREFIXGATE_CLIENT_IDLE_TIMEOUT", &f.Limits.ClientIdleTimeout)
 	dur("PREFIXGATE_DRAIN_TIMEOUT", &f.DrainTimeout)
 	str("PREFIXGATE_LOG_FORMAT", &f.Log.Format)
 	str("PREFIXGATE_OTLP_ENDPOINT", &f.Tracing.OTLPEndpoint)
@@ -342,25 +346,26 @@ func (f File) ServerConfig(lookup func(string) (string, bool)) (server.Config, e
 		return server.Config{}, err
 	}
 	c := server.Config{
-		Backends:        f.Backends,
-		Policy:          f.Routing.Policy,
-		LoadFactor:      f.Routing.LoadFactor,
-		Threshold:       f.Routing.Threshold,
-		CacheTokens:     f.Routing.CacheTokens,
-		PrefixLength:    f.Routing.PrefixLength,
-		QueueDepth:      f.Routing.QueueDepth,
-		QueueWait:       time.Duration(f.Routing.QueueWait),
-		Retries:         f.Routing.Retries,
-		MaxBodyBytes:    f.Limits.MaxBodyBytes,
-		MaxDecodedBytes: f.Limits.MaxDecodedBytes,
-		MaxRatio:        f.Limits.MaxRatio,
-		MaxDepth:        f.Limits.MaxDepth,
-		MaxStringBytes:  f.Limits.MaxStringBytes,
-		Drain:           f.Drain,
-		RequestTimeout:  time.Duration(f.Limits.RequestTimeout),
-		Tenants:         f.Tenants.APIKeys,
-		TraceEndpoint:   strings.TrimSuffix(f.Tracing.OTLPEndpoint, "/"),
-		CORSOrigins:     f.CORS.AllowedOrigins,
+		Backends:          f.Backends,
+		Policy:            f.Routing.Policy,
+		LoadFactor:        f.Routing.LoadFactor,
+		Threshold:         f.Routing.Threshold,
+		CacheTokens:       f.Routing.CacheTokens,
+		PrefixLength:      f.Routing.PrefixLength,
+		QueueDepth:        f.Routing.QueueDepth,
+		QueueWait:         time.Duration(f.Routing.QueueWait),
+		Retries:           f.Routing.Retries,
+		MaxBodyBytes:      f.Limits.MaxBodyBytes,
+		MaxDecodedBytes:   f.Limits.MaxDecodedBytes,
+		MaxRatio:          f.Limits.MaxRatio,
+		MaxDepth:          f.Limits.MaxDepth,
+		MaxStringBytes:    f.Limits.MaxStringBytes,
+		Drain:             f.Drain,
+		RequestTimeout:    time.Duration(f.Limits.RequestTimeout),
+		ClientIdleTimeout: time.Duration(f.Limits.ClientIdleTimeout),
+		Tenants:           f.Tenants.APIKeys,
+		TraceEndpoint:     strings.TrimSuffix(f.Tracing.OTLPEndpoint, "/"),
+		CORSOrigins:       f.CORS.AllowedOrigins,
 	}
 	if len(f.Tenants.APIKeys) > 0 {
 		secret, ok := lookup(f.Tenants.SecretEnv)

@@ -33,6 +33,7 @@ routing:
   queue_wait: 250ms
 limits:
   request_timeout: 30s
+  client_idle_timeout: 45s
 tenants:
   secret_env: TEST_SECRET
   api_keys:
@@ -49,7 +50,7 @@ tenants:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Policy != "random" || c.LoadFactor != 1.5 || c.QueueWait != 250*time.Millisecond || c.RequestTimeout != 30*time.Second ||
+	if c.Policy != "random" || c.LoadFactor != 1.5 || c.QueueWait != 250*time.Millisecond || c.RequestTimeout != 30*time.Second || c.ClientIdleTimeout != 45*time.Second ||
 		len(c.Backends) != 2 || c.Tenants["key-for-tenant-a-0001"] != "tenant-a" || string(c.TenantSecret) != "0123456789abcdef0123" {
 		t.Errorf("config = %+v", c)
 	}

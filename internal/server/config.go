@@ -21,9 +21,12 @@ const (
 	DefaultMaxRatio        = 100
 	DefaultMaxDepth        = 128
 	DefaultRequestTimeout  = 5 * time.Minute
-	DefaultRetries         = 2
-	DefaultIdleTimeout     = 5 * time.Minute
-	DefaultProbeInterval   = 2 * time.Second
+	// DefaultClientIdleTimeout: how long a keep-alive client connection may
+	// wait for its next request before the router closes it.
+	DefaultClientIdleTimeout = 2 * time.Minute
+	DefaultRetries           = 2
+	DefaultIdleTimeout       = 5 * time.Minute
+	DefaultProbeInterval     = 2 * time.Second
 )
 
 // Config is everything the server needs. The zero value of every field but
@@ -62,6 +65,10 @@ type Config struct {
 	MaxStringBytes int
 	// RequestTimeout bounds one request end to end (504 past it).
 	RequestTimeout time.Duration
+	// ClientIdleTimeout closes a client connection that has waited this
+	// long for its next request (keep-alive), so idle connections do not
+	// pile up.
+	ClientIdleTimeout time.Duration
 	// Retries is how many other backends to try when one sends nothing
 	// back: 0 tries none; nil or negative is DefaultRetries.
 	Retries *int
@@ -100,6 +107,7 @@ func (c Config) Defaults() Config {
 	c.MaxRatio = cmp.Or(c.MaxRatio, DefaultMaxRatio)
 	c.MaxDepth = cmp.Or(c.MaxDepth, DefaultMaxDepth)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
+	c.ClientIdleTimeout = cmp.Or(c.ClientIdleTimeout, DefaultClientIdleTimeout)
 	if c.Retries == nil || *c.Retries < 0 {
 		c.Retries = new(DefaultRetries)
 	}

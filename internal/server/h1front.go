@@ -190,8 +190,12 @@ type h1Conn struct {
 	in    []byte
 	start int
 	out   []byte // response bytes not yet written; from outBuffers during a request
-	// deadline is set while a read deadline is in force on nc.
+	// deadline is set while a read deadline is in force on nc; idleWait
+	// while that deadline is the client idle timeout (between requests)
+	// rather than the header timeout; served once a request has been.
 	deadline bool
+	idleWait bool
+	served   bool
 	// date caches the Date header's value for dateSec.
 	dateSec int64
 	date    []byte
@@ -251,6 +255,7 @@ func (f *h1Front) serve(nc net.Conn) {
 		if !c.serveRequest(h, n) {
 			return
 		}
+		c.served = true
 		if c.deadline { // the handler set one (http.ResponseController)
 			c.setDeadline(time.Time{})
 		}
@@ -265,8 +270,8 @@ func (c *h1Conn) setDeadline(t time.Time) {
 
 // readHead reads until in[start:] starts with a complete plain head or
 // is known not to be plain. A head that has begun must be complete within
-// the header timeout; waiting for a next request has no limit, as with
-// net/http's server without an IdleTimeout.
+// the header timeout; a next request must begin within the client idle
+// timeout, as with net/http's server's IdleTimeout.
 func (c *h1Conn) readHead() (plainHead, int, headVerdict, error) {
 	for {
 		if c.start < len(c.in) {
@@ -274,6 +279,7 @@ func (c *h1Conn) readHead() (plainHead, int, headVerdict, error) {
 			if v != headMore {
 				if c.deadline && v == headPlain {
 					c.setDeadline(time.Time{})
+					c.idleWait = false
 				}
 				return h, n, v, nil
 			}
@@ -286,8 +292,13 @@ func (c *h1Conn) readHead() (plainHead, int, headVerdict, error) {
 			return plainHead{}, 0, headOther, nil // a head larger than the buffer
 		}
 		idle := len(c.in) == 0
-		if !idle && !c.deadline {
+		switch {
+		case idle && c.served && !c.deadline && c.f.s.cfg.ClientIdleTimeout > 0:
+			c.setDeadline(time.Now().Add(c.f.s.cfg.ClientIdleTimeout))
+			c.idleWait = true
+		case !idle && (!c.deadline || c.idleWait):
 			c.setDeadline(time.Now().Add(c.f.headerTimeout))
+			c.idleWait = false
 		}
 		if idle && !c.f.setIdle(c, true) {
 			return plainHead{}, 0, headOther, net.ErrClosed

@@ -22,8 +22,14 @@ import (
 // front door on (fast) or off, and returns its address.
 func frontRouter(t *testing.T, backend string, stdlib bool) string {
 	t.Helper()
-	srv, err := server.New(server.Config{Backends: []string{backend}, StdlibHTTP1: stdlib},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return frontRouterWith(t, server.Config{Backends: []string{backend}, StdlibHTTP1: stdlib})
+}
+
+// frontRouterWith serves a router with cfg through Serve and returns its
+// address.
+func frontRouterWith(t *testing.T, cfg server.Config) string {
+	t.Helper()
+	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,6 +258,50 @@ func TestFrontHeaderTimeout(t *testing.T) {
 			if tc.trick && time.Since(start) >= time.Duration(len(head))*50*time.Millisecond {
 				t.Errorf("stdlib=%v trickle: the whole head was accepted one byte at a time", stdlib)
 			}
+		}
+	}
+}
+
+// TestFrontClientIdleTimeout: a keep-alive connection that has been
+// answered and then sends nothing is closed at the client idle timeout,
+// with or without the front door, while one that keeps sending requests
+// more often than that stays open across several timeouts' worth of time.
+func TestFrontClientIdleTimeout(t *testing.T) {
+	backend := answeringBackend(t)
+	const idle = 300 * time.Millisecond
+	for _, stdlib := range []bool{false, true} {
+		addr := frontRouterWith(t, server.Config{Backends: []string{backend.URL}, StdlibHTTP1: stdlib, ClientIdleTimeout: idle})
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second)) // a broken router must not hang the test
+		br := bufio.NewReader(c)
+		for i := range 4 { // 4 requests 100 ms apart: busy, never idle for long
+			if i > 0 {
+				time.Sleep(idle / 3)
+			}
+			if _, err := io.WriteString(c, post("/v1/chat/completions", "", frontChat)); err != nil {
+				t.Fatalf("stdlib=%v request %d: %v", stdlib, i, err)
+			}
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("stdlib=%v request %d: %v", stdlib, i, err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("stdlib=%v request %d: status %d", stdlib, i, resp.StatusCode)
+			}
+		}
+		start := time.Now()
+		_, err = br.ReadByte()
+		c.Close()
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Errorf("stdlib=%v: idle connection still open after %v; the router never closed it", stdlib, time.Since(start))
+		} else if err != io.EOF && !errors.Is(err, net.ErrClosed) && !strings.Contains(fmt.Sprint(err), "reset") {
+			t.Errorf("stdlib=%v: idle connection: want EOF, got %v", stdlib, err)
 		}
 	}
 }

@@ -285,6 +285,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 		Handler:           s.handler,
 		Protocols:         protocols,
 		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       s.cfg.ClientIdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
