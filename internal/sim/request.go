@@ -26,6 +26,10 @@ type Request struct {
 	// simulates it; At is then only its nominal arrival (pooled bound, live
 	// load).
 	Think time.Duration
+	// Placed says Replica holds the index of the replica a recorded run
+	// sent this request to; policy ReplayPolicy sends it there again.
+	Placed  bool
+	Replica int
 
 	follows bool     // arrives after the previous turn's answer
 	next    *Request // the session's next turn

@@ -140,7 +140,8 @@ type PolicyResult struct {
 	SameReplicaTurns *float64 `json:"later_turns_on_previous_replica"`
 
 	// Role is "route" (a policy serve accepts), "peer" (a reference
-	// implementation of another router) or "oracle".
+	// implementation of another router), "oracle" or "replay" (a recorded
+	// run's placement, ReplayPolicy).
 	Role string `json:"role"`
 	// OutputTokensPerSec is generated tokens per virtual second over the
 	// same span as Throughput.
@@ -225,8 +226,14 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 		pols = PolicyNames
 	}
 	for _, p := range pols {
+		if p == ReplayPolicy {
+			if err := checkReplay(w, opts.Replicas, opts.Scale); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if !slices.Contains(PolicyNames, p) {
-			return nil, fmt.Errorf("sim: unknown policy %q (have %v)", p, PolicyNames)
+			return nil, fmt.Errorf("sim: unknown policy %q (have %v, or %s for a workload that carries its placement)", p, PolicyNames, ReplayPolicy)
 		}
 	}
 	if len(w.Requests) == 0 {
@@ -423,7 +430,9 @@ func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progres
 		if f.slack == 0 {
 			f.slack = route.DefaultSlack
 		}
-		if build, ok := peerBuilders[policy]; ok {
+		if policy == ReplayPolicy {
+			p = replayPicker{}
+		} else if build, ok := peerBuilders[policy]; ok {
 			if policy == oraclePolicy && opts.Slack == 0 {
 				// The oracle keeps prefix-index's bound and is
 				// measured against it.
