@@ -31,6 +31,7 @@ type Request struct {
 	Placed  bool
 	Replica int
 
+	index   int      // position in the workload, set by Simulate
 	follows bool     // arrives after the previous turn's answer
 	next    *Request // the session's next turn
 	dropped bool     // cut by the request count

@@ -152,11 +152,15 @@ type PolicyResult struct {
 	Goodput     float64 `json:"goodput"`
 	GoodputRate float64 `json:"goodput_rps"`
 
-	Failed    int           `json:"-"`
-	Queued    int           `json:"-"` // requests that waited in a router queue
-	TTFTs     []float64     `json:"-"` // sorted, ms
-	HitSeries []float64     `json:"-"` // hit rate per time bucket (NaN when empty)
-	Elapsed   time.Duration `json:"-"`
+	Failed int       `json:"-"`
+	Queued int       `json:"-"` // requests that waited in a router queue
+	TTFTs  []float64 `json:"-"` // sorted, ms
+	// RequestTTFTs is each request's TTFT in ms, in the workload's order
+	// (NaN for one that failed): a replay compares it with the recorded
+	// request's.
+	RequestTTFTs []float64     `json:"-"`
+	HitSeries    []float64     `json:"-"` // hit rate per time bucket (NaN when empty)
+	Elapsed      time.Duration `json:"-"`
 }
 
 // hitBuckets is the resolution of the hit-rate-over-time series.
@@ -243,7 +247,8 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 		return nil, err
 	}
 	k := newKeyer(opts.PrefixLength)
-	for _, r := range w.Requests {
+	for i, r := range w.Requests {
+		r.index = i
 		var err error
 		if r.key, err = k.key(r); err != nil {
 			return nil, err
@@ -387,6 +392,7 @@ type fleet struct {
 
 	// results
 	ttfts          []float64
+	byRequest      []float64 // TTFT by workload index, NaN until known
 	cached, prompt int64
 	bucketC        []int64
 	bucketP        []int64
@@ -418,7 +424,11 @@ type fleet struct {
 
 func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progress func()) (*fleet, error) {
 	f := &fleet{w: w, opts: opts, policy: policy, scale: scale, progress: progress,
-		bucketC: make([]int64, hitBuckets), bucketP: make([]int64, hitBuckets), first: -1, placedOn: map[*Request]int{}}
+		bucketC: make([]int64, hitBuckets), bucketP: make([]int64, hitBuckets), first: -1, placedOn: map[*Request]int{},
+		byRequest: make([]float64, len(w.Requests))}
+	for i := range f.byRequest {
+		f.byRequest[i] = math.NaN()
+	}
 	for range opts.Replicas {
 		if err := f.addReplica(); err != nil {
 			return nil, err
@@ -652,6 +662,7 @@ func (f *fleet) engineEvents(i int, now time.Time) {
 			arrival := epoch.Add(fl.at)
 			ttft := ev.FirstToken.Sub(arrival)
 			f.ttfts = append(f.ttfts, float64(ttft)/1e6)
+			f.byRequest[fl.req.index] = float64(ttft) / 1e6
 			if ttft <= f.opts.SLO {
 				f.good++
 			}
@@ -714,6 +725,7 @@ func (f *fleet) result(elapsed time.Duration) PolicyResult {
 	}
 	sort.Float64s(f.ttfts)
 	res.TTFTs = f.ttfts
+	res.RequestTTFTs = f.byRequest
 	res.TTFT = Percentiles{P50: quantile(f.ttfts, 0.5), P90: quantile(f.ttfts, 0.9), P99: quantile(f.ttfts, 0.99)}
 	if d := f.lastFinish.Sub(epoch.Add(f.first)).Seconds(); d > 0 {
 		res.Throughput = float64(f.finished) / d
