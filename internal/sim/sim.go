@@ -243,6 +243,9 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 	if len(w.Requests) == 0 {
 		return nil, errors.New("sim: workload has no requests")
 	}
+	if err := checkCores(w.Cores); err != nil {
+		return nil, err
+	}
 	if err := checkFollowers(w.Requests); err != nil {
 		return nil, err
 	}
@@ -367,8 +370,10 @@ func (f *flight) blockHashes() []uint64 {
 
 type replica struct {
 	eng     *vllmsim.Engine
-	next    time.Time // cached NextEvent
-	busy    bool      // next is valid
+	next    time.Time // cached NextEvent, in the fleet's time
+	nextTau time.Time // the same in the engine's time (Workload.Cores)
+	clk     engineClock
+	busy    bool // next is valid
 	flights map[vllmsim.RequestID]*flight
 	active  bool
 	count   int // requests placed
@@ -474,7 +479,7 @@ func (f *fleet) addReplica() error {
 	if err != nil {
 		return err
 	}
-	f.reps = append(f.reps, &replica{eng: eng, flights: map[vllmsim.RequestID]*flight{}, active: true})
+	f.reps = append(f.reps, &replica{eng: eng, flights: map[vllmsim.RequestID]*flight{}, active: true, clk: engineClock{t0: epoch, tau0: epoch, speed: 1}})
 	f.inflight = append(f.inflight, 0)
 	f.active = append(f.active, len(f.reps)-1)
 	return nil
@@ -628,7 +633,7 @@ func (f *fleet) dispatch(fl *flight, now time.Time) bool {
 	if f.w.Salted {
 		er.CacheSalt = fl.req.Group
 	}
-	id, err := rep.eng.Submit(now, er)
+	id, err := rep.eng.Submit(f.engineTime(rep, now), er)
 	if err != nil {
 		f.release(fl)
 		f.failed++
@@ -639,7 +644,12 @@ func (f *fleet) dispatch(fl *flight, now time.Time) bool {
 	fl.tokens, fl.hashes = nil, nil // the engine holds the prompt now
 	rep.flights[id] = fl
 	// Submit may have produced events at now; look at the engine again.
-	rep.next, rep.busy = now, true
+	wasBusy := rep.busy
+	f.setNext(rep, f.engineTime(rep, now), true)
+	rep.next = now
+	if !wasBusy {
+		f.reclock(now)
+	}
 	return true
 }
 
@@ -651,7 +661,11 @@ func (f *fleet) release(fl *flight) {
 
 func (f *fleet) engineEvents(i int, now time.Time) {
 	rep := f.reps[i]
-	evs := rep.eng.Advance(now)
+	tau := f.engineTime(rep, now)
+	if rep.busy && tau.Before(rep.nextTau) {
+		tau = rep.nextTau // the map rounds: reach the event it promised
+	}
+	evs := rep.eng.Advance(tau)
 	retry := map[int]bool{}
 	for _, ev := range evs {
 		fl := rep.flights[ev.ID]
@@ -660,7 +674,7 @@ func (f *fleet) engineEvents(i int, now time.Time) {
 		}
 		if ev.Kind == vllmsim.EventFirstToken {
 			arrival := epoch.Add(fl.at)
-			ttft := ev.FirstToken.Sub(arrival)
+			ttft := f.fleetTime(rep, ev.FirstToken).Sub(arrival)
 			f.ttfts = append(f.ttfts, float64(ttft)/1e6)
 			f.byRequest[fl.req.index] = float64(ttft) / 1e6
 			if ttft <= f.opts.SLO {
@@ -676,6 +690,7 @@ func (f *fleet) engineEvents(i int, now time.Time) {
 			f.bucketP[b] += int64(ev.PromptTokens)
 		}
 		if ev.Kind == vllmsim.EventFinished {
+			ev.Time = f.fleetTime(rep, ev.Time)
 			delete(rep.flights, ev.ID)
 			f.release(fl)
 			f.finished++
@@ -691,7 +706,12 @@ func (f *fleet) engineEvents(i int, now time.Time) {
 			retry[fl.router] = true
 		}
 	}
-	rep.next, rep.busy = rep.eng.NextEvent()
+	wasBusy := rep.busy
+	next, busy := rep.eng.NextEvent()
+	f.setNext(rep, next, busy)
+	if busy != wasBusy {
+		f.reclock(now)
+	}
 	for r := range len(f.queues) {
 		if retry[r] {
 			f.drain(r, now)
