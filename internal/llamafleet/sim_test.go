@@ -1,7 +1,10 @@
 package llamafleet
 
 import (
+	"fmt"
 	"math"
+	"runtime"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -52,9 +55,10 @@ func closeLoop(t *testing.T, reqs []*sim.Request, clients []int) {
 // (closeLoop; the fleet's send offsets are only their nominal arrivals),
 // each document one token stream and each question its own, as long as
 // their text plus the system message's preamble (see simCharsPerToken).
-func replayWorkload(t *testing.T, run *qaRun, engine vllmsim.EngineConfig, draw uint64) *sim.Workload {
+func replayWorkload(t *testing.T, run *qaRun, m fleetModel, draw uint64) *sim.Workload {
 	docs := documents(numDocs)
-	w := &sim.Workload{Name: "llamafleet-docqa", Replicas: replicas, Engine: engine}
+	w := &sim.Workload{Name: "llamafleet-docqa", Replicas: replicas, Engine: simEngine(m.engine), Cores: m.cores}
+	place := placement(t, run.answers)
 	var clients []int
 	start := run.answers[0].sent
 	for _, a := range run.answers {
@@ -71,7 +75,7 @@ func replayWorkload(t *testing.T, run *qaRun, engine vllmsim.EngineConfig, draw 
 				{Role: "system", Content: []sim.Segment{{ID: segID(draw, uint64(r.doc)+1), Tokens: simTokens(len(docs[r.doc]) + 33)}}},
 				{Role: "user", Content: []sim.Segment{{ID: segID(draw, uint64(1000+i)), Tokens: simTokens(len(q))}}},
 			},
-			Output: maxTokens,
+			Output: maxTokens, Placed: true, Replica: place[i],
 		})
 		clients = append(clients, a.client)
 	}
@@ -80,37 +84,215 @@ func replayWorkload(t *testing.T, run *qaRun, engine vllmsim.EngineConfig, draw 
 	return w
 }
 
-// fleetEngine is the preset's engine at the rates the replicas reported
-// in the answers given (this run's): the preset's rates were measured on an
-// idle machine, and the fleet in these tests shares the machine's cores.
-// Its per-request cost is left to fitOverhead.
-func fleetEngine(t *testing.T, runs ...[]answer) vllmsim.EngineConfig {
+// placement numbers the replicas that answered (their backend names in
+// sorted order) and returns the replica of each answer, for the
+// simulator's replay policy: the simulated request goes where the real one
+// went.
+func placement(t *testing.T, as []answer) []int {
+	var names []string
+	for _, a := range as {
+		if !slices.Contains(names, a.backend) {
+			names = append(names, a.backend)
+		}
+	}
+	if len(names) > replicas {
+		t.Fatalf("answers name %d backends %v, more than the fleet's %d replicas", len(names), names, replicas)
+	}
+	sort.Strings(names)
+	out := make([]int, len(as))
+	for i, a := range as {
+		out[i] = slices.Index(names, a.backend)
+	}
+	return out
+}
+
+// fleetModel is the simulator's model of this fleet in one run: the
+// preset's engine at the rates a replica has on a core of its own, and how
+// many cores the replicas shared (sim.Workload.Cores).
+type fleetModel struct {
+	engine vllmsim.EngineConfig
+	cores  float64
+}
+
+// share is the fraction of a core each of busy computing replicas gets
+// on cores cores.
+func share(cores, busy float64) float64 { return min(1, cores/busy) }
+
+// busyDuring is how many replicas were computing, on average, between from
+// and to while answer i of as ran: its own and every other replica with a
+// request of the same run in its compute span (computeSpan).
+func busyDuring(as []answer, i int, from, to time.Time) float64 {
+	if !to.After(from) {
+		return 1
+	}
+	busy := map[string]time.Duration{}
+	for j, b := range as {
+		if j == i || b.backend == as[i].backend {
+			continue
+		}
+		bs, be := computeSpan(b)
+		if o := earlier(be, to).Sub(later(bs, from)); o > 0 {
+			busy[b.backend] += o
+		}
+	}
+	k := 1.0
+	for _, d := range busy {
+		k += min(1, float64(d)/float64(to.Sub(from)))
+	}
+	return k
+}
+
+// fitFleet fits the fleet model to the timings the replicas reported in
+// the runs given (this test's; each run had a fleet of its own). The
+// preset's rates were measured on an idle core; here four one-thread
+// replicas share the machine's cores (and other work on it), and a
+// prefill's rate depends on how many replicas computed beside it: 5,000
+// tokens/s alone, 2,200 with all four busy, in one run on 2 cores. So each
+// prefill is modelled as its tokens at the single-replica rate times
+// share(cores, busy), busy measured from the answers' spans, and cores and
+// that rate are fitted by least squares on the prefill times (cores over
+// 1..replicas in steps of 0.05: the effective cores, less what other work
+// on the machine took). The decode step is the replicas' decode time, each
+// scaled by its share, per token. The per-request cost is left to
+// fitOverhead.
+func fitFleet(t *testing.T, runs ...[]answer) fleetModel {
 	preset, err := vllmsim.LookupPreset(simPreset)
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine := preset.Engine
-	var promptN, decodeN int
-	var promptMS, decodeMS float64
+	type prefill struct{ tokens, ms, busy float64 }
+	var ps []prefill
+	var decodeN int
+	var avgN, avgMS float64
 	for _, as := range runs {
-		for _, a := range as {
-			if a.promptN > a.prompt/2 { // prefills, not cache hits with a short tail
-				promptN += a.promptN
-				promptMS += a.promptMS
+		for i, a := range as {
+			if a.promptN > a.prompt/2 && a.promptMS > 0 { // prefills, not cache hits with a short tail
+				from, _ := computeSpan(a)
+				to := from.Add(time.Duration(a.promptMS * float64(time.Millisecond)))
+				ps = append(ps, prefill{float64(a.promptN), a.promptMS, busyDuring(as, i, from, to)})
+				avgN += float64(a.promptN)
+				avgMS += a.promptMS
 			}
 			decodeN += a.decodeN
-			decodeMS += float64(a.decode) / float64(time.Millisecond)
 		}
 	}
-	if promptN == 0 || decodeN == 0 {
+	if len(ps) == 0 || decodeN == 0 {
 		t.Fatal("llama-server reported no timings (timings.prompt_n, timings.predicted_n)")
 	}
-	engine.PrefillTokensPerSec = float64(promptN) / (promptMS / 1000)
-	engine.DecodeStepBase = time.Duration(decodeMS / float64(decodeN) * float64(time.Millisecond))
-	engine.PrefillOverhead = 0
-	t.Logf("fleet rates in this run: prefill %.0f tokens/s (preset %.0f), decode step %v (preset %v)",
-		engine.PrefillTokensPerSec, preset.Engine.PrefillTokensPerSec, engine.DecodeStepBase.Round(100*time.Microsecond), preset.Engine.DecodeStepBase)
-	return engine
+	bestSSE, bestCores, bestX := math.Inf(1), 0.0, 0.0
+	for c := 1.0; c <= replicas+1e-9; c += 0.05 {
+		// ms ≈ x · tokens/share: least squares for x (ms per token alone).
+		var num, den float64
+		for _, p := range ps {
+			a := p.tokens / share(c, p.busy)
+			num += a * p.ms
+			den += a * a
+		}
+		x := num / den
+		sse := 0.0
+		for _, p := range ps {
+			d := p.ms - x*p.tokens/share(c, p.busy)
+			sse += d * d
+		}
+		if sse < bestSSE-1e-9 {
+			bestSSE, bestCores, bestX = sse, c, x
+		}
+	}
+	m := fleetModel{engine: preset.Engine, cores: bestCores}
+	m.engine.PrefillTokensPerSec = 1000 / bestX
+	var coreMS float64
+	for _, as := range runs {
+		for i, a := range as {
+			if a.decodeN > 0 {
+				end := a.sent.Add(a.latency)
+				coreMS += ms(a.decode) * share(m.cores, busyDuring(as, i, end.Add(-a.decode), end))
+			}
+		}
+	}
+	m.engine.DecodeStepBase = time.Duration(coreMS / float64(decodeN) * float64(time.Millisecond))
+	m.engine.PrefillOverhead = 0
+	t.Logf("fleet model in this run: %.2f cores shared (the machine has %d), prefill %.0f tokens/s on a core of its own (%.0f over the run's %d prefills as they ran; preset %.0f), decode step %v (preset %v), prefill fit rms %.0f ms",
+		m.cores, runtime.NumCPU(), m.engine.PrefillTokensPerSec, avgN/(avgMS/1000), len(ps), preset.Engine.PrefillTokensPerSec,
+		m.engine.DecodeStepBase.Round(100*time.Microsecond), preset.Engine.DecodeStepBase, math.Sqrt(bestSSE/float64(len(ps))))
+	return m
+}
+
+// prefills counts the answers llama-server computed mostly from scratch
+// (timings.prompt_n above half the prompt); prefillRate is their tokens
+// per second of prompt processing.
+func prefills(as []answer) int {
+	n := 0
+	for _, a := range as {
+		if a.promptN > a.prompt/2 {
+			n++
+		}
+	}
+	return n
+}
+
+func prefillRate(as []answer) float64 {
+	var n int
+	var msSum float64
+	for _, a := range as {
+		if a.promptN > a.prompt/2 {
+			n += a.promptN
+			msSum += a.promptMS
+		}
+	}
+	if msSum == 0 {
+		return 0
+	}
+	return float64(n) / (msSum / 1000)
+}
+
+// computeSpan is when llama-server was computing a: from the start of its
+// prompt processing (timings.prompt_ms before its decoding) to its answer.
+func computeSpan(a answer) (time.Time, time.Time) {
+	end := a.sent.Add(a.latency)
+	return end.Add(-a.decode - time.Duration(a.promptMS*float64(time.Millisecond))), end
+}
+
+// prefillByContention groups the prefills of one run's answers by how
+// many replicas were computing while they ran (busyDuring, rounded) and
+// returns each group's tokens per second, index k-1 for k replicas, 0
+// where the group is empty, and each group's count: the evidence for the
+// shared cores in fitFleet.
+func prefillByContention(as []answer) (rates []float64, counts []int) {
+	tokens := make([]int, replicas)
+	msSum := make([]float64, replicas)
+	counts = make([]int, replicas)
+	for i, a := range as {
+		if a.promptN <= a.prompt/2 || a.promptMS <= 0 {
+			continue
+		}
+		from, _ := computeSpan(a)
+		to := from.Add(time.Duration(a.promptMS * float64(time.Millisecond)))
+		k := min(replicas, int(math.Round(busyDuring(as, i, from, to))))
+		tokens[k-1] += a.promptN
+		msSum[k-1] += a.promptMS
+		counts[k-1]++
+	}
+	rates = make([]float64, replicas)
+	for k := range rates {
+		if msSum[k] > 0 {
+			rates[k] = float64(tokens[k]) / (msSum[k] / 1000)
+		}
+	}
+	return rates, counts
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // uncontendedHits returns the time to first token, as the client saw it,
@@ -118,8 +300,10 @@ func fleetEngine(t *testing.T, runs ...[]answer) vllmsim.EngineConfig {
 // the same run was on that replica at any time between its send and its
 // answer. They hold no queueing, which the simulator models, only the
 // per-request work: prompt restore and tail, and what a loaded machine adds
-// around it (HTTP, the router, waiting for a core).
-func uncontendedHits(runs ...[]answer) []float64 {
+// around it (HTTP, the router, waiting for a core). Each is scaled by the
+// share of a core its replica had on cores shared cores (the simulator
+// stretches the cost by the same share when replicas compete).
+func uncontendedHits(cores float64, runs ...[]answer) []float64 {
 	var out []float64
 	for _, as := range runs {
 		for i, a := range as {
@@ -134,7 +318,8 @@ func uncontendedHits(runs ...[]answer) []float64 {
 				}
 			}
 			if alone {
-				out = append(out, ms(a.latency-a.decode))
+				ttftEnd := a.sent.Add(a.latency - a.decode)
+				out = append(out, ms(a.latency-a.decode)*share(cores, busyDuring(as, i, a.sent, ttftEnd)))
 			}
 		}
 	}
@@ -152,15 +337,15 @@ func uncontendedHits(runs ...[]answer) []float64 {
 // of a saved prompt, and what the loaded machine adds to every request. It
 // is never negative. It returns the fit, the fleet's median and the
 // simulator's hit without the cost, in ms, and how many hits were alone.
-func fitOverhead(t *testing.T, engine vllmsim.EngineConfig, pair func(vllmsim.EngineConfig) *sim.Workload, runs ...[]answer) (time.Duration, float64, float64, int) {
-	hits := uncontendedHits(runs...)
+func fitOverhead(t *testing.T, m fleetModel, pair func(fleetModel) *sim.Workload, runs ...[]answer) (time.Duration, float64, float64, int) {
+	hits := uncontendedHits(m.cores, runs...)
 	if len(hits) == 0 {
 		t.Fatal("no cache hit had its replica to itself: nothing to fit the per-request cost on")
 	}
 	real := hits[len(hits)/2]
-	bare := engine
-	bare.PrefillOverhead = 0
-	rep, err := sim.Simulate(pair(simEngine(bare)), sim.Options{Replicas: 1, Policies: []string{"random"}, Seed: 1, Parallel: 1})
+	bare := m
+	bare.engine.PrefillOverhead = 0
+	rep, err := sim.Simulate(pair(bare), sim.Options{Replicas: 1, Policies: []string{"random"}, Seed: 1, Parallel: 1})
 	if err != nil {
 		t.Fatalf("simulate the uncontended pair: %v", err)
 	}
@@ -212,6 +397,60 @@ func simulateSeeds(t *testing.T, build func(draw uint64) *sim.Workload, policy s
 	return f
 }
 
+// simulateReplay runs w, built from the answers as (in their order, then
+// sorted by send time), once with the replay policy: every request on the
+// replica the fleet put it on, so the simulated figures share the fleet's
+// placement draw instead of averaging over draws. It returns the figures
+// and each answer's simulated TTFT in ms, in the answers' order.
+func simulateReplay(t *testing.T, w *sim.Workload, as []answer) (simFigures, []float64) {
+	rep, err := sim.Simulate(w, sim.Options{Replicas: replicas, Policies: []string{sim.ReplayPolicy}, Seed: 1, Parallel: 1})
+	if err != nil {
+		t.Fatalf("simulate the replay of %s: %v", w.Name, err)
+	}
+	p := rep.Policies[0]
+	f := simFigures{hit: p.HitRate, medianTTFT: p.TTFTs[len(p.TTFTs)/2]}
+	for _, v := range p.TTFTs {
+		f.meanTTFT += v / float64(len(p.TTFTs))
+	}
+	// The builders sort the requests by send time, stably.
+	order := make([]int, len(as))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return as[order[i]].sent.Before(as[order[j]].sent) })
+	byAnswer := make([]float64, len(as))
+	for k, i := range order {
+		byAnswer[i] = p.RequestTTFTs[k]
+	}
+	return f, byAnswer
+}
+
+// replayBreakdown says where the replay's TTFTs part from the fleet's:
+// the median of each side over the fleet's cache hits (more than half the
+// prompt cached) and over its misses.
+func replayBreakdown(as []answer, simTTFT []float64) string {
+	var realHit, simHit, realMiss, simMiss []float64
+	for i, a := range as {
+		if a.cached > a.prompt/2 {
+			realHit = append(realHit, ms(a.latency-a.decode))
+			simHit = append(simHit, simTTFT[i])
+		} else {
+			realMiss = append(realMiss, ms(a.latency-a.decode))
+			simMiss = append(simMiss, simTTFT[i])
+		}
+	}
+	med := func(xs []float64) float64 {
+		if len(xs) == 0 {
+			return math.NaN()
+		}
+		xs = slices.Clone(xs)
+		sort.Float64s(xs)
+		return xs[len(xs)/2]
+	}
+	return fmt.Sprintf("%d hits median %.0f vs %.0f ms, %d misses %.0f vs %.0f ms",
+		len(realHit), med(simHit), med(realHit), len(realMiss), med(simMiss), med(realMiss))
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // off is how far sim is from real, as a fraction of real.
@@ -237,7 +476,7 @@ const simRatioFactor = 2.0
 // rates and the prefixgate / random latency ratios (time to first token)
 // with the real ones.
 func compareSimulator(t *testing.T, pg, random *qaRun) {
-	engine := fleetEngine(t, pg.answers, random.answers)
+	model := fitFleet(t, pg.answers, random.answers)
 	// The pair for the fit: the first two questions the prefixgate run
 	// sent about its first document, as one client.
 	var pair qaRun
@@ -251,11 +490,11 @@ func compareSimulator(t *testing.T, pg, random *qaRun) {
 	}
 	var realHit, simHit float64
 	var alone int
-	engine.PrefillOverhead, realHit, simHit, alone = fitOverhead(t, engine, func(e vllmsim.EngineConfig) *sim.Workload { return replayWorkload(t, &pair, e, 1) }, pg.answers, random.answers)
+	model.engine.PrefillOverhead, realHit, simHit, alone = fitOverhead(t, model, func(m fleetModel) *sim.Workload { return replayWorkload(t, &pair, m, 1) }, pg.answers, random.answers)
 	t.Logf("per-request cost: the fleet's %d cache hits alone on their replica took %.1f ms to the first token (median), the simulator's uncontended hit %.1f ms without the cost, so %v",
-		alone, realHit, simHit, engine.PrefillOverhead.Round(100*time.Microsecond))
+		alone, realHit, simHit, model.engine.PrefillOverhead.Round(100*time.Microsecond))
 	simulate := func(run *qaRun, policy string) simFigures {
-		return simulateSeeds(t, func(draw uint64) *sim.Workload { return replayWorkload(t, run, simEngine(engine), draw) }, policy)
+		return simulateSeeds(t, func(draw uint64) *sim.Workload { return replayWorkload(t, run, model, draw) }, policy)
 	}
 	simPG := simulate(pg, route.DefaultPolicy)
 	simRandom := simulate(random, "random")
@@ -267,6 +506,21 @@ func compareSimulator(t *testing.T, pg, random *qaRun) {
 		simPreset, simPG.hit, pg.hit(), simRandom.hit, random.hit(),
 		simPG.medianTTFT, ms(pg.medianTTFT()), simRandom.medianTTFT, ms(random.medianTTFT()), simMedian, realMedian, 100*off(simMedian, realMedian),
 		simPG.meanTTFT, ms(pg.meanTTFT()), simRandom.meanTTFT, ms(random.meanTTFT()), simMean, realMean, 100*off(simMean, realMean))
+	replayPG, pgByAnswer := simulateReplay(t, replayWorkload(t, pg, model, 1), pg.answers)
+	replayRandom, randomByAnswer := simulateReplay(t, replayWorkload(t, random, model, 1), random.answers)
+	t.Logf("replay vs fleet by request: prefixgate %s; random %s", replayBreakdown(pg.answers, pgByAnswer), replayBreakdown(random.answers, randomByAnswer))
+	replayMedian := replayPG.medianTTFT / replayRandom.medianTTFT
+	replayMean := replayPG.meanTTFT / replayRandom.meanTTFT
+	t.Logf("replay of the fleet's placement vs fleet: hit prefixgate %.3f vs %.3f, random %.3f vs %.3f; median TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off); mean TTFT ratio %.2f vs %.2f (%.0f%% off)",
+		replayPG.hit, pg.hit(), replayRandom.hit, random.hit(),
+		replayPG.medianTTFT, ms(pg.medianTTFT()), replayRandom.medianTTFT, ms(random.medianTTFT()), replayMedian, realMedian, 100*off(replayMedian, realMedian),
+		replayMean, realMean, 100*off(replayMean, realMean))
+	t.Logf("fleet prefill rate by run: prefixgate %.0f tokens/s over %d prefills, random %.0f over %d",
+		prefillRate(pg.answers), prefills(pg.answers), prefillRate(random.answers), prefills(random.answers))
+	pgRates, pgCounts := prefillByContention(pg.answers)
+	randomRates, randomCounts := prefillByContention(random.answers)
+	t.Logf("fleet prefill tokens/s by replicas computing at once (1..%d): prefixgate run %.0f (prefills %v), random run %.0f (prefills %v)",
+		replicas, pgRates, pgCounts, randomRates, randomCounts)
 	// Asserted: prefixgate's hit rate within issue 15's 5 points of the
 	// fleet's (the replay's is 3 points lower in every run: its question
 	// tail is rounded up to whole blocks), the median TTFT ratio within
@@ -297,19 +551,24 @@ func compareSimulator(t *testing.T, pg, random *qaRun) {
 // document is its document's token stream; every other message is a stream
 // of its own, the same in every later turn of its conversation, as long as
 // its text (see simCharsPerToken).
-func chatWorkload(t *testing.T, turns []chatTurn, engine vllmsim.EngineConfig, draw uint64) *sim.Workload {
+func chatWorkload(t *testing.T, turns []chatTurn, m fleetModel, draw uint64) *sim.Workload {
 	docs := documents(numDocs)
-	w := &sim.Workload{Name: "llamafleet-chats", Replicas: replicas, Engine: engine}
+	w := &sim.Workload{Name: "llamafleet-chats", Replicas: replicas, Engine: simEngine(m.engine), Cores: m.cores}
 	start := turns[0].sent
 	for _, tr := range turns {
 		if tr.sent.Before(start) {
 			start = tr.sent
 		}
 	}
-	var clients []int
+	var as []answer
 	for _, tr := range turns {
+		as = append(as, tr.answer)
+	}
+	place := placement(t, as)
+	var clients []int
+	for i, tr := range turns {
 		clients = append(clients, tr.client)
-		r := &sim.Request{At: tr.sent.Sub(start), Output: maxTokens}
+		r := &sim.Request{At: tr.sent.Sub(start), Output: maxTokens, Placed: true, Replica: place[i]}
 		for k, m := range tr.msgs {
 			id := segID(draw, uint64(1<<32)+uint64(tr.conv)<<16+uint64(k))
 			var segs []sim.Segment
@@ -343,7 +602,7 @@ func chatWorkload(t *testing.T, turns []chatTurn, engine vllmsim.EngineConfig, d
 // and decides its latency (the fleet's median ratio moved from 0.17 to 0.66
 // between runs), and the simulator cannot reproduce that draw.
 func compareSimulatorChats(t *testing.T, pg, random *chatFigures) {
-	engine := fleetEngine(t, pg.all.answers, random.all.answers)
+	model := fitFleet(t, pg.all.answers, random.all.answers)
 	// The pair for the fit: the first two turns of the prefixgate run's
 	// first conversation, as one client.
 	var pair []chatTurn
@@ -355,11 +614,11 @@ func compareSimulatorChats(t *testing.T, pg, random *chatFigures) {
 	}
 	var realHit, simHit float64
 	var alone int
-	engine.PrefillOverhead, realHit, simHit, alone = fitOverhead(t, engine, func(e vllmsim.EngineConfig) *sim.Workload { return chatWorkload(t, pair, e, 1) }, pg.all.answers, random.all.answers)
+	model.engine.PrefillOverhead, realHit, simHit, alone = fitOverhead(t, model, func(m fleetModel) *sim.Workload { return chatWorkload(t, pair, m, 1) }, pg.all.answers, random.all.answers)
 	t.Logf("per-request cost: the fleet's %d cache hits alone on their replica took %.1f ms to the first token (median), the simulator's uncontended hit %.1f ms without the cost, so %v",
-		alone, realHit, simHit, engine.PrefillOverhead.Round(100*time.Microsecond))
+		alone, realHit, simHit, model.engine.PrefillOverhead.Round(100*time.Microsecond))
 	simulate := func(f *chatFigures, policy string) simFigures {
-		return simulateSeeds(t, func(draw uint64) *sim.Workload { return chatWorkload(t, f.turns, simEngine(engine), draw) }, policy)
+		return simulateSeeds(t, func(draw uint64) *sim.Workload { return chatWorkload(t, f.turns, model, draw) }, policy)
 	}
 	simPG := simulate(pg, route.DefaultPolicy)
 	simRandom := simulate(random, "random")
@@ -371,6 +630,15 @@ func compareSimulatorChats(t *testing.T, pg, random *chatFigures) {
 		simPreset, simPG.hit, pg.all.hit(), simRandom.hit, random.all.hit(),
 		simPG.medianTTFT, ms(pg.all.medianTTFT()), simRandom.medianTTFT, ms(random.all.medianTTFT()), simMedian, realMedian, 100*off(simMedian, realMedian),
 		simPG.meanTTFT, ms(pg.all.meanTTFT()), simRandom.meanTTFT, ms(random.all.meanTTFT()), simMean, realMean, 100*off(simMean, realMean))
+	replayPG, pgByAnswer := simulateReplay(t, chatWorkload(t, pg.turns, model, 1), pg.all.answers)
+	replayRandom, randomByAnswer := simulateReplay(t, chatWorkload(t, random.turns, model, 1), random.all.answers)
+	t.Logf("replay vs fleet by request, multi-turn: prefixgate %s; random %s", replayBreakdown(pg.all.answers, pgByAnswer), replayBreakdown(random.all.answers, randomByAnswer))
+	replayMedian := replayPG.medianTTFT / replayRandom.medianTTFT
+	replayMean := replayPG.meanTTFT / replayRandom.meanTTFT
+	t.Logf("replay of the fleet's placement vs fleet, multi-turn: hit prefixgate %.3f vs %.3f, random %.3f vs %.3f; median TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off); mean TTFT ratio %.2f vs %.2f (%.0f%% off)",
+		replayPG.hit, pg.all.hit(), replayRandom.hit, random.all.hit(),
+		replayPG.medianTTFT, ms(pg.all.medianTTFT()), replayRandom.medianTTFT, ms(random.all.medianTTFT()), replayMedian, realMedian, 100*off(replayMedian, realMedian),
+		replayMean, realMean, 100*off(replayMean, realMean))
 	t.Logf("issue 15 targets, multi-turn: hit within 5 points: prefixgate %v, random %v; TTFT ratio within 20%%: median %v, mean %v (logged: with 8 conversations the fleet's one placement draw decides its latency)",
 		math.Abs(simPG.hit-pg.all.hit()) <= 0.05, math.Abs(simRandom.hit-random.all.hit()) <= 0.05,
 		off(simMedian, realMedian) <= simRatioWithin, off(simMean, realMean) <= simRatioWithin)
