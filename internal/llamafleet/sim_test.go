@@ -145,21 +145,21 @@ func busyDuring(as []answer, i int, from, to time.Time) float64 {
 // fitFleet fits the fleet model to the timings the replicas reported in
 // the runs given (this test's; each run had a fleet of its own). The
 // preset's rates were measured on an idle core; here four one-thread
-// replicas share the machine's cores (and other work on it), and a
-// prefill's rate depends on how many replicas computed beside it: 5,000
-// tokens/s alone, 2,200 with all four busy, in one run on 2 cores. So each
-// prefill is modelled as its tokens at the single-replica rate times
-// share(cores, busy), busy measured from the answers' spans, and cores and
-// that rate are fitted by least squares on the prefill times (cores over
-// 1..replicas in steps of 0.05: the effective cores, less what other work
-// on the machine took). The decode step is the replicas' decode time, each
-// scaled by its share, per token. The per-request cost is left to
-// fitOverhead.
+// replicas share the machine's cores, and a prefill's rate depends on how
+// many replicas computed beside it: about 5,000 tokens/s alone, 2,200 with
+// all four busy on 2 cores. So the model gives the replicas the machine's
+// cores (runtime.NumCPU; sim.Workload.Cores slows each busy replica to
+// share(cores, busy)) and fits the rate a replica has on a core of its own
+// by least squares on the prefill times, each prefill's tokens at that rate
+// times its share, busy measured from the answers' spans. The decode step
+// is the replicas' decode time, each scaled by its share, per token. The
+// per-request cost is left to fitOverhead.
 func fitFleet(t *testing.T, runs ...[]answer) fleetModel {
 	preset, err := vllmsim.LookupPreset(simPreset)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cores := float64(runtime.NumCPU())
 	type prefill struct{ tokens, ms, busy float64 }
 	var ps []prefill
 	var decodeN int
@@ -179,27 +179,21 @@ func fitFleet(t *testing.T, runs ...[]answer) fleetModel {
 	if len(ps) == 0 || decodeN == 0 {
 		t.Fatal("llama-server reported no timings (timings.prompt_n, timings.predicted_n)")
 	}
-	bestSSE, bestCores, bestX := math.Inf(1), 0.0, 0.0
-	for c := 1.0; c <= replicas+1e-9; c += 0.05 {
-		// ms ≈ x · tokens/share: least squares for x (ms per token alone).
-		var num, den float64
-		for _, p := range ps {
-			a := p.tokens / share(c, p.busy)
-			num += a * p.ms
-			den += a * a
-		}
-		x := num / den
-		sse := 0.0
-		for _, p := range ps {
-			d := p.ms - x*p.tokens/share(c, p.busy)
-			sse += d * d
-		}
-		if sse < bestSSE-1e-9 {
-			bestSSE, bestCores, bestX = sse, c, x
-		}
+	// ms ≈ x · tokens/share: least squares for x, ms per token alone.
+	var num, den float64
+	for _, p := range ps {
+		a := p.tokens / share(cores, p.busy)
+		num += a * p.ms
+		den += a * a
 	}
-	m := fleetModel{engine: preset.Engine, cores: bestCores}
-	m.engine.PrefillTokensPerSec = 1000 / bestX
+	x := num / den
+	sse := 0.0
+	for _, p := range ps {
+		d := p.ms - x*p.tokens/share(cores, p.busy)
+		sse += d * d
+	}
+	m := fleetModel{engine: preset.Engine, cores: cores}
+	m.engine.PrefillTokensPerSec = 1000 / x
 	var coreMS float64
 	for _, as := range runs {
 		for i, a := range as {
@@ -211,38 +205,10 @@ func fitFleet(t *testing.T, runs ...[]answer) fleetModel {
 	}
 	m.engine.DecodeStepBase = time.Duration(coreMS / float64(decodeN) * float64(time.Millisecond))
 	m.engine.PrefillOverhead = 0
-	t.Logf("fleet model in this run: %.2f cores shared (the machine has %d), prefill %.0f tokens/s on a core of its own (%.0f over the run's %d prefills as they ran; preset %.0f), decode step %v (preset %v), prefill fit rms %.0f ms",
-		m.cores, runtime.NumCPU(), m.engine.PrefillTokensPerSec, avgN/(avgMS/1000), len(ps), preset.Engine.PrefillTokensPerSec,
-		m.engine.DecodeStepBase.Round(100*time.Microsecond), preset.Engine.DecodeStepBase, math.Sqrt(bestSSE/float64(len(ps))))
+	t.Logf("fleet model in this run: %.0f cores shared, prefill %.0f tokens/s on a core of its own (%.0f over the run's %d prefills as they ran; preset %.0f), decode step %v (preset %v), prefill fit rms %.0f ms",
+		m.cores, m.engine.PrefillTokensPerSec, avgN/(avgMS/1000), len(ps), preset.Engine.PrefillTokensPerSec,
+		m.engine.DecodeStepBase.Round(100*time.Microsecond), preset.Engine.DecodeStepBase, math.Sqrt(sse/float64(len(ps))))
 	return m
-}
-
-// prefills counts the answers llama-server computed mostly from scratch
-// (timings.prompt_n above half the prompt); prefillRate is their tokens
-// per second of prompt processing.
-func prefills(as []answer) int {
-	n := 0
-	for _, a := range as {
-		if a.promptN > a.prompt/2 {
-			n++
-		}
-	}
-	return n
-}
-
-func prefillRate(as []answer) float64 {
-	var n int
-	var msSum float64
-	for _, a := range as {
-		if a.promptN > a.prompt/2 {
-			n += a.promptN
-			msSum += a.promptMS
-		}
-	}
-	if msSum == 0 {
-		return 0
-	}
-	return float64(n) / (msSum / 1000)
 }
 
 // computeSpan is when llama-server was computing a: from the start of its
@@ -458,23 +424,31 @@ func off(sim, real float64) float64 { return math.Abs(sim-real) / real }
 
 // simRatioWithin is issue 15's target for the simulated prefixgate /
 // random latency ratio: within 20% of the fleet's, measured in the same
-// run. It is logged, not asserted: the fleet's own ratio moved from 0.13 to
-// 0.34 between runs of this test on shared cores (its one placement draw,
-// its random balancer's one draw, the machine's stalls; only 5 of 10 runs
-// within 20% of their median, 0.21), while the simulator's stays near 0.21,
-// so the closed-loop replay landed within 20% of the run's in 3 of 10 runs
-// (docs/backends.md).
+// run. It is asserted on the replay of the fleet's own placement (policy
+// replay) with the shared cores modelled (fitFleet), on the mean TTFT
+// ratio: within 20% in 29 of 30 runs of this test (23% in the other, at
+// most 9% in 27), where the median ratio was within 20% in 24 of 30 and is
+// logged (docs/backends.md has the runs). The median is fragile on this
+// traffic: prefixgate's median is one of 48 hits, which either queued
+// behind another request or did not, and random's sits on the fast edge of
+// its misses, so a request or two moves either by 20%.
 const simRatioWithin = 0.20
 
-// simRatioFactor is what the test asserts on the median TTFT ratio: the
-// simulated ratio within this factor of the fleet's. Every closed-loop run
-// so far landed within 1.7×; the open-loop replay it replaced was 5.4× off.
+// simRatioFactor bounds the median TTFT ratio as a sanity check: the
+// simulated ratio within this factor of the fleet's, for the replay and
+// for the simulator's own policies. Every run with the shared cores
+// modelled landed within 1.4×.
 const simRatioFactor = 2.0
 
 // compareSimulator replays the real prefixgate and random runs through the
-// simulator with the fleet's preset at this run's rates and compares hit
-// rates and the prefixgate / random latency ratios (time to first token)
-// with the real ones.
+// simulator with the fleet's model fitted in this run (fitFleet,
+// fitOverhead) and compares hit rates and the prefixgate / random latency
+// ratios (time to first token) with the real ones, two ways: the replay
+// policy, which sends every request to the replica the fleet sent it to,
+// so the simulated and real latencies come from the same placement (the
+// fleet's one ring draw and its random balancer's one draw); and the
+// simulator's own policies (prefixgate's default and random), which must
+// predict the hit rates from their own placement, averaged over draws.
 func compareSimulator(t *testing.T, pg, random *qaRun) {
 	model := fitFleet(t, pg.answers, random.answers)
 	// The pair for the fit: the first two questions the prefixgate run
@@ -491,41 +465,63 @@ func compareSimulator(t *testing.T, pg, random *qaRun) {
 	var realHit, simHit float64
 	var alone int
 	model.engine.PrefillOverhead, realHit, simHit, alone = fitOverhead(t, model, func(m fleetModel) *sim.Workload { return replayWorkload(t, &pair, m, 1) }, pg.answers, random.answers)
-	t.Logf("per-request cost: the fleet's %d cache hits alone on their replica took %.1f ms to the first token (median), the simulator's uncontended hit %.1f ms without the cost, so %v",
+	t.Logf("per-request cost: the fleet's %d cache hits alone on their replica took %.1f ms to the first token (median, each scaled by its share of a core), the simulator's uncontended hit %.1f ms without the cost, so %v",
 		alone, realHit, simHit, model.engine.PrefillOverhead.Round(100*time.Microsecond))
-	simulate := func(run *qaRun, policy string) simFigures {
-		return simulateSeeds(t, func(draw uint64) *sim.Workload { return replayWorkload(t, run, model, draw) }, policy)
-	}
-	simPG := simulate(pg, route.DefaultPolicy)
-	simRandom := simulate(random, "random")
+	pgRates, pgCounts := prefillByContention(pg.answers)
+	randomRates, randomCounts := prefillByContention(random.answers)
+	t.Logf("fleet prefill tokens/s by replicas computing at once (1..%d): prefixgate run %.0f (prefills %v), random run %.0f (prefills %v)",
+		replicas, pgRates, pgCounts, randomRates, randomCounts)
 	realMedian := ms(pg.medianTTFT()) / ms(random.medianTTFT())
-	simMedian := simPG.medianTTFT / simRandom.medianTTFT
 	realMean := ms(pg.meanTTFT()) / ms(random.meanTTFT())
-	simMean := simPG.meanTTFT / simRandom.meanTTFT
-	t.Logf("simulator (%s) vs fleet: hit prefixgate %.3f vs %.3f, random %.3f vs %.3f; median TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off); mean TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off)",
-		simPreset, simPG.hit, pg.hit(), simRandom.hit, random.hit(),
-		simPG.medianTTFT, ms(pg.medianTTFT()), simRandom.medianTTFT, ms(random.medianTTFT()), simMedian, realMedian, 100*off(simMedian, realMedian),
-		simPG.meanTTFT, ms(pg.meanTTFT()), simRandom.meanTTFT, ms(random.meanTTFT()), simMean, realMean, 100*off(simMean, realMean))
+
+	// The replay: the fleet's placement, the simulator's engines.
 	replayPG, pgByAnswer := simulateReplay(t, replayWorkload(t, pg, model, 1), pg.answers)
 	replayRandom, randomByAnswer := simulateReplay(t, replayWorkload(t, random, model, 1), random.answers)
-	t.Logf("replay vs fleet by request: prefixgate %s; random %s", replayBreakdown(pg.answers, pgByAnswer), replayBreakdown(random.answers, randomByAnswer))
 	replayMedian := replayPG.medianTTFT / replayRandom.medianTTFT
 	replayMean := replayPG.meanTTFT / replayRandom.meanTTFT
 	t.Logf("replay of the fleet's placement vs fleet: hit prefixgate %.3f vs %.3f, random %.3f vs %.3f; median TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off); mean TTFT ratio %.2f vs %.2f (%.0f%% off)",
 		replayPG.hit, pg.hit(), replayRandom.hit, random.hit(),
 		replayPG.medianTTFT, ms(pg.medianTTFT()), replayRandom.medianTTFT, ms(random.medianTTFT()), replayMedian, realMedian, 100*off(replayMedian, realMedian),
 		replayMean, realMean, 100*off(replayMean, realMean))
-	t.Logf("fleet prefill rate by run: prefixgate %.0f tokens/s over %d prefills, random %.0f over %d",
-		prefillRate(pg.answers), prefills(pg.answers), prefillRate(random.answers), prefills(random.answers))
-	pgRates, pgCounts := prefillByContention(pg.answers)
-	randomRates, randomCounts := prefillByContention(random.answers)
-	t.Logf("fleet prefill tokens/s by replicas computing at once (1..%d): prefixgate run %.0f (prefills %v), random run %.0f (prefills %v)",
-		replicas, pgRates, pgCounts, randomRates, randomCounts)
-	// Asserted: prefixgate's hit rate within issue 15's 5 points of the
-	// fleet's (the replay's is 3 points lower in every run: its question
-	// tail is rounded up to whole blocks), the median TTFT ratio within
-	// simRatioFactor (issue 15's 20% is logged below, see simRatioWithin),
-	// and the same verdict as the fleet's.
+	t.Logf("replay vs fleet by request: prefixgate %s; random %s", replayBreakdown(pg.answers, pgByAnswer), replayBreakdown(random.answers, randomByAnswer))
+
+	// The simulator's own policies, over placement draws.
+	simulate := func(run *qaRun, policy string) simFigures {
+		return simulateSeeds(t, func(draw uint64) *sim.Workload { return replayWorkload(t, run, model, draw) }, policy)
+	}
+	simPG := simulate(pg, route.DefaultPolicy)
+	simRandom := simulate(random, "random")
+	simMedian := simPG.medianTTFT / simRandom.medianTTFT
+	simMean := simPG.meanTTFT / simRandom.meanTTFT
+	t.Logf("simulator (%s) vs fleet: hit prefixgate %.3f vs %.3f, random %.3f vs %.3f; median TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off); mean TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off)",
+		simPreset, simPG.hit, pg.hit(), simRandom.hit, random.hit(),
+		simPG.medianTTFT, ms(pg.medianTTFT()), simRandom.medianTTFT, ms(random.medianTTFT()), simMedian, realMedian, 100*off(simMedian, realMedian),
+		simPG.meanTTFT, ms(pg.meanTTFT()), simRandom.meanTTFT, ms(random.meanTTFT()), simMean, realMean, 100*off(simMean, realMean))
+
+	// Asserted on the replay: both hit rates within issue 15's 5 points of
+	// the fleet's (the replay's are 3-4 points lower in every run: a hit's
+	// question tail is rounded up to whole blocks), the mean TTFT ratio
+	// within issue 15's 20%, the median within simRatioFactor.
+	for _, c := range []struct {
+		name      string
+		sim, real float64
+	}{{"prefixgate", replayPG.hit, pg.hit()}, {"random", replayRandom.hit, random.hit()}} {
+		if math.Abs(c.sim-c.real) > 0.05 {
+			t.Errorf("replay, %s: simulated hit rate %.3f is more than 5 points from the fleet's %.3f on the same placement", c.name, c.sim, c.real)
+		}
+	}
+	if off(replayMean, realMean) > simRatioWithin {
+		t.Errorf("replay: prefixgate/random mean TTFT ratio %.2f is %.0f%% off the fleet's %.2f, more than %.0f%%",
+			replayMean, 100*off(replayMean, realMean), realMean, 100*simRatioWithin)
+	}
+	if replayMedian > simRatioFactor*realMedian || realMedian > simRatioFactor*replayMedian {
+		t.Errorf("replay: prefixgate/random median TTFT ratio %.2f is more than %.0f× off the fleet's %.2f", replayMedian, simRatioFactor, realMedian)
+	}
+	// Asserted on the simulator's own policies: prefixgate's hit within
+	// 5 points (random's is one draw on the fleet, about ±7 points between
+	// runs of 60 requests, against the simulator's mean over draws:
+	// logged), the median TTFT ratio within simRatioFactor, and the same
+	// verdict as the fleet's.
 	if math.Abs(simPG.hit-pg.hit()) > 0.05 {
 		t.Errorf("prefixgate: simulated hit rate %.3f is more than 5 points from the fleet's %.3f", simPG.hit, pg.hit())
 	}
@@ -537,9 +533,9 @@ func compareSimulator(t *testing.T, pg, random *qaRun) {
 		t.Errorf("the simulator does not rank prefixgate above random as the fleet does: hit %.3f vs %.3f, median TTFT ratio %.2f",
 			simPG.hit, simRandom.hit, simMedian)
 	}
-	// Random's hit rate is one draw on the fleet (about ±7 points between
-	// runs of 60 requests) against the simulator's mean over draws: logged.
-	t.Logf("issue 15 targets: hit within 5 points: prefixgate %v, random %v; TTFT ratio within 20%%: median %v, mean %v",
+	t.Logf("issue 15 targets: replay: hit within 5 points %v, TTFT ratio within 20%%: mean %v (asserted), median %v; own policies: hit within 5 points: prefixgate %v, random %v; TTFT ratio within 20%%: median %v, mean %v",
+		math.Abs(replayPG.hit-pg.hit()) <= 0.05 && math.Abs(replayRandom.hit-random.hit()) <= 0.05,
+		off(replayMean, realMean) <= simRatioWithin, off(replayMedian, realMedian) <= simRatioWithin,
 		math.Abs(simPG.hit-pg.hit()) <= 0.05, math.Abs(simRandom.hit-random.hit()) <= 0.05,
 		off(simMedian, realMedian) <= simRatioWithin, off(simMean, realMean) <= simRatioWithin)
 }
