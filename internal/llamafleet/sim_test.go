@@ -154,7 +154,7 @@ func busyDuring(as []answer, i int, from, to time.Time) float64 {
 // times its share, busy measured from the answers' spans. The decode step
 // is the replicas' decode time, each scaled by its share, per token. The
 // per-request cost is left to fitOverhead.
-func fitFleet(t *testing.T, runs ...[]answer) fleetModel {
+func fitFleet(t *testing.T, name string, runs ...[]answer) fleetModel {
 	preset, err := vllmsim.LookupPreset(simPreset)
 	if err != nil {
 		t.Fatal(err)
@@ -205,8 +205,8 @@ func fitFleet(t *testing.T, runs ...[]answer) fleetModel {
 	}
 	m.engine.DecodeStepBase = time.Duration(coreMS / float64(decodeN) * float64(time.Millisecond))
 	m.engine.PrefillOverhead = 0
-	t.Logf("fleet model in this run: %.0f cores shared, prefill %.0f tokens/s on a core of its own (%.0f over the run's %d prefills as they ran; preset %.0f), decode step %v (preset %v), prefill fit rms %.0f ms",
-		m.cores, m.engine.PrefillTokensPerSec, avgN/(avgMS/1000), len(ps), preset.Engine.PrefillTokensPerSec,
+	t.Logf("fleet model of the %s run: %.0f cores shared, prefill %.0f tokens/s on a core of its own (%.0f over the run's %d prefills as they ran; preset %.0f), decode step %v (preset %v), prefill fit rms %.0f ms",
+		name, m.cores, m.engine.PrefillTokensPerSec, avgN/(avgMS/1000), len(ps), preset.Engine.PrefillTokensPerSec,
 		m.engine.DecodeStepBase.Round(100*time.Microsecond), preset.Engine.DecodeStepBase, math.Sqrt(sse/float64(len(ps))))
 	return m
 }
@@ -320,6 +320,29 @@ func fitOverhead(t *testing.T, m fleetModel, pair func(fleetModel) *sim.Workload
 	}
 	simHit := rep.Policies[0].TTFTs[0]
 	return time.Duration(max(0, real-simHit) * float64(time.Millisecond)), real, simHit, len(hits)
+}
+
+// phaseModel is the fleet model of one run of the test (one policy on a
+// fleet of its own): fitFleet on that run's timings, and fitOverhead on
+// that run's cache hits that had their replica to themselves (both runs'
+// if it has none). Each run is modelled from its own timings because the
+// machine is shared: another job's load that slows one run for its few
+// seconds slowed the prefixgate run's prefills by a third against the
+// random run's in one run of this test (2,108 and 1,641 tokens/s with 3
+// and 4 replicas busy, against 3,421 and 2,641), and a model pooled over
+// both put the simulated mean TTFT ratio 29% off the fleet's.
+func phaseModel(t *testing.T, name string, as []answer, both [][]answer, pair func(fleetModel) *sim.Workload) fleetModel {
+	m := fitFleet(t, name, as)
+	runs := [][]answer{as}
+	if len(uncontendedHits(m.cores, as)) == 0 {
+		runs = both
+	}
+	var realHit, simHit float64
+	var alone int
+	m.engine.PrefillOverhead, realHit, simHit, alone = fitOverhead(t, m, pair, runs...)
+	t.Logf("per-request cost, %s run: %d cache hits alone on their replica took %.1f ms to the first token (median, each scaled by its share of a core), the simulator's uncontended hit %.1f ms without the cost, so %v",
+		name, alone, realHit, simHit, m.engine.PrefillOverhead.Round(100*time.Microsecond))
+	return m
 }
 
 // simSeeds is how many placement draws each replay is simulated with.
@@ -441,8 +464,8 @@ const simRatioWithin = 0.20
 const simRatioFactor = 2.0
 
 // compareSimulator replays the real prefixgate and random runs through the
-// simulator with the fleet's model fitted in this run (fitFleet,
-// fitOverhead) and compares hit rates and the prefixgate / random latency
+// simulator, each with the fleet model fitted to its own timings
+// (phaseModel), and compares hit rates and the prefixgate / random latency
 // ratios (time to first token) with the real ones, two ways: the replay
 // policy, which sends every request to the replica the fleet sent it to,
 // so the simulated and real latencies come from the same placement (the
@@ -450,9 +473,8 @@ const simRatioFactor = 2.0
 // simulator's own policies (prefixgate's default and random), which must
 // predict the hit rates from their own placement, averaged over draws.
 func compareSimulator(t *testing.T, pg, random *qaRun) {
-	model := fitFleet(t, pg.answers, random.answers)
-	// The pair for the fit: the first two questions the prefixgate run
-	// sent about its first document, as one client.
+	// The pair for the cost fit: the first two questions the prefixgate
+	// run sent about its first document, as one client.
 	var pair qaRun
 	for i, r := range pg.reqs {
 		if r.doc == pg.reqs[0].doc && len(pair.reqs) < 2 {
@@ -462,11 +484,10 @@ func compareSimulator(t *testing.T, pg, random *qaRun) {
 			pair.reqs = append(pair.reqs, r)
 		}
 	}
-	var realHit, simHit float64
-	var alone int
-	model.engine.PrefillOverhead, realHit, simHit, alone = fitOverhead(t, model, func(m fleetModel) *sim.Workload { return replayWorkload(t, &pair, m, 1) }, pg.answers, random.answers)
-	t.Logf("per-request cost: the fleet's %d cache hits alone on their replica took %.1f ms to the first token (median, each scaled by its share of a core), the simulator's uncontended hit %.1f ms without the cost, so %v",
-		alone, realHit, simHit, model.engine.PrefillOverhead.Round(100*time.Microsecond))
+	pairFn := func(m fleetModel) *sim.Workload { return replayWorkload(t, &pair, m, 1) }
+	both := [][]answer{pg.answers, random.answers}
+	pgModel := phaseModel(t, "prefixgate", pg.answers, both, pairFn)
+	randomModel := phaseModel(t, "random", random.answers, both, pairFn)
 	pgRates, pgCounts := prefillByContention(pg.answers)
 	randomRates, randomCounts := prefillByContention(random.answers)
 	t.Logf("fleet prefill tokens/s by replicas computing at once (1..%d): prefixgate run %.0f (prefills %v), random run %.0f (prefills %v)",
@@ -475,8 +496,8 @@ func compareSimulator(t *testing.T, pg, random *qaRun) {
 	realMean := ms(pg.meanTTFT()) / ms(random.meanTTFT())
 
 	// The replay: the fleet's placement, the simulator's engines.
-	replayPG, pgByAnswer := simulateReplay(t, replayWorkload(t, pg, model, 1), pg.answers)
-	replayRandom, randomByAnswer := simulateReplay(t, replayWorkload(t, random, model, 1), random.answers)
+	replayPG, pgByAnswer := simulateReplay(t, replayWorkload(t, pg, pgModel, 1), pg.answers)
+	replayRandom, randomByAnswer := simulateReplay(t, replayWorkload(t, random, randomModel, 1), random.answers)
 	replayMedian := replayPG.medianTTFT / replayRandom.medianTTFT
 	replayMean := replayPG.meanTTFT / replayRandom.meanTTFT
 	t.Logf("replay of the fleet's placement vs fleet: hit prefixgate %.3f vs %.3f, random %.3f vs %.3f; median TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off); mean TTFT ratio %.2f vs %.2f (%.0f%% off)",
@@ -486,11 +507,11 @@ func compareSimulator(t *testing.T, pg, random *qaRun) {
 	t.Logf("replay vs fleet by request: prefixgate %s; random %s", replayBreakdown(pg.answers, pgByAnswer), replayBreakdown(random.answers, randomByAnswer))
 
 	// The simulator's own policies, over placement draws.
-	simulate := func(run *qaRun, policy string) simFigures {
-		return simulateSeeds(t, func(draw uint64) *sim.Workload { return replayWorkload(t, run, model, draw) }, policy)
+	simulate := func(run *qaRun, m fleetModel, policy string) simFigures {
+		return simulateSeeds(t, func(draw uint64) *sim.Workload { return replayWorkload(t, run, m, draw) }, policy)
 	}
-	simPG := simulate(pg, route.DefaultPolicy)
-	simRandom := simulate(random, "random")
+	simPG := simulate(pg, pgModel, route.DefaultPolicy)
+	simRandom := simulate(random, randomModel, "random")
 	simMedian := simPG.medianTTFT / simRandom.medianTTFT
 	simMean := simPG.meanTTFT / simRandom.meanTTFT
 	t.Logf("simulator (%s) vs fleet: hit prefixgate %.3f vs %.3f, random %.3f vs %.3f; median TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off); mean TTFT prefixgate %.0f vs %.0f ms, random %.0f vs %.0f ms, ratio %.2f vs %.2f (%.0f%% off)",
@@ -593,14 +614,13 @@ func chatWorkload(t *testing.T, turns []chatTurn, m fleetModel, draw uint64) *si
 // (its ring is laid over random ports, the simulator's over fixed names),
 // and only 20 points are asserted: enough to catch a replay that measures
 // text in tokens instead of characters (0.72 against 0.31). Random's
-// 5 points and the TTFT ratios are logged: with 8 conversations on 4
-// replicas, which conversations share a replica is one draw on the fleet
-// and decides its latency (the fleet's median ratio moved from 0.17 to 0.66
-// between runs), and the simulator cannot reproduce that draw.
+// 5 points are logged: with 8 conversations on 4 replicas, which
+// conversations share a replica is one draw on the fleet. The replay
+// policy takes that draw from the fleet (as compareSimulator does), and
+// its hit rates are asserted within 5 points for both runs.
 func compareSimulatorChats(t *testing.T, pg, random *chatFigures) {
-	model := fitFleet(t, pg.all.answers, random.all.answers)
-	// The pair for the fit: the first two turns of the prefixgate run's
-	// first conversation, as one client.
+	// The pair for the cost fit: the first two turns of the prefixgate
+	// run's first conversation, as one client.
 	var pair []chatTurn
 	for _, tr := range pg.turns {
 		if tr.conv == pg.turns[0].conv && len(pair) < 2 {
@@ -608,16 +628,15 @@ func compareSimulatorChats(t *testing.T, pg, random *chatFigures) {
 			pair = append(pair, tr)
 		}
 	}
-	var realHit, simHit float64
-	var alone int
-	model.engine.PrefillOverhead, realHit, simHit, alone = fitOverhead(t, model, func(m fleetModel) *sim.Workload { return chatWorkload(t, pair, m, 1) }, pg.all.answers, random.all.answers)
-	t.Logf("per-request cost: the fleet's %d cache hits alone on their replica took %.1f ms to the first token (median), the simulator's uncontended hit %.1f ms without the cost, so %v",
-		alone, realHit, simHit, model.engine.PrefillOverhead.Round(100*time.Microsecond))
-	simulate := func(f *chatFigures, policy string) simFigures {
-		return simulateSeeds(t, func(draw uint64) *sim.Workload { return chatWorkload(t, f.turns, model, draw) }, policy)
+	pairFn := func(m fleetModel) *sim.Workload { return chatWorkload(t, pair, m, 1) }
+	both := [][]answer{pg.all.answers, random.all.answers}
+	pgModel := phaseModel(t, "prefixgate", pg.all.answers, both, pairFn)
+	randomModel := phaseModel(t, "random", random.all.answers, both, pairFn)
+	simulate := func(f *chatFigures, m fleetModel, policy string) simFigures {
+		return simulateSeeds(t, func(draw uint64) *sim.Workload { return chatWorkload(t, f.turns, m, draw) }, policy)
 	}
-	simPG := simulate(pg, route.DefaultPolicy)
-	simRandom := simulate(random, "random")
+	simPG := simulate(pg, pgModel, route.DefaultPolicy)
+	simRandom := simulate(random, randomModel, "random")
 	realMedian := ms(pg.all.medianTTFT()) / ms(random.all.medianTTFT())
 	simMedian := simPG.medianTTFT / simRandom.medianTTFT
 	realMean := ms(pg.all.meanTTFT()) / ms(random.all.meanTTFT())
@@ -626,8 +645,8 @@ func compareSimulatorChats(t *testing.T, pg, random *chatFigures) {
 		simPreset, simPG.hit, pg.all.hit(), simRandom.hit, random.all.hit(),
 		simPG.medianTTFT, ms(pg.all.medianTTFT()), simRandom.medianTTFT, ms(random.all.medianTTFT()), simMedian, realMedian, 100*off(simMedian, realMedian),
 		simPG.meanTTFT, ms(pg.all.meanTTFT()), simRandom.meanTTFT, ms(random.all.meanTTFT()), simMean, realMean, 100*off(simMean, realMean))
-	replayPG, pgByAnswer := simulateReplay(t, chatWorkload(t, pg.turns, model, 1), pg.all.answers)
-	replayRandom, randomByAnswer := simulateReplay(t, chatWorkload(t, random.turns, model, 1), random.all.answers)
+	replayPG, pgByAnswer := simulateReplay(t, chatWorkload(t, pg.turns, pgModel, 1), pg.all.answers)
+	replayRandom, randomByAnswer := simulateReplay(t, chatWorkload(t, random.turns, randomModel, 1), random.all.answers)
 	t.Logf("replay vs fleet by request, multi-turn: prefixgate %s; random %s", replayBreakdown(pg.all.answers, pgByAnswer), replayBreakdown(random.all.answers, randomByAnswer))
 	replayMedian := replayPG.medianTTFT / replayRandom.medianTTFT
 	replayMean := replayPG.meanTTFT / replayRandom.meanTTFT
@@ -635,7 +654,21 @@ func compareSimulatorChats(t *testing.T, pg, random *chatFigures) {
 		replayPG.hit, pg.all.hit(), replayRandom.hit, random.all.hit(),
 		replayPG.medianTTFT, ms(pg.all.medianTTFT()), replayRandom.medianTTFT, ms(random.all.medianTTFT()), replayMedian, realMedian, 100*off(replayMedian, realMedian),
 		replayMean, realMean, 100*off(replayMean, realMean))
-	t.Logf("issue 15 targets, multi-turn: hit within 5 points: prefixgate %v, random %v; TTFT ratio within 20%%: median %v, mean %v (logged: with 8 conversations the fleet's one placement draw decides its latency)",
+	// Asserted on the replay: both hit rates within issue 15's 5 points
+	// (2-3 points lower in every run). Its TTFT ratios are logged: 32
+	// turns a run, and the mean was within 20% in only 5 of 7 runs while
+	// another job loaded the machine (docs/backends.md).
+	for _, c := range []struct {
+		name      string
+		sim, real float64
+	}{{"prefixgate", replayPG.hit, pg.all.hit()}, {"random", replayRandom.hit, random.all.hit()}} {
+		if math.Abs(c.sim-c.real) > 0.05 {
+			t.Errorf("multi-turn replay, %s: simulated hit rate %.3f is more than 5 points from the fleet's %.3f on the same placement", c.name, c.sim, c.real)
+		}
+	}
+	t.Logf("issue 15 targets, multi-turn: replay: hit within 5 points %v, TTFT ratio within 20%%: median %v, mean %v; own policies: hit within 5 points: prefixgate %v, random %v; TTFT ratio within 20%%: median %v, mean %v",
+		math.Abs(replayPG.hit-pg.all.hit()) <= 0.05 && math.Abs(replayRandom.hit-random.all.hit()) <= 0.05,
+		off(replayMedian, realMedian) <= simRatioWithin, off(replayMean, realMean) <= simRatioWithin,
 		math.Abs(simPG.hit-pg.all.hit()) <= 0.05, math.Abs(simRandom.hit-random.all.hit()) <= 0.05,
 		off(simMedian, realMedian) <= simRatioWithin, off(simMean, realMean) <= simRatioWithin)
 	within := 0.20
