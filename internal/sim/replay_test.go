@@ -58,6 +58,13 @@ func TestReplayPlacement(t *testing.T) {
 	if oneReplica.Share[2] != 1 {
 		t.Errorf("all recorded on replica 2: shares %v", oneReplica.Share)
 	}
+	// RequestTTFTs are in workload order: a document's second visit finds
+	// its prefix cached on its replica and answers sooner than its first.
+	for i := range 4 {
+		if first, second := affine.RequestTTFTs[i], affine.RequestTTFTs[i+4]; !(second < first/2) {
+			t.Errorf("document %d: second visit TTFT %.1f ms, want under half the first's %.1f ms", i, second, first)
+		}
+	}
 	// Second visits are half the requests and hit all but their question.
 	if affine.HitRate < 0.4 || scattered.HitRate != 0 || oneReplica.HitRate < 0.4 {
 		t.Errorf("hit rates: affine %.3f (want ≥ 0.4), scattered %.3f (want 0), one replica %.3f (want ≥ 0.4)",
