@@ -460,8 +460,8 @@ func off(sim, real float64) float64 { return math.Abs(sim-real) / real }
 // replay) with the shared cores modelled (fitFleet) and each run modelled
 // from its own timings (phaseModel), on the mean TTFT ratio over two
 // prefixgate/random pairs pooled: within 20% in all 19 such runs without a
-// machine stall (at most 13% off, load average 3.4-9.1), where the pooled
-// median ratio was within 20% in 16 of 19 and is logged (docs/backends.md
+// machine stall (at most 13% off, load average 3.6-9.1), where the pooled
+// median ratio was within 20% in 15 of 19 and is logged (docs/backends.md
 // has the runs). The median is fragile on this traffic: prefixgate's
 // median is one of its hits, which either queued behind another request or
 // did not, and random's sits on the fast edge of its misses, so a request
@@ -609,7 +609,7 @@ func compareSimulator(t *testing.T, pgs, randoms []*qaRun) {
 // within 4% and 17% on the mean ratio); one that stalls a run for seconds
 // is not: at 594 tokens/s against 4,629 (load average 8.7, the run's first
 // prefills eight times slower than its later requests) the replay's median
-// ratio came out 2.5× off, at 313 against 4,916 2.9× off.
+// ratio came out 2.5× off, at 313 against 4,916 3.9× off.
 func steadyRates(rates map[string]float64) (slow, fast string) {
 	for name, r := range rates {
 		if slow == "" || r < rates[slow] || (r == rates[slow] && name < slow) {
