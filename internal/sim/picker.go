@@ -39,12 +39,15 @@ const (
 	RoleRoute  = "route"
 	RolePeer   = "peer"
 	RoleOracle = "oracle"
+	RoleReplay = "replay"
 )
 
 // PolicyRole tells what a policy name is: a route policy serve accepts, a
-// peer reference, or the oracle.
+// peer reference, the oracle, or the replay of a recorded placement.
 func PolicyRole(name string) string {
 	switch {
+	case name == ReplayPolicy:
+		return RoleReplay
 	case name == oraclePolicy:
 		return RoleOracle
 	case peerBuilders[name] != nil:

@@ -26,7 +26,12 @@ type Request struct {
 	// simulates it; At is then only its nominal arrival (pooled bound, live
 	// load).
 	Think time.Duration
+	// Placed says Replica holds the index of the replica a recorded run
+	// sent this request to; policy ReplayPolicy sends it there again.
+	Placed  bool
+	Replica int
 
+	index   int      // position in the workload, set by Simulate
 	follows bool     // arrives after the previous turn's answer
 	next    *Request // the session's next turn
 	dropped bool     // cut by the request count

@@ -140,7 +140,8 @@ type PolicyResult struct {
 	SameReplicaTurns *float64 `json:"later_turns_on_previous_replica"`
 
 	// Role is "route" (a policy serve accepts), "peer" (a reference
-	// implementation of another router) or "oracle".
+	// implementation of another router), "oracle" or "replay" (a recorded
+	// run's placement, ReplayPolicy).
 	Role string `json:"role"`
 	// OutputTokensPerSec is generated tokens per virtual second over the
 	// same span as Throughput.
@@ -151,11 +152,15 @@ type PolicyResult struct {
 	Goodput     float64 `json:"goodput"`
 	GoodputRate float64 `json:"goodput_rps"`
 
-	Failed    int           `json:"-"`
-	Queued    int           `json:"-"` // requests that waited in a router queue
-	TTFTs     []float64     `json:"-"` // sorted, ms
-	HitSeries []float64     `json:"-"` // hit rate per time bucket (NaN when empty)
-	Elapsed   time.Duration `json:"-"`
+	Failed int       `json:"-"`
+	Queued int       `json:"-"` // requests that waited in a router queue
+	TTFTs  []float64 `json:"-"` // sorted, ms
+	// RequestTTFTs is each request's TTFT in ms, in the workload's order
+	// (NaN for one that failed): a replay compares it with the recorded
+	// request's.
+	RequestTTFTs []float64     `json:"-"`
+	HitSeries    []float64     `json:"-"` // hit rate per time bucket (NaN when empty)
+	Elapsed      time.Duration `json:"-"`
 }
 
 // hitBuckets is the resolution of the hit-rate-over-time series.
@@ -225,18 +230,28 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 		pols = PolicyNames
 	}
 	for _, p := range pols {
+		if p == ReplayPolicy {
+			if err := checkReplay(w, opts.Replicas, opts.Scale); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if !slices.Contains(PolicyNames, p) {
-			return nil, fmt.Errorf("sim: unknown policy %q (have %v)", p, PolicyNames)
+			return nil, fmt.Errorf("sim: unknown policy %q (have %v, or %s for a workload that carries its placement)", p, PolicyNames, ReplayPolicy)
 		}
 	}
 	if len(w.Requests) == 0 {
 		return nil, errors.New("sim: workload has no requests")
 	}
+	if err := checkCores(w.Cores); err != nil {
+		return nil, err
+	}
 	if err := checkFollowers(w.Requests); err != nil {
 		return nil, err
 	}
 	k := newKeyer(opts.PrefixLength)
-	for _, r := range w.Requests {
+	for i, r := range w.Requests {
+		r.index = i
 		var err error
 		if r.key, err = k.key(r); err != nil {
 			return nil, err
@@ -355,8 +370,10 @@ func (f *flight) blockHashes() []uint64 {
 
 type replica struct {
 	eng     *vllmsim.Engine
-	next    time.Time // cached NextEvent
-	busy    bool      // next is valid
+	next    time.Time // cached NextEvent, in the fleet's time
+	nextTau time.Time // the same in the engine's time (Workload.Cores)
+	clk     engineClock
+	busy    bool // next is valid
 	flights map[vllmsim.RequestID]*flight
 	active  bool
 	count   int // requests placed
@@ -380,6 +397,7 @@ type fleet struct {
 
 	// results
 	ttfts          []float64
+	byRequest      []float64 // TTFT by workload index, NaN until known
 	cached, prompt int64
 	bucketC        []int64
 	bucketP        []int64
@@ -411,7 +429,11 @@ type fleet struct {
 
 func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progress func()) (*fleet, error) {
 	f := &fleet{w: w, opts: opts, policy: policy, scale: scale, progress: progress,
-		bucketC: make([]int64, hitBuckets), bucketP: make([]int64, hitBuckets), first: -1, placedOn: map[*Request]int{}}
+		bucketC: make([]int64, hitBuckets), bucketP: make([]int64, hitBuckets), first: -1, placedOn: map[*Request]int{},
+		byRequest: make([]float64, len(w.Requests))}
+	for i := range f.byRequest {
+		f.byRequest[i] = math.NaN()
+	}
 	for range opts.Replicas {
 		if err := f.addReplica(); err != nil {
 			return nil, err
@@ -423,7 +445,9 @@ func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progres
 		if f.slack == 0 {
 			f.slack = route.DefaultSlack
 		}
-		if build, ok := peerBuilders[policy]; ok {
+		if policy == ReplayPolicy {
+			p = replayPicker{}
+		} else if build, ok := peerBuilders[policy]; ok {
 			if policy == oraclePolicy && opts.Slack == 0 {
 				// The oracle keeps prefix-index's bound and is
 				// measured against it.
@@ -455,7 +479,7 @@ func (f *fleet) addReplica() error {
 	if err != nil {
 		return err
 	}
-	f.reps = append(f.reps, &replica{eng: eng, flights: map[vllmsim.RequestID]*flight{}, active: true})
+	f.reps = append(f.reps, &replica{eng: eng, flights: map[vllmsim.RequestID]*flight{}, active: true, clk: engineClock{t0: epoch, tau0: epoch, speed: 1}})
 	f.inflight = append(f.inflight, 0)
 	f.active = append(f.active, len(f.reps)-1)
 	return nil
@@ -609,7 +633,7 @@ func (f *fleet) dispatch(fl *flight, now time.Time) bool {
 	if f.w.Salted {
 		er.CacheSalt = fl.req.Group
 	}
-	id, err := rep.eng.Submit(now, er)
+	id, err := rep.eng.Submit(f.engineTime(rep, now), er)
 	if err != nil {
 		f.release(fl)
 		f.failed++
@@ -620,7 +644,12 @@ func (f *fleet) dispatch(fl *flight, now time.Time) bool {
 	fl.tokens, fl.hashes = nil, nil // the engine holds the prompt now
 	rep.flights[id] = fl
 	// Submit may have produced events at now; look at the engine again.
-	rep.next, rep.busy = now, true
+	wasBusy := rep.busy
+	f.setNext(rep, f.engineTime(rep, now), true)
+	rep.next = now
+	if !wasBusy {
+		f.reclock(now)
+	}
 	return true
 }
 
@@ -632,7 +661,11 @@ func (f *fleet) release(fl *flight) {
 
 func (f *fleet) engineEvents(i int, now time.Time) {
 	rep := f.reps[i]
-	evs := rep.eng.Advance(now)
+	tau := f.engineTime(rep, now)
+	if rep.busy && tau.Before(rep.nextTau) {
+		tau = rep.nextTau // the map rounds: reach the event it promised
+	}
+	evs := rep.eng.Advance(tau)
 	retry := map[int]bool{}
 	for _, ev := range evs {
 		fl := rep.flights[ev.ID]
@@ -641,8 +674,9 @@ func (f *fleet) engineEvents(i int, now time.Time) {
 		}
 		if ev.Kind == vllmsim.EventFirstToken {
 			arrival := epoch.Add(fl.at)
-			ttft := ev.FirstToken.Sub(arrival)
+			ttft := f.fleetTime(rep, ev.FirstToken).Sub(arrival)
 			f.ttfts = append(f.ttfts, float64(ttft)/1e6)
+			f.byRequest[fl.req.index] = float64(ttft) / 1e6
 			if ttft <= f.opts.SLO {
 				f.good++
 			}
@@ -656,6 +690,7 @@ func (f *fleet) engineEvents(i int, now time.Time) {
 			f.bucketP[b] += int64(ev.PromptTokens)
 		}
 		if ev.Kind == vllmsim.EventFinished {
+			ev.Time = f.fleetTime(rep, ev.Time)
 			delete(rep.flights, ev.ID)
 			f.release(fl)
 			f.finished++
@@ -671,7 +706,12 @@ func (f *fleet) engineEvents(i int, now time.Time) {
 			retry[fl.router] = true
 		}
 	}
-	rep.next, rep.busy = rep.eng.NextEvent()
+	wasBusy := rep.busy
+	next, busy := rep.eng.NextEvent()
+	f.setNext(rep, next, busy)
+	if busy != wasBusy {
+		f.reclock(now)
+	}
 	for r := range len(f.queues) {
 		if retry[r] {
 			f.drain(r, now)
@@ -705,6 +745,7 @@ func (f *fleet) result(elapsed time.Duration) PolicyResult {
 	}
 	sort.Float64s(f.ttfts)
 	res.TTFTs = f.ttfts
+	res.RequestTTFTs = f.byRequest
 	res.TTFT = Percentiles{P50: quantile(f.ttfts, 0.5), P90: quantile(f.ttfts, 0.9), P99: quantile(f.ttfts, 0.99)}
 	if d := f.lastFinish.Sub(epoch.Add(f.first)).Seconds(); d > 0 {
 		res.Throughput = float64(f.finished) / d

@@ -24,6 +24,10 @@ type Workload struct {
 	Salted bool
 	// Note describes the calibration, for reports.
 	Note string
+	// Cores, when positive, is how many CPU cores the replicas share: while
+	// more replicas than that compute at once, each runs at cores/busy of
+	// its engine's speed (see cores.go). 0: every replica has its own.
+	Cores float64
 }
 
 // Workloads lists the synthetic workload names; "trace:FILE" replays a file.
