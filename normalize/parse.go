@@ -1,9 +1,9 @@
 package normalize
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/binary"
+	"math/bits"
 	"slices"
 	"strconv"
 	"sync"
@@ -441,18 +441,48 @@ const (
 	msb = 0x8080808080808080
 )
 
-// plainWord reports whether the 8 bytes of v are all printable ASCII other
-// than '"' and '\\': the bytes a string can hold without a closer look.
-func plainWord(v uint64) bool {
+// attention returns, in the high bit of each byte, the bytes of v a
+// string cannot hold without a closer look: control bytes, '"', '\\' and
+// bytes from 0x80 up. Only the lowest flag is exact (a flagged byte may
+// carry a false flag into the bytes above it, never hide one below), and
+// that is the one the scans read: its byte is the first that needs a look.
+func attention(v uint64) uint64 {
 	// Flipping bit 1 maps '"' (0x22) to 0x20 and keeps 0x00-0x1f in
 	// place, so one "below 0x21" test finds control bytes and quotes.
-	// A flagged byte may carry a false flag into the bytes above it,
-	// never a missing one; bytes from 0x80 up are caught by v itself.
+	// Bytes from 0x80 up are caught by v itself.
 	w := v ^ (lsb * 0x02)
 	ctlq := (w - lsb*0x21) & ^w
 	bs := v ^ (lsb * '\\')
 	bs = (bs - lsb) & ^bs
-	return (ctlq|bs|v)&msb == 0
+	return (ctlq | bs | v) & msb
+}
+
+// plainWord reports whether the 8 bytes of v are all printable ASCII other
+// than '"' and '\\': the bytes a string can hold without a closer look.
+func plainWord(v uint64) bool { return attention(v) == 0 }
+
+// backslashes returns, in the high bit of each byte, the backslashes of v;
+// as in attention, only the lowest flag is exact.
+func backslashes(v uint64) uint64 {
+	bs := v ^ (lsb * '\\')
+	return (bs - lsb) & ^bs & msb
+}
+
+// plainRun returns the index of the first byte at or after i that a string
+// cannot hold without a closer look (see attention), or len(s). It reads
+// eight bytes at a time and jumps to the flagged byte, so a run of plain
+// bytes costs no byte-by-byte loop, even the bytes before an escape.
+func plainRun(s []byte, i int) int {
+	for i+8 <= len(s) {
+		if m := attention(binary.LittleEndian.Uint64(s[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	for i < len(s) && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\' {
+		i++
+	}
+	return i
 }
 
 // str validates a string starting at the quote at i; key strings get their
@@ -464,9 +494,7 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 	start := i
 	esc, fix := false, false
 	for {
-		for i+8 <= len(s) && plainWord(binary.LittleEndian.Uint64(s[i:])) {
-			i += 8
-		}
+		i = plainRun(s, i)
 		if i >= len(s) {
 			return i, newErr(i, CodeUnexpectedEnd, ErrInvalid, "unexpected end of input in string starting at offset %d", open)
 		}
@@ -476,6 +504,15 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 			goto done
 		case c == '\\':
 			esc = true
+			// The two-character escapes canonical form keeps need no
+			// more checks: prose has one every line.
+			if i+1 < len(s) {
+				switch s[i+1] {
+				case '"', '\\', 'b', 'f', 'n', 'r', 't':
+					i += 2
+					continue
+				}
+			}
 			n, err := p.escape(i)
 			if err != nil {
 				return i, err
@@ -486,12 +523,7 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 			i += n
 		case c < 0x20:
 			return i, newErr(i, CodeControlCharacter, ErrInvalid, "unescaped control character %s in string", describe(c))
-		case c < 0x80:
-			i++
-			for i < len(s) && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\' {
-				i++
-			}
-		default:
+		default: // from 0x80 up: plainRun stops at nothing else
 			size := utf8Len(s[i:])
 			if size == 0 {
 				return i, newErr(i, CodeInvalidUTF8, ErrInvalid, "invalid UTF-8 %s in string", describe(c))
@@ -639,30 +671,43 @@ func unhex(c byte) rune {
 	return -1
 }
 
-// appendUnescaped decodes the body of an already validated string.
+// appendUnescaped decodes the body of an already validated string. It
+// copies eight bytes at a time into room grown once: every escape decodes
+// to fewer bytes than it takes (two to one, six to at most three, twelve
+// to four), so the text is never longer than s.
 func appendUnescaped(dst, s []byte) []byte {
+	o := len(dst)
+	dst = slices.Grow(dst, len(s))[:o+len(s)]
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c != '\\' {
-			j := bytes.IndexByte(s[i:], '\\')
-			if j < 0 {
-				return append(dst, s[i:]...)
+		// The text written so far is no longer than the input read
+		// (o-start <= i), so an eight-byte store at o fits whenever
+		// eight bytes at i can be read.
+		if i+8 <= len(s) {
+			v := binary.LittleEndian.Uint64(s[i:])
+			binary.LittleEndian.PutUint64(dst[o:], v)
+			m := backslashes(v)
+			if m == 0 {
+				i, o = i+8, o+8
+				continue
 			}
-			dst = append(dst, s[i:i+j]...)
-			i += j
+			k := bits.TrailingZeros64(m) >> 3
+			i, o = i+k, o+k
+		} else if s[i] != '\\' {
+			dst[o] = s[i]
+			i, o = i+1, o+1
 			continue
 		}
 		switch s[i+1] {
 		case 'b':
-			dst = append(dst, '\b')
+			dst[o] = '\b'
 		case 'f':
-			dst = append(dst, '\f')
+			dst[o] = '\f'
 		case 'n':
-			dst = append(dst, '\n')
+			dst[o] = '\n'
 		case 'r':
-			dst = append(dst, '\r')
+			dst[o] = '\r'
 		case 't':
-			dst = append(dst, '\t')
+			dst[o] = '\t'
 		case 'u':
 			r := hexVal(s[i+2 : i+6])
 			if r >= 0xD800 && r <= 0xDBFF {
@@ -670,15 +715,15 @@ func appendUnescaped(dst, s []byte) []byte {
 				r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
 				i += 6
 			}
-			dst = utf8.AppendRune(dst, r)
+			o += utf8.EncodeRune(dst[o:], r)
 			i += 6
 			continue
 		default: // '"', '\\', '/'
-			dst = append(dst, s[i+1])
+			dst[o] = s[i+1]
 		}
-		i += 2
+		i, o = i+2, o+1
 	}
-	return dst
+	return dst[:o]
 }
 
 func hexVal(h []byte) rune {
