@@ -69,8 +69,11 @@ type node struct {
 	start, end int32
 	next       int32
 	// Objects: sorted member keys at members[m0:m0+cnt].
-	// Escaped keys: the unescaped name at keybuf[m0:m0+cnt].
+	// Escaped strings that are keys, and all escaped strings when the
+	// parser decodes text: the unescaped text at keybuf[m0:m0+cnt]
+	// (decoded set).
 	m0, cnt int32
+	decoded bool
 }
 
 // parser validates a document and records its structure; it is pooled so the
@@ -93,6 +96,12 @@ type parser struct {
 	// rec, when set (LayOutRoutingText), collects the routing text's
 	// segments as the key's layout code writes it; nil on the key's path.
 	rec *[]Segment
+	// decodeText makes the parse write the unescaped text of every
+	// escaped string, not only of keys, while it scans the string: the
+	// routing text is made of them, and unescaping after the parse would
+	// read each string a second time. Set by callers that read the text;
+	// putParser clears it.
+	decodeText bool
 }
 
 var parserPool = sync.Pool{New: func() any { return newParser() }}
@@ -111,6 +120,7 @@ func putParser(p *parser) {
 		return
 	}
 	p.src = nil
+	p.decodeText = false
 	parserPool.Put(p)
 }
 
@@ -493,6 +503,12 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 	i++
 	start := i
 	esc, fix := false, false
+	// With decoding on, the text is written to keybuf from the first
+	// escape on: the plain run before each escape is copied when the
+	// escape is found, then the escape's character; copied is where the
+	// next run starts.
+	decode := isKey || p.decodeText
+	k0, copied := 0, start
 	for {
 		i = plainRun(s, i)
 		if i >= len(s) {
@@ -503,12 +519,18 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 		case c == '"':
 			goto done
 		case c == '\\':
-			esc = true
+			if !esc {
+				esc = true
+				k0 = len(p.keybuf)
+			}
 			// The two-character escapes canonical form keeps need no
 			// more checks: prose has one every line.
 			if i+1 < len(s) {
-				switch s[i+1] {
-				case '"', '\\', 'b', 'f', 'n', 'r', 't':
+				if d := shortEscape[s[i+1]]; d != 0 {
+					if decode {
+						p.keybuf = append(append(p.keybuf, s[copied:i]...), d)
+						copied = i + 2
+					}
 					i += 2
 					continue
 				}
@@ -519,6 +541,10 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 			}
 			if !fix && !canonicalEscape(s[i:i+n]) {
 				fix = true
+			}
+			if decode {
+				p.keybuf = appendUnescaped(append(p.keybuf, s[copied:i]...), s[i:i+n])
+				copied = i + n
 			}
 			i += n
 		case c < 0x20:
@@ -540,15 +566,18 @@ done:
 		return i, newErr(open, CodeStringLimit, ErrTooLong, "string of %d bytes is over the limit of %d bytes", i-start, p.opt.MaxStringBytes)
 	}
 	nd := node{kind: kString, esc: esc, fix: fix, start: int32(start), end: int32(i), next: int32(len(p.nodes) + 1)}
-	if isKey && esc {
-		k0 := len(p.keybuf)
-		p.keybuf = appendUnescaped(p.keybuf, s[start:i])
-		nd.m0 = int32(k0)
-		nd.cnt = int32(len(p.keybuf) - k0)
+	if esc && decode {
+		p.keybuf = append(p.keybuf, s[copied:i]...)
+		nd.m0, nd.cnt, nd.decoded = int32(k0), int32(len(p.keybuf)-k0), true
 	}
 	p.nodes = append(p.nodes, nd)
 	return i + 1, nil
 }
+
+// shortEscape maps the character after a backslash to the byte it stands
+// for, for the two-character escapes canonical form writes as they are
+// (all but \/); zero for the others.
+var shortEscape = [256]byte{'"': '"', '\\': '\\', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
 // canonicalEscape reports whether the valid escape sequence esc (its
 // backslash first) is the one canonical form writes for its character

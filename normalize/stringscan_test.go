@@ -82,31 +82,54 @@ func refUnescaped(s []byte) []byte {
 	return dst
 }
 
-// checkStringScan runs str and refStr over the string opening at src[0]
-// and, when it is valid, appendUnescaped against refUnescaped.
+// checkStringScan runs str and refStr over the string opening at src[0],
+// as a value, as a key and with the text decoded, and, when it is valid,
+// checks the text str decoded and appendUnescaped against refUnescaped.
 func checkStringScan(t *testing.T, src []byte) {
 	t.Helper()
-	p := newParser()
-	p.reset(src, Options{}.withDefaults())
-	wantEnd, wantEsc, wantFix, wantErr := refStr(p, 0)
-	gotNext, gotErr := p.str(0, false)
-	if (gotErr == nil) != (wantErr == nil) {
-		t.Fatalf("%q: error %v, want %v", src, gotErr, wantErr)
-	}
-	if wantErr != nil {
-		g, w := gotErr.(*SyntaxError), wantErr.(*SyntaxError)
-		if g.Offset != w.Offset || g.Code() != w.Code() || g.Reason != w.Reason {
-			t.Fatalf("%q: error %v (%s), want %v (%s)", src, g, g.Code(), w, w.Code())
+	for _, how := range []struct{ isKey, decode bool }{{false, false}, {true, false}, {false, true}} {
+		p := newParser()
+		p.reset(src, Options{}.withDefaults())
+		p.decodeText = how.decode
+		// Text decoded before this string must stay as it is.
+		p.keybuf = append(p.keybuf, "before"...)
+		wantEnd, wantEsc, wantFix, wantErr := refStr(p, 0)
+		gotNext, gotErr := p.str(0, how.isKey)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("%q: error %v, want %v", src, gotErr, wantErr)
 		}
+		if wantErr != nil {
+			g, w := gotErr.(*SyntaxError), wantErr.(*SyntaxError)
+			if g.Offset != w.Offset || g.Code() != w.Code() || g.Reason != w.Reason {
+				t.Fatalf("%q: error %v (%s), want %v (%s)", src, g, g.Code(), w, w.Code())
+			}
+			continue
+		}
+		n := p.nodes[len(p.nodes)-1]
+		if gotNext != wantEnd+1 || int(n.end) != wantEnd || n.esc != wantEsc || n.fix != wantFix {
+			t.Fatalf("%q: end %d esc %v fix %v, want %d %v %v", src, n.end, n.esc, n.fix, wantEnd, wantEsc, wantFix)
+		}
+		want := refUnescaped(src[1:wantEnd])
+		if wantDecoded := n.esc && (how.isKey || how.decode); n.decoded != wantDecoded {
+			t.Fatalf("%q (key %v, decode %v): decoded %v", src, how.isKey, how.decode, n.decoded)
+		}
+		if string(p.keybuf[:6]) != "before" {
+			t.Fatalf("%q: text decoded before it was overwritten: %q", src, p.keybuf)
+		}
+		if n.decoded && !bytes.Equal(p.keybuf[n.m0:n.m0+n.cnt], want) {
+			t.Fatalf("%q: decoded %q, want %q", src, p.keybuf[n.m0:n.m0+n.cnt], want)
+		}
+		if got := p.appendText(nil, int32(len(p.nodes)-1)); !bytes.Equal(got, want) {
+			t.Fatalf("%q: appendText %q, want %q", src, got, want)
+		}
+	}
+	end, _, _, err := refStr(&parser{src: src}, 0)
+	if err != nil {
 		return
 	}
-	n := p.nodes[len(p.nodes)-1]
-	if gotNext != wantEnd+1 || int(n.end) != wantEnd || n.esc != wantEsc || n.fix != wantFix {
-		t.Fatalf("%q: end %d esc %v fix %v, want %d %v %v", src, n.end, n.esc, n.fix, wantEnd, wantEsc, wantFix)
-	}
-	body := src[1:wantEnd]
+	body := src[1:end]
 	want := refUnescaped(body)
-	// A prefix in dst and spare room after it must be kept as they are.
+	// A prefix in dst must be kept as it is.
 	for _, prefix := range []string{"", "pre"} {
 		got := appendUnescaped([]byte(prefix), body)
 		if !bytes.Equal(got, append([]byte(prefix), want...)) {
