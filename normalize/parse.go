@@ -510,7 +510,11 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 	decode := isKey || p.decodeText
 	k0, copied := 0, start
 	for {
-		i = plainRun(s, i)
+		// After an escape the next byte is often another one: only a
+		// plain byte is worth a call of the word scan.
+		if i < len(s) && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\' {
+			i = plainRun(s, i)
+		}
 		if i >= len(s) {
 			return i, newErr(i, CodeUnexpectedEnd, ErrInvalid, "unexpected end of input in string starting at offset %d", open)
 		}
@@ -535,7 +539,7 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 					continue
 				}
 			}
-			n, err := p.escape(i)
+			n, r, err := p.escape(i)
 			if err != nil {
 				return i, err
 			}
@@ -543,7 +547,7 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 				fix = true
 			}
 			if decode {
-				p.keybuf = appendUnescaped(append(p.keybuf, s[copied:i]...), s[i:i+n])
+				p.keybuf = utf8.AppendRune(append(p.keybuf, s[copied:i]...), r)
 				copied = i + n
 			}
 			i += n
@@ -605,44 +609,48 @@ func canonicalEscape(esc []byte) bool {
 	return false // \/
 }
 
-// escape validates the escape sequence at s[i] == '\\' and returns its length.
-func (p *parser) escape(i int) (int, error) {
+// escape validates the escape sequence at s[i] == '\\' and returns its
+// length and the character it stands for.
+func (p *parser) escape(i int) (int, rune, error) {
 	s := p.src
 	if i+1 >= len(s) {
-		return 0, newErr(i, CodeUnexpectedEnd, ErrInvalid, "unexpected end of input in escape")
+		return 0, 0, newErr(i, CodeUnexpectedEnd, ErrInvalid, "unexpected end of input in escape")
 	}
-	switch s[i+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		return 2, nil
+	switch c := s[i+1]; c {
+	case '"', '\\', '/':
+		return 2, rune(c), nil
+	case 'b', 'f', 'n', 'r', 't':
+		return 2, rune(shortEscape[c]), nil
 	case 'u':
 	default:
-		return 0, newErr(i, CodeInvalidEscape, ErrInvalid, "invalid escape sequence \\%s", string(rune(s[i+1])))
+		return 0, 0, newErr(i, CodeInvalidEscape, ErrInvalid, "invalid escape sequence \\%s", string(rune(s[i+1])))
 	}
 	u, err := p.hex4(i)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	switch {
 	case u >= 0xDC00 && u <= 0xDFFF:
-		return 0, newErr(i, CodeLoneSurrogate, ErrInvalid, "low surrogate \\u%04x without a preceding high surrogate", u)
+		return 0, 0, newErr(i, CodeLoneSurrogate, ErrInvalid, "low surrogate \\u%04x without a preceding high surrogate", u)
 	case u >= 0xD800 && u <= 0xDBFF:
 		if i+7 < len(s) && s[i+6] == '\\' && s[i+7] == 'u' {
 			lo, err := p.hex4(i + 6)
 			if err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 			if lo >= 0xDC00 && lo <= 0xDFFF {
-				if r := 0x10000 + (u-0xD800)<<10 + (lo - 0xDC00); isNoncharacter(r) {
-					return 0, noncharacterErr(i, r)
+				r := 0x10000 + (u-0xD800)<<10 + (lo - 0xDC00)
+				if isNoncharacter(r) {
+					return 0, 0, noncharacterErr(i, r)
 				}
-				return 12, nil
+				return 12, r, nil
 			}
 		}
-		return 0, newErr(i, CodeLoneSurrogate, ErrInvalid, "high surrogate \\u%04x not followed by a low surrogate", u)
+		return 0, 0, newErr(i, CodeLoneSurrogate, ErrInvalid, "high surrogate \\u%04x not followed by a low surrogate", u)
 	case isNoncharacter(u):
-		return 0, noncharacterErr(i, u)
+		return 0, 0, noncharacterErr(i, u)
 	}
-	return 6, nil
+	return 6, u, nil
 }
 
 // isNoncharacter reports whether r is one of the 66 noncharacters that

@@ -28,7 +28,7 @@ func refStr(p *parser, i int) (end int, esc, fix bool, err error) {
 			return i, esc, fix, nil
 		case c == '\\':
 			esc = true
-			n, err := p.escape(i)
+			n, _, err := p.escape(i)
 			if err != nil {
 				return i, esc, fix, err
 			}
