@@ -70,11 +70,14 @@ type node struct {
 	next       int32
 	// Objects: sorted member keys at members[m0:m0+cnt].
 	// Escaped strings that are keys, and all escaped strings when the
-	// parser decodes text: the unescaped text at keybuf[m0:m0+cnt]
-	// (decoded set).
+	// parser decodes text: the unescaped text at keybuf[m0:m0+cnt]. An
+	// escape decodes to at least one byte, so cnt > 0 says the text is
+	// there (decoded) without a flag that would make a node 28 bytes.
 	m0, cnt int32
-	decoded bool
 }
+
+// decoded reports whether string node n has its unescaped text in keybuf.
+func (n *node) decoded() bool { return n.esc && n.cnt > 0 }
 
 // parser validates a document and records its structure; it is pooled so the
 // append path does not allocate per request.
@@ -572,7 +575,7 @@ done:
 	nd := node{kind: kString, esc: esc, fix: fix, start: int32(start), end: int32(i), next: int32(len(p.nodes) + 1)}
 	if esc && decode {
 		p.keybuf = append(p.keybuf, s[copied:i]...)
-		nd.m0, nd.cnt, nd.decoded = int32(k0), int32(len(p.keybuf)-k0), true
+		nd.m0, nd.cnt = int32(k0), int32(len(p.keybuf)-k0)
 	}
 	p.nodes = append(p.nodes, nd)
 	return i + 1, nil

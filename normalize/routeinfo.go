@@ -111,7 +111,7 @@ func (p *parser) appendText(dst []byte, i int32) []byte {
 	switch {
 	case !n.esc:
 		return append(dst, s...)
-	case n.decoded:
+	case n.decoded():
 		return append(dst, p.keybuf[n.m0:n.m0+n.cnt]...)
 	}
 	return appendUnescaped(dst, s)

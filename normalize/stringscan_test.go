@@ -110,13 +110,13 @@ func checkStringScan(t *testing.T, src []byte) {
 			t.Fatalf("%q: end %d esc %v fix %v, want %d %v %v", src, n.end, n.esc, n.fix, wantEnd, wantEsc, wantFix)
 		}
 		want := refUnescaped(src[1:wantEnd])
-		if wantDecoded := n.esc && (how.isKey || how.decode); n.decoded != wantDecoded {
-			t.Fatalf("%q (key %v, decode %v): decoded %v", src, how.isKey, how.decode, n.decoded)
+		if wantDecoded := n.esc && (how.isKey || how.decode); n.decoded() != wantDecoded {
+			t.Fatalf("%q (key %v, decode %v): decoded %v", src, how.isKey, how.decode, n.decoded())
 		}
 		if string(p.keybuf[:6]) != "before" {
-			t.Fatalf("%q: text decoded before it was overwritten: %q", src, p.keybuf)
+			t.Fatalf("%q: the text decoded before this string was overwritten: %q", src, p.keybuf)
 		}
-		if n.decoded && !bytes.Equal(p.keybuf[n.m0:n.m0+n.cnt], want) {
+		if n.decoded() && !bytes.Equal(p.keybuf[n.m0:n.m0+n.cnt], want) {
 			t.Fatalf("%q: decoded %q, want %q", src, p.keybuf[n.m0:n.m0+n.cnt], want)
 		}
 		if got := p.appendText(nil, int32(len(p.nodes)-1)); !bytes.Equal(got, want) {
