@@ -235,6 +235,7 @@ func NormalizeScoped(dst, src []byte, opts Options, kopts KeyOptions, scope Scop
 	start := len(dst)
 	p := getParser()
 	defer putParser(p)
+	p.decodeText = true
 	mode, err := p.parseSchema(src, opts)
 	if err != nil {
 		return dst, RouteInfo{}, err

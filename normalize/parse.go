@@ -1,9 +1,9 @@
 package normalize
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/binary"
+	"math/bits"
 	"slices"
 	"strconv"
 	"sync"
@@ -69,9 +69,15 @@ type node struct {
 	start, end int32
 	next       int32
 	// Objects: sorted member keys at members[m0:m0+cnt].
-	// Escaped keys: the unescaped name at keybuf[m0:m0+cnt].
+	// Escaped strings that are keys, and all escaped strings when the
+	// parser decodes text: the unescaped text at keybuf[m0:m0+cnt]. An
+	// escape decodes to at least one byte, so cnt > 0 says the text is
+	// there (decoded) without a flag that would make a node 28 bytes.
 	m0, cnt int32
 }
+
+// decoded reports whether string node n has its unescaped text in keybuf.
+func (n *node) decoded() bool { return n.esc && n.cnt > 0 }
 
 // parser validates a document and records its structure; it is pooled so the
 // append path does not allocate per request.
@@ -93,6 +99,12 @@ type parser struct {
 	// rec, when set (LayOutRoutingText), collects the routing text's
 	// segments as the key's layout code writes it; nil on the key's path.
 	rec *[]Segment
+	// decodeText makes the parse write the unescaped text of every
+	// escaped string, not only of keys, while it scans the string: the
+	// routing text is made of them, and unescaping after the parse would
+	// read each string a second time. Set by callers that read the text;
+	// putParser clears it.
+	decodeText bool
 }
 
 var parserPool = sync.Pool{New: func() any { return newParser() }}
@@ -111,6 +123,7 @@ func putParser(p *parser) {
 		return
 	}
 	p.src = nil
+	p.decodeText = false
 	parserPool.Put(p)
 }
 
@@ -441,18 +454,48 @@ const (
 	msb = 0x8080808080808080
 )
 
-// plainWord reports whether the 8 bytes of v are all printable ASCII other
-// than '"' and '\\': the bytes a string can hold without a closer look.
-func plainWord(v uint64) bool {
+// attention returns, in the high bit of each byte, the bytes of v a
+// string cannot hold without a closer look: control bytes, '"', '\\' and
+// bytes from 0x80 up. Only the lowest flag is exact (a flagged byte may
+// carry a false flag into the bytes above it, never hide one below), and
+// that is the one the scans read: its byte is the first that needs a look.
+func attention(v uint64) uint64 {
 	// Flipping bit 1 maps '"' (0x22) to 0x20 and keeps 0x00-0x1f in
 	// place, so one "below 0x21" test finds control bytes and quotes.
-	// A flagged byte may carry a false flag into the bytes above it,
-	// never a missing one; bytes from 0x80 up are caught by v itself.
+	// Bytes from 0x80 up are caught by v itself.
 	w := v ^ (lsb * 0x02)
 	ctlq := (w - lsb*0x21) & ^w
 	bs := v ^ (lsb * '\\')
 	bs = (bs - lsb) & ^bs
-	return (ctlq|bs|v)&msb == 0
+	return (ctlq | bs | v) & msb
+}
+
+// plainWord reports whether the 8 bytes of v are all printable ASCII other
+// than '"' and '\\': the bytes a string can hold without a closer look.
+func plainWord(v uint64) bool { return attention(v) == 0 }
+
+// backslashes returns, in the high bit of each byte, the backslashes of v;
+// as in attention, only the lowest flag is exact.
+func backslashes(v uint64) uint64 {
+	bs := v ^ (lsb * '\\')
+	return (bs - lsb) & ^bs & msb
+}
+
+// plainRun returns the index of the first byte at or after i that a string
+// cannot hold without a closer look (see attention), or len(s). It reads
+// eight bytes at a time and jumps to the flagged byte, so a run of plain
+// bytes costs no byte-by-byte loop, even the bytes before an escape.
+func plainRun(s []byte, i int) int {
+	for i+8 <= len(s) {
+		if m := attention(binary.LittleEndian.Uint64(s[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	for i < len(s) && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\' {
+		i++
+	}
+	return i
 }
 
 // str validates a string starting at the quote at i; key strings get their
@@ -463,9 +506,17 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 	i++
 	start := i
 	esc, fix := false, false
+	// With decoding on, the text is written to keybuf from the first
+	// escape on: the plain run before each escape is copied when the
+	// escape is found, then the escape's character; copied is where the
+	// next run starts.
+	decode := isKey || p.decodeText
+	k0, copied := 0, start
 	for {
-		for i+8 <= len(s) && plainWord(binary.LittleEndian.Uint64(s[i:])) {
-			i += 8
+		// After an escape the next byte is often another one: only a
+		// plain byte is worth a call of the word scan.
+		if i < len(s) && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\' {
+			i = plainRun(s, i)
 		}
 		if i >= len(s) {
 			return i, newErr(i, CodeUnexpectedEnd, ErrInvalid, "unexpected end of input in string starting at offset %d", open)
@@ -475,23 +526,37 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 		case c == '"':
 			goto done
 		case c == '\\':
-			esc = true
-			n, err := p.escape(i)
+			if !esc {
+				esc = true
+				k0 = len(p.keybuf)
+			}
+			// The two-character escapes canonical form keeps need no
+			// more checks: prose has one every line.
+			if i+1 < len(s) {
+				if d := shortEscape[s[i+1]]; d != 0 {
+					if decode {
+						p.keybuf = append(append(p.keybuf, s[copied:i]...), d)
+						copied = i + 2
+					}
+					i += 2
+					continue
+				}
+			}
+			n, r, err := p.escape(i)
 			if err != nil {
 				return i, err
 			}
 			if !fix && !canonicalEscape(s[i:i+n]) {
 				fix = true
 			}
+			if decode {
+				p.keybuf = utf8.AppendRune(append(p.keybuf, s[copied:i]...), r)
+				copied = i + n
+			}
 			i += n
 		case c < 0x20:
 			return i, newErr(i, CodeControlCharacter, ErrInvalid, "unescaped control character %s in string", describe(c))
-		case c < 0x80:
-			i++
-			for i < len(s) && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\' {
-				i++
-			}
-		default:
+		default: // from 0x80 up: plainRun stops at nothing else
 			size := utf8Len(s[i:])
 			if size == 0 {
 				return i, newErr(i, CodeInvalidUTF8, ErrInvalid, "invalid UTF-8 %s in string", describe(c))
@@ -508,15 +573,18 @@ done:
 		return i, newErr(open, CodeStringLimit, ErrTooLong, "string of %d bytes is over the limit of %d bytes", i-start, p.opt.MaxStringBytes)
 	}
 	nd := node{kind: kString, esc: esc, fix: fix, start: int32(start), end: int32(i), next: int32(len(p.nodes) + 1)}
-	if isKey && esc {
-		k0 := len(p.keybuf)
-		p.keybuf = appendUnescaped(p.keybuf, s[start:i])
-		nd.m0 = int32(k0)
-		nd.cnt = int32(len(p.keybuf) - k0)
+	if esc && decode {
+		p.keybuf = append(p.keybuf, s[copied:i]...)
+		nd.m0, nd.cnt = int32(k0), int32(len(p.keybuf)-k0)
 	}
 	p.nodes = append(p.nodes, nd)
 	return i + 1, nil
 }
+
+// shortEscape maps the character after a backslash to the byte it stands
+// for, for the two-character escapes canonical form writes as they are
+// (all but \/); zero for the others.
+var shortEscape = [256]byte{'"': '"', '\\': '\\', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
 // canonicalEscape reports whether the valid escape sequence esc (its
 // backslash first) is the one canonical form writes for its character
@@ -544,44 +612,48 @@ func canonicalEscape(esc []byte) bool {
 	return false // \/
 }
 
-// escape validates the escape sequence at s[i] == '\\' and returns its length.
-func (p *parser) escape(i int) (int, error) {
+// escape validates the escape sequence at s[i] == '\\' and returns its
+// length and the character it stands for.
+func (p *parser) escape(i int) (int, rune, error) {
 	s := p.src
 	if i+1 >= len(s) {
-		return 0, newErr(i, CodeUnexpectedEnd, ErrInvalid, "unexpected end of input in escape")
+		return 0, 0, newErr(i, CodeUnexpectedEnd, ErrInvalid, "unexpected end of input in escape")
 	}
-	switch s[i+1] {
-	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-		return 2, nil
+	switch c := s[i+1]; c {
+	case '"', '\\', '/':
+		return 2, rune(c), nil
+	case 'b', 'f', 'n', 'r', 't':
+		return 2, rune(shortEscape[c]), nil
 	case 'u':
 	default:
-		return 0, newErr(i, CodeInvalidEscape, ErrInvalid, "invalid escape sequence \\%s", string(rune(s[i+1])))
+		return 0, 0, newErr(i, CodeInvalidEscape, ErrInvalid, "invalid escape sequence \\%s", string(rune(s[i+1])))
 	}
 	u, err := p.hex4(i)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	switch {
 	case u >= 0xDC00 && u <= 0xDFFF:
-		return 0, newErr(i, CodeLoneSurrogate, ErrInvalid, "low surrogate \\u%04x without a preceding high surrogate", u)
+		return 0, 0, newErr(i, CodeLoneSurrogate, ErrInvalid, "low surrogate \\u%04x without a preceding high surrogate", u)
 	case u >= 0xD800 && u <= 0xDBFF:
 		if i+7 < len(s) && s[i+6] == '\\' && s[i+7] == 'u' {
 			lo, err := p.hex4(i + 6)
 			if err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 			if lo >= 0xDC00 && lo <= 0xDFFF {
-				if r := 0x10000 + (u-0xD800)<<10 + (lo - 0xDC00); isNoncharacter(r) {
-					return 0, noncharacterErr(i, r)
+				r := 0x10000 + (u-0xD800)<<10 + (lo - 0xDC00)
+				if isNoncharacter(r) {
+					return 0, 0, noncharacterErr(i, r)
 				}
-				return 12, nil
+				return 12, r, nil
 			}
 		}
-		return 0, newErr(i, CodeLoneSurrogate, ErrInvalid, "high surrogate \\u%04x not followed by a low surrogate", u)
+		return 0, 0, newErr(i, CodeLoneSurrogate, ErrInvalid, "high surrogate \\u%04x not followed by a low surrogate", u)
 	case isNoncharacter(u):
-		return 0, noncharacterErr(i, u)
+		return 0, 0, noncharacterErr(i, u)
 	}
-	return 6, nil
+	return 6, u, nil
 }
 
 // isNoncharacter reports whether r is one of the 66 noncharacters that
@@ -639,30 +711,43 @@ func unhex(c byte) rune {
 	return -1
 }
 
-// appendUnescaped decodes the body of an already validated string.
+// appendUnescaped decodes the body of an already validated string. It
+// copies eight bytes at a time into room grown once: every escape decodes
+// to fewer bytes than it takes (two to one, six to at most three, twelve
+// to four), so the text is never longer than s.
 func appendUnescaped(dst, s []byte) []byte {
+	o := len(dst)
+	dst = slices.Grow(dst, len(s))[:o+len(s)]
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c != '\\' {
-			j := bytes.IndexByte(s[i:], '\\')
-			if j < 0 {
-				return append(dst, s[i:]...)
+		// The text written so far is no longer than the input read
+		// (o-start <= i), so an eight-byte store at o fits whenever
+		// eight bytes at i can be read.
+		if i+8 <= len(s) {
+			v := binary.LittleEndian.Uint64(s[i:])
+			binary.LittleEndian.PutUint64(dst[o:], v)
+			m := backslashes(v)
+			if m == 0 {
+				i, o = i+8, o+8
+				continue
 			}
-			dst = append(dst, s[i:i+j]...)
-			i += j
+			k := bits.TrailingZeros64(m) >> 3
+			i, o = i+k, o+k
+		} else if s[i] != '\\' {
+			dst[o] = s[i]
+			i, o = i+1, o+1
 			continue
 		}
 		switch s[i+1] {
 		case 'b':
-			dst = append(dst, '\b')
+			dst[o] = '\b'
 		case 'f':
-			dst = append(dst, '\f')
+			dst[o] = '\f'
 		case 'n':
-			dst = append(dst, '\n')
+			dst[o] = '\n'
 		case 'r':
-			dst = append(dst, '\r')
+			dst[o] = '\r'
 		case 't':
-			dst = append(dst, '\t')
+			dst[o] = '\t'
 		case 'u':
 			r := hexVal(s[i+2 : i+6])
 			if r >= 0xD800 && r <= 0xDBFF {
@@ -670,15 +755,15 @@ func appendUnescaped(dst, s []byte) []byte {
 				r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
 				i += 6
 			}
-			dst = utf8.AppendRune(dst, r)
+			o += utf8.EncodeRune(dst[o:], r)
 			i += 6
 			continue
 		default: // '"', '\\', '/'
-			dst = append(dst, s[i+1])
+			dst[o] = s[i+1]
 		}
-		i += 2
+		i, o = i+2, o+1
 	}
-	return dst
+	return dst[:o]
 }
 
 func hexVal(h []byte) rune {

@@ -108,8 +108,11 @@ func (p *parser) routingMembers(root *node) topRouting {
 func (p *parser) appendText(dst []byte, i int32) []byte {
 	n := &p.nodes[i]
 	s := p.src[n.start:n.end]
-	if !n.esc {
+	switch {
+	case !n.esc:
 		return append(dst, s...)
+	case n.decoded():
+		return append(dst, p.keybuf[n.m0:n.m0+n.cnt]...)
 	}
 	return appendUnescaped(dst, s)
 }

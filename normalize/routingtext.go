@@ -42,6 +42,7 @@ type Segment struct {
 func LayOutRoutingText(canonical []byte, mode Mode) (RoutingText, error) {
 	p := getParser()
 	defer putParser(p)
+	p.decodeText = true
 	if err := p.parse(canonical, Options{MaxBodyBytes: len(canonical)}.withDefaults()); err != nil {
 		return RoutingText{}, err
 	}

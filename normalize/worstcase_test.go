@@ -50,3 +50,24 @@ func BenchmarkWorstCaseInput(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWorstCaseEscapesNormalize is the escapes body of
+// BenchmarkWorstCaseInput as a chat message's content through Normalize
+// with prefix blocks: every escape is decoded into the routing text while
+// the parse scans it.
+func BenchmarkWorstCaseEscapesNormalize(b *testing.B) {
+	for _, n := range []int{1 << 20, 4 << 20} {
+		body := []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat(`\u00e9\n\ud83d\ude00`, (n-64)/20) + `"}]}`)
+		b.Run(strconv.Itoa(n>>20)+"MiB", func(b *testing.B) {
+			dst := make([]byte, 0, 2*len(body))
+			b.SetBytes(int64(len(body)))
+			defer cpuPerOp(b)()
+			for b.Loop() {
+				var err error
+				if dst, _, err = Normalize(dst[:0], body, Options{}, KeyOptions{Blocks: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
