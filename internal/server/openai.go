@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -28,10 +27,11 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 			writeError(w, err)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		ctx, cancel := withRequestTimeout(r.Context(), s.cfg.RequestTimeout)
 		defer cancel()
 		bp := getBodyBuffer()
 		raw, err := s.readBody(r, w, *bp)
+		bodyRead(ctx)
 		// raw is dead once open has normalized it (the canonical copy is
 		// what goes to the backend) and any error has been written.
 		defer putBodyBuffer(bp, raw)
