@@ -282,6 +282,14 @@ func (b *h1Body) Close() error {
 	return nil
 }
 
+// readyNow reports whether the next Read returns without waiting for the
+// backend: a body of known length whose next bytes (or end) are in the
+// connection's buffer. Called on the reading goroutine only.
+func (b *h1Body) readyNow() bool {
+	lb, ok := b.rc.(*lengthBody)
+	return ok && (lb.n <= 0 || lb.br.Buffered() > 0)
+}
+
 // end releases the connection once: kept when the body was read to its
 // end, closed otherwise.
 func (b *h1Body) end(eof bool) {
