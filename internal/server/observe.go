@@ -113,11 +113,17 @@ func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := r.Header.Get(RequestIDHeader)
-		if !validRequestID(id) {
+		// RequestIDHeader is canonical: the values are set without Set's
+		// check of the name, and share one slice.
+		fresh := !validRequestID(id)
+		if fresh {
 			id = newRequestID()
-			r.Header.Set(RequestIDHeader, id)
 		}
-		w.Header().Set(RequestIDHeader, id)
+		ids := []string{id, id}
+		if fresh {
+			r.Header[RequestIDHeader] = ids[0:1:1]
+		}
+		w.Header()[RequestIDHeader] = ids[1:2:2]
 		var span trace.Span
 		if s.tracing.on {
 			ctx := propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))

@@ -195,9 +195,10 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 
 // setRoutingHeaders writes where the request went.
 func setRoutingHeaders(h http.Header, d *route.Decision, info normalize.RouteInfo) {
-	h.Set(BackendHeader, d.Backend)
-	h.Set(DecisionHeader, d.Reason.String())
-	h.Set(KeyHeader, info.KeyHex())
+	// The names are canonical already (Set would check each again), and
+	// the three values share one slice: one allocation, not three.
+	vs := []string{d.Backend, d.Reason.String(), info.KeyHex()}
+	h[BackendHeader], h[DecisionHeader], h[KeyHeader] = vs[0:1:1], vs[1:2:2], vs[2:3:3]
 }
 
 // copyBuffers recycles copyStream's buffers: one per request otherwise.
