@@ -426,7 +426,11 @@ func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, bod
 	if body != nil {
 		req.Header["Content-Type"] = jsonContentType
 		req.Body = io.NopCloser(bytes.NewReader(body))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		if p.HoldsBody(b, len(body)) {
+			// Only net/http's Transport reads the body again (a retry);
+			// the HTTP/1.1 fast path sends its own copy.
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		}
 	}
 	req.ContentLength = int64(len(body))
 	if req.ContentLength == 0 {

@@ -98,10 +98,10 @@ func BenchmarkForward(b *testing.B) {
 		postChats(b, front.URL+"/v1/chat/completions")
 	})
 	// The full router served as serve serves it: the HTTP/1.1 front door,
-	// the request log line written by a text handler.
+	// the request log line written by serve's text handler.
 	b.Run("server-front-door", func(b *testing.B) {
 		be := benchBackend(b)
-		s, err := server.New(server.Config{Backends: []string{be.URL}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		s, err := server.New(server.Config{Backends: []string{be.URL}}, slog.New(server.NewLogHandler(io.Discard, slog.LevelInfo, false)))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -32,6 +32,9 @@ type frontContext struct {
 	deadline time.Time // zero: none
 	hooks    []frontHook
 	nextHook int
+	// hook0 holds the first hook (the forwarder registers one at a time)
+	// without a slice of its own.
+	hook0 [1]frontHook
 }
 
 type frontHook struct {
@@ -82,6 +85,9 @@ func (x *frontContext) AfterFunc(f func()) (stop func() bool) {
 	}
 	x.nextHook++
 	id := x.nextHook
+	if x.hooks == nil {
+		x.hooks = x.hook0[:0]
+	}
 	x.hooks = append(x.hooks, frontHook{id: id, f: f})
 	x.mu.Unlock()
 	return func() bool {
