@@ -379,14 +379,19 @@ func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
 		}
 		c.out = nil
 	}()
-	ctx := &frontContext{c: c}
+	// The request's own objects in one allocation: they live and die
+	// together.
+	one := &h1Objects{}
+	ctx, body, w := &one.ctx, &one.body, &one.resp
+	ctx.c = c
 	defer ctx.cancelRequest()
-	body := &h1Body{c: c, left: h.contentLength, ctx: ctx}
+	*body = h1Body{c: c, left: h.contentLength, ctx: ctx}
 	ctx.body = body
+	one.url.Path = h.path
 	// WithContext copies this one (it stays on the stack): one Request
 	// per request.
 	tmpl := http.Request{
-		Method: h.method, URL: &url.URL{Path: h.path}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Method: h.method, URL: &one.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h.header, ContentLength: h.contentLength, Host: h.host, RemoteAddr: c.remote,
 		RequestURI: h.path, Close: h.close, Body: http.NoBody,
 	}
@@ -396,7 +401,7 @@ func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
 		body.read = true
 	}
 	r := tmpl.WithContext(ctx)
-	w := &h1Response{c: c, r: r, body: body, header: make(http.Header, 8), cancel: ctx.cancelRequest, cl: -1}
+	*w = h1Response{c: c, r: r, body: body, header: make(http.Header, 8), ctx: ctx, cl: -1}
 	if body.read {
 		c.arm(ctx)
 	}
@@ -427,6 +432,14 @@ func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
 		}
 	}
 	return keep && !w.closeAfter
+}
+
+// h1Objects are a request's context, body, answer writer and URL.
+type h1Objects struct {
+	ctx  frontContext
+	body h1Body
+	resp h1Response
+	url  url.URL
 }
 
 var outBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
@@ -577,7 +590,7 @@ type h1Response struct {
 	r      *http.Request
 	body   *h1Body
 	header http.Header
-	cancel context.CancelFunc
+	ctx    *frontContext // the request's, ended by a failed write
 
 	status     int   // 0 until WriteHeader
 	cl         int64 // the declared Content-Length, or -1
@@ -798,7 +811,7 @@ func (w *h1Response) flushOut() {
 // context ends, as net/http's does.
 func (w *h1Response) fail(err error) {
 	w.err = err
-	w.cancel()
+	w.ctx.cancelRequest()
 }
 
 func bodyAllowed(status int) bool {
