@@ -117,6 +117,13 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.handles(req) {
 		return t.fallback.RoundTrip(req)
 	}
+	return t.send(req, nil, false)
+}
+
+// send sends req on the fast path, whose body is req.Body or, with
+// direct, body (Pool.Forward's: copied into the message as it is, with no
+// reader over it to allocate and read through).
+func (t *h1Transport) send(req *http.Request, body []byte, direct bool) (*http.Response, error) {
 	bp := requestBuffers.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) > maxPooledRequest {
@@ -124,7 +131,14 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		requestBuffers.Put(bp)
 	}()
-	msg, err := appendRequest((*bp)[:0], req)
+	var msg []byte
+	var err error
+	if direct {
+		msg, err = appendHead((*bp)[:0], req)
+		msg = append(msg, body...)
+	} else {
+		msg, err = appendRequest((*bp)[:0], req)
+	}
 	*bp = msg[:0]
 	if err != nil {
 		if req.Body != nil {
@@ -409,6 +423,31 @@ func (t *h1Transport) CloseIdleConnections() {
 // body of exactly req.ContentLength bytes) to dst. It refuses header names
 // and values that would change the message's framing.
 func appendRequest(dst []byte, req *http.Request) ([]byte, error) {
+	dst, err := appendHead(dst, req)
+	if err != nil || req.ContentLength == 0 {
+		return dst, err
+	}
+	n := int(req.ContentLength)
+	start := len(dst)
+	// Grow without zeroing what the body is read over at once.
+	dst = slices.Grow(dst, n)[:start+n]
+	got, err := io.ReadFull(req.Body, dst[start:])
+	if err != nil {
+		return dst, fmt.Errorf("request body: %d of its %d bytes: %w", got, n, err)
+	}
+	var extra [1]byte
+	if m, _ := req.Body.Read(extra[:]); m > 0 {
+		return dst, fmt.Errorf("request body is longer than its ContentLength of %d bytes", n)
+	}
+	if err := req.Body.Close(); err != nil {
+		return dst, fmt.Errorf("request body: %w", err)
+	}
+	return dst, nil
+}
+
+// appendHead appends req's request line and headers, through the blank
+// line, announcing req.ContentLength bytes of body.
+func appendHead(dst []byte, req *http.Request) ([]byte, error) {
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
@@ -464,26 +503,7 @@ func appendRequest(dst []byte, req *http.Request) ([]byte, error) {
 			dst = append(dst, "\r\n"...)
 		}
 	}
-	dst = append(dst, "\r\n"...)
-	if req.ContentLength == 0 {
-		return dst, nil
-	}
-	n := int(req.ContentLength)
-	start := len(dst)
-	// Grow without zeroing what the body is read over at once.
-	dst = slices.Grow(dst, n)[:start+n]
-	got, err := io.ReadFull(req.Body, dst[start:])
-	if err != nil {
-		return dst, fmt.Errorf("request body: %d of its %d bytes: %w", got, n, err)
-	}
-	var extra [1]byte
-	if m, _ := req.Body.Read(extra[:]); m > 0 {
-		return dst, fmt.Errorf("request body is longer than its ContentLength of %d bytes", n)
-	}
-	if err := req.Body.Close(); err != nil {
-		return dst, fmt.Errorf("request body: %w", err)
-	}
-	return dst, nil
+	return append(dst, "\r\n"...), nil
 }
 
 // validToken reports whether s is an HTTP token (a method or header name).
