@@ -96,8 +96,10 @@ func plainBody(resp *http.Response) bool {
 // (hop-by-hop, encodings, prefixgate's own) stays at the router.
 func forwardHeaders(in http.Header) http.Header {
 	out := make(http.Header, 4)
-	for _, k := range []string{"Authorization", "Traceparent", "Tracestate", "X-Request-Id"} {
-		if v := in.Values(k); len(v) > 0 {
+	// The names are canonical: looked up as they are, without Values'
+	// canonicalization of each (it was 2% of the CPU).
+	for _, k := range [...]string{"Authorization", "Traceparent", "Tracestate", "X-Request-Id"} {
+		if v := in[k]; len(v) > 0 {
 			out[k] = v
 		}
 	}
