@@ -19,16 +19,20 @@ var ErrIdleTimeout = errors.New("backend stream idle for longer than the idle ti
 // may be called from another goroutine. In-flight counts are the router's
 // (the caller's Decision), not the body's.
 type idleBody struct {
-	rc       io.ReadCloser
-	idle     time.Duration
-	timer    *time.Timer
+	rc   io.ReadCloser
+	idle time.Duration
+	// ready, when rc has it, tells that rc's next Read returns without
+	// waiting (its bytes are buffered): such a Read needs no timer. A
+	// plain answer usually arrives with its header, so most bodies never
+	// make theirs.
+	ready    interface{ readyNow() bool }
+	timer    atomic.Pointer[time.Timer] // made by the first Read that may wait
 	timedOut atomic.Bool
 }
 
 func newIdleBody(rc io.ReadCloser, idle time.Duration) io.ReadCloser {
 	t := &idleBody{rc: rc, idle: idle}
-	t.timer = time.AfterFunc(time.Hour, t.expire)
-	t.timer.Stop()
+	t.ready, _ = rc.(interface{ readyNow() bool })
 	return t
 }
 
@@ -42,9 +46,18 @@ func (t *idleBody) Read(p []byte) (int, error) {
 	if t.timedOut.Load() {
 		return 0, ErrIdleTimeout
 	}
-	t.timer.Reset(t.idle)
+	if t.ready != nil && t.ready.readyNow() {
+		return t.rc.Read(p)
+	}
+	tm := t.timer.Load()
+	if tm == nil {
+		tm = time.AfterFunc(t.idle, t.expire)
+		t.timer.Store(tm)
+	} else {
+		tm.Reset(t.idle)
+	}
 	n, err := t.rc.Read(p)
-	fired := !t.timer.Stop() && t.timedOut.Load()
+	fired := !tm.Stop() && t.timedOut.Load()
 	if fired && err != nil && err != io.EOF {
 		// The timer closed the body under the Read; a body that ended
 		// anyway ended well.
@@ -54,6 +67,8 @@ func (t *idleBody) Read(p []byte) (int, error) {
 }
 
 func (t *idleBody) Close() error {
-	t.timer.Stop()
+	if tm := t.timer.Load(); tm != nil {
+		tm.Stop()
+	}
 	return t.rc.Close()
 }

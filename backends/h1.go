@@ -54,6 +54,17 @@ type h1Conn struct {
 	br     *bufio.Reader
 	idleAt time.Time
 	reused bool
+	// expire unblocks a write or read in progress on conn (a cancelled
+	// request), made once per connection rather than once per request.
+	expire func()
+}
+
+// afterFuncer is a context that runs a function once it is done by
+// itself, as context.AfterFunc would for it (the router's HTTP/1.1
+// front door's request contexts): calling it directly saves
+// context.AfterFunc's context, closures and link into the parent.
+type afterFuncer interface {
+	AfterFunc(func()) func() bool
 }
 
 // limitReader fails reads past n bytes while n >= 0; the response header
@@ -106,6 +117,13 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.handles(req) {
 		return t.fallback.RoundTrip(req)
 	}
+	return t.send(req, nil, false)
+}
+
+// send sends req on the fast path, whose body is req.Body or, with
+// direct, body (Pool.Forward's: copied into the message as it is, with no
+// reader over it to allocate and read through).
+func (t *h1Transport) send(req *http.Request, body []byte, direct bool) (*http.Response, error) {
 	bp := requestBuffers.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) > maxPooledRequest {
@@ -113,7 +131,14 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		requestBuffers.Put(bp)
 	}()
-	msg, err := appendRequest((*bp)[:0], req)
+	var msg []byte
+	var err error
+	if direct {
+		msg, err = appendHead((*bp)[:0], req)
+		msg = append(msg, body...)
+	} else {
+		msg, err = appendRequest((*bp)[:0], req)
+	}
 	*bp = msg[:0]
 	if err != nil {
 		if req.Body != nil {
@@ -149,7 +174,12 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 	}
 	// Cancellation unblocks a write or read in progress by expiring the
 	// connection's deadline; a connection that saw it is never reused.
-	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
+	var stop func() bool
+	if af, ok := ctx.(afterFuncer); ok {
+		stop = af.AfterFunc(c.expire)
+	} else {
+		stop = context.AfterFunc(ctx, c.expire)
+	}
 	_, werr := c.conn.Write(msg)
 	if trace != nil && trace.WroteRequest != nil {
 		trace.WroteRequest(httptrace.WroteRequestInfo{Err: werr})
@@ -266,6 +296,14 @@ func (b *h1Body) Close() error {
 	return nil
 }
 
+// readyNow reports whether the next Read returns without waiting for the
+// backend: a body of known length whose next bytes (or end) are in the
+// connection's buffer. Called on the reading goroutine only.
+func (b *h1Body) readyNow() bool {
+	lb, ok := b.rc.(*lengthBody)
+	return ok && (lb.n <= 0 || lb.br.Buffered() > 0)
+}
+
 // end releases the connection once: kept when the body was read to its
 // end, closed otherwise.
 func (b *h1Body) end(eof bool) {
@@ -310,6 +348,7 @@ func (t *h1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
 		return nil, err
 	}
 	c := &h1Conn{t: t, host: host, conn: nc, lim: limitReader{r: nc, n: -1}}
+	c.expire = func() { c.conn.SetDeadline(time.Unix(1, 0)) }
 	c.br = bufio.NewReaderSize(&c.lim, t.readBufferSize)
 	return c, nil
 }
@@ -384,6 +423,31 @@ func (t *h1Transport) CloseIdleConnections() {
 // body of exactly req.ContentLength bytes) to dst. It refuses header names
 // and values that would change the message's framing.
 func appendRequest(dst []byte, req *http.Request) ([]byte, error) {
+	dst, err := appendHead(dst, req)
+	if err != nil || req.ContentLength == 0 {
+		return dst, err
+	}
+	n := int(req.ContentLength)
+	start := len(dst)
+	// Grow without zeroing what the body is read over at once.
+	dst = slices.Grow(dst, n)[:start+n]
+	got, err := io.ReadFull(req.Body, dst[start:])
+	if err != nil {
+		return dst, fmt.Errorf("request body: %d of its %d bytes: %w", got, n, err)
+	}
+	var extra [1]byte
+	if m, _ := req.Body.Read(extra[:]); m > 0 {
+		return dst, fmt.Errorf("request body is longer than its ContentLength of %d bytes", n)
+	}
+	if err := req.Body.Close(); err != nil {
+		return dst, fmt.Errorf("request body: %w", err)
+	}
+	return dst, nil
+}
+
+// appendHead appends req's request line and headers, through the blank
+// line, announcing req.ContentLength bytes of body.
+func appendHead(dst []byte, req *http.Request) ([]byte, error) {
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
@@ -439,26 +503,7 @@ func appendRequest(dst []byte, req *http.Request) ([]byte, error) {
 			dst = append(dst, "\r\n"...)
 		}
 	}
-	dst = append(dst, "\r\n"...)
-	if req.ContentLength == 0 {
-		return dst, nil
-	}
-	n := int(req.ContentLength)
-	start := len(dst)
-	// Grow without zeroing what the body is read over at once.
-	dst = slices.Grow(dst, n)[:start+n]
-	got, err := io.ReadFull(req.Body, dst[start:])
-	if err != nil {
-		return dst, fmt.Errorf("request body: %d of its %d bytes: %w", got, n, err)
-	}
-	var extra [1]byte
-	if m, _ := req.Body.Read(extra[:]); m > 0 {
-		return dst, fmt.Errorf("request body is longer than its ContentLength of %d bytes", n)
-	}
-	if err := req.Body.Close(); err != nil {
-		return dst, fmt.Errorf("request body: %w", err)
-	}
-	return dst, nil
+	return append(dst, "\r\n"...), nil
 }
 
 // validToken reports whether s is an HTTP token (a method or header name).

@@ -425,14 +425,24 @@ func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, bod
 	}
 	if body != nil {
 		req.Header["Content-Type"] = jsonContentType
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 	req.ContentLength = int64(len(body))
-	if req.ContentLength == 0 {
+	var resp *http.Response
+	var err error
+	if t, ok := p.transport.(*h1Transport); ok && fastPath(req.URL, req.ContentLength) {
+		// The fast path copies body into the message it sends.
 		req.Body = http.NoBody
+		resp, err = t.send(req, body, true)
+	} else {
+		if body != nil {
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		}
+		if req.ContentLength == 0 {
+			req.Body = http.NoBody
+		}
+		resp, err = p.transport.RoundTrip(req)
 	}
-	resp, err := p.transport.RoundTrip(req)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("backend %s: %w", b.Name, cerr)

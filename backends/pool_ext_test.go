@@ -252,6 +252,32 @@ func TestIdleStreamTimeout(t *testing.T) {
 	}
 }
 
+// TestIdleTimeoutLengthBody: a body of known length whose first bytes
+// arrived with the header (read without a timer) and whose rest never
+// comes fails with ErrIdleTimeout, as a stalled stream does.
+func TestIdleTimeoutLengthBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		io.WriteString(w, `{"partial":`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // then stall
+	}))
+	defer srv.Close()
+	p, err := backends.NewPool([]string{srv.URL}, backends.Options{IdleTimeout: 30 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := p.Forward(context.Background(), p.Backends()[0], http.MethodPost, "/v1/chat/completions", chatBody(0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if string(got) != `{"partial":` || !errors.Is(err, backends.ErrIdleTimeout) {
+		t.Fatalf("stalled body: %q, %v; want its first bytes and ErrIdleTimeout", got, err)
+	}
+}
+
 func TestH2C(t *testing.T) {
 	var proto atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -159,12 +159,9 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 func newLogger(file config.File, w io.Writer) *slog.Logger {
 	level := slog.LevelInfo
 	_ = level.UnmarshalText([]byte(file.Log.Level))
-	hopts := &slog.HandlerOptions{Level: level}
-	var handler slog.Handler = slog.NewTextHandler(w, hopts)
-	if file.Log.Format == "json" {
-		handler = slog.NewJSONHandler(w, hopts)
-	}
-	return slog.New(handler)
+	// slog's text or JSON handler, which also writes the per-request line
+	// without a slog.Record (docs/benchmarks.md, issue 13, round 5).
+	return slog.New(server.NewLogHandler(w, level, file.Log.Format == "json"))
 }
 
 // register adds the flags serve shares with epp: configuration, backends,

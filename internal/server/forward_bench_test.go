@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -95,6 +96,29 @@ func BenchmarkForward(b *testing.B) {
 		front := httptest.NewServer(s.Handler())
 		b.Cleanup(front.Close)
 		postChats(b, front.URL+"/v1/chat/completions")
+	})
+	// The full router served as serve serves it: the HTTP/1.1 front door,
+	// the request log line written by serve's text handler.
+	b.Run("server-front-door", func(b *testing.B) {
+		be := benchBackend(b)
+		s, err := server.New(server.Config{Backends: []string{be.URL}}, slog.New(server.NewLogHandler(io.Discard, slog.LevelInfo, false)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		sctx, stop := context.WithCancel(ctx)
+		served := make(chan error, 1)
+		go func() { served <- s.Serve(sctx, ln, time.Second) }()
+		defer func() {
+			stop()
+			if err := <-served; err != nil {
+				b.Error(err)
+			}
+		}()
+		postChats(b, "http://"+ln.Addr().String()+"/v1/chat/completions")
 	})
 }
 

@@ -204,12 +204,15 @@ type h1Conn struct {
 	wmu      sync.Mutex
 	wstate   int // watchOff, watchArmed, watchReading
 	wtimer   *time.Timer
-	wcancel  context.CancelFunc
+	wctx     *frontContext
 	wdone    chan struct{}
 	wbyte    [1]byte
 	wn       int
 	werr     error
 	aborting bool
+	// The request timeout's timer (reqcontext.go), armed for dctx.
+	dtimer *time.Timer
+	dctx   *frontContext
 }
 
 const (
@@ -233,6 +236,9 @@ func (f *h1Front) serve(nc net.Conn) {
 		f.mu.Unlock()
 		if c.wtimer != nil {
 			c.wtimer.Stop()
+		}
+		if c.dtimer != nil {
+			c.dtimer.Stop()
 		}
 		if !handed {
 			_ = nc.Close()
@@ -373,13 +379,19 @@ func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
 		}
 		c.out = nil
 	}()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	body := &h1Body{c: c, left: h.contentLength, cancel: cancel}
+	// The request's own objects in one allocation: they live and die
+	// together.
+	one := &h1Objects{}
+	ctx, body, w := &one.ctx, &one.body, &one.resp
+	ctx.c = c
+	defer ctx.cancelRequest()
+	*body = h1Body{c: c, left: h.contentLength, ctx: ctx}
+	ctx.body = body
+	one.url.Path = h.path
 	// WithContext copies this one (it stays on the stack): one Request
 	// per request.
 	tmpl := http.Request{
-		Method: h.method, URL: &url.URL{Path: h.path}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Method: h.method, URL: &one.url, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h.header, ContentLength: h.contentLength, Host: h.host, RemoteAddr: c.remote,
 		RequestURI: h.path, Close: h.close, Body: http.NoBody,
 	}
@@ -389,9 +401,9 @@ func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
 		body.read = true
 	}
 	r := tmpl.WithContext(ctx)
-	w := &h1Response{c: c, r: r, body: body, header: make(http.Header, 8), cancel: cancel, cl: -1}
+	*w = h1Response{c: c, r: r, body: body, header: make(http.Header, 8), ctx: ctx, cl: -1}
 	if body.read {
-		c.arm(cancel)
+		c.arm(ctx)
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -406,6 +418,7 @@ func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
 	}()
 	c.f.s.handler.ServeHTTP(w, r)
 	keep = c.unwatch()
+	c.stopDeadline()
 	if !w.finish() {
 		return false
 	}
@@ -421,16 +434,31 @@ func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
 	return keep && !w.closeAfter
 }
 
+// h1Objects are a request's context, body, answer writer and URL.
+type h1Objects struct {
+	ctx  frontContext
+	body h1Body
+	resp h1Response
+	url  url.URL
+}
+
 var outBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 
 // arm starts the timer after which a running request's context follows
-// the client's connection (see watch).
-func (c *h1Conn) arm(cancel context.CancelFunc) {
+// the client's connection (see watch), and which starts the request
+// timeout's own timer; x is the request's context.
+func (c *h1Conn) arm(x *frontContext) {
 	if c.start < len(c.in) {
-		return // pipelined bytes wait; net/http does not watch these either
+		// Pipelined bytes wait; net/http does not watch these either. The
+		// request timeout, if set, needs its timer now.
+		c.startDeadline(x)
+		return
+	}
+	if dl := x.deadlineAt(); !dl.IsZero() && time.Until(dl) <= h1WatchDelay {
+		c.startDeadline(x)
 	}
 	c.wmu.Lock()
-	c.wstate, c.wcancel = watchArmed, cancel
+	c.wstate, c.wctx = watchArmed, x
 	c.wmu.Unlock()
 	if c.wtimer == nil {
 		c.wtimer = time.AfterFunc(h1WatchDelay, c.watch)
@@ -450,15 +478,18 @@ func (c *h1Conn) watch() {
 	}
 	c.wstate = watchReading
 	c.wdone = make(chan struct{})
-	done, cancel := c.wdone, c.wcancel
+	done, x := c.wdone, c.wctx
 	c.wmu.Unlock()
+	// A request running this long may run to its timeout: its timer
+	// starts now (short requests never arm it).
+	c.startDeadline(x)
 	n, err := c.nc.Read(c.wbyte[:])
 	c.wmu.Lock()
 	c.wn, c.werr = n, err
 	aborted := c.aborting
 	c.wmu.Unlock()
 	if n == 0 && err != nil && !aborted {
-		cancel()
+		x.cancelRequest()
 	}
 	close(done)
 }
@@ -497,12 +528,12 @@ func (c *h1Conn) unwatch() bool {
 // h1Body is a plain request's body: its Content-Length bytes, first from
 // the connection's buffer, then straight from the connection.
 type h1Body struct {
-	c      *h1Conn
-	cancel context.CancelFunc // the request's, for the watch
-	left   int64
-	read   bool // reached its end
-	done   bool // the handler returned
-	err    error
+	c    *h1Conn
+	ctx  *frontContext // the request's, for the watch; nil when discarding
+	left int64
+	read bool // reached its end
+	done bool // the handler returned
+	err  error
 }
 
 var errBodyAfterHandler = errors.New("http: invalid Read on closed Body")
@@ -541,8 +572,8 @@ func (b *h1Body) Read(p []byte) (int, error) {
 	if b.left == 0 {
 		if !b.read {
 			b.read = true
-			if b.cancel != nil {
-				c.arm(b.cancel)
+			if b.ctx != nil {
+				c.arm(b.ctx)
 			}
 		}
 		return n, io.EOF
@@ -559,7 +590,7 @@ type h1Response struct {
 	r      *http.Request
 	body   *h1Body
 	header http.Header
-	cancel context.CancelFunc
+	ctx    *frontContext // the request's, ended by a failed write
 
 	status     int   // 0 until WriteHeader
 	cl         int64 // the declared Content-Length, or -1
@@ -780,7 +811,7 @@ func (w *h1Response) flushOut() {
 // context ends, as net/http's does.
 func (w *h1Response) fail(err error) {
 	w.err = err
-	w.cancel()
+	w.ctx.cancelRequest()
 }
 
 func bodyAllowed(status int) bool {

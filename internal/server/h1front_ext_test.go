@@ -418,3 +418,47 @@ func TestFrontShutdownClosesIdle(t *testing.T) {
 		t.Errorf("Serve: %v", err)
 	}
 }
+
+// TestFrontRequestTimeout: past the request timeout a request waiting on
+// its backend gets a 504 and the backend's request is cancelled, through
+// the front door as through net/http's server: with a timeout shorter
+// than the front door's watch delay and a longer one, for a lone request
+// and for one followed by pipelined bytes (which skips the watch).
+func TestFrontRequestTimeout(t *testing.T) {
+	cancelled, stop := make(chan struct{}, 16), make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			return
+		}
+		_, _ = io.ReadAll(r.Body)
+		select {
+		case <-r.Context().Done():
+			cancelled <- struct{}{}
+		case <-stop: // the test failed: let the servers close
+		}
+	}))
+	t.Cleanup(hs.Close)
+	t.Cleanup(func() { close(stop) })
+	next := "GET /healthz HTTP/1.1\r\nHost: router\r\nConnection: close\r\n\r\n"
+	for _, timeout := range []time.Duration{5 * time.Millisecond, 100 * time.Millisecond} {
+		for _, stdlib := range []bool{false, true} {
+			addr := frontRouterWith(t, server.Config{Backends: []string{hs.URL}, RequestTimeout: timeout, StdlibHTTP1: stdlib})
+			for _, pipelined := range []bool{false, true} {
+				name := fmt.Sprintf("timeout %s, net/http %v, pipelined %v", timeout, stdlib, pipelined)
+				raw := post("/v1/chat/completions", "Content-Type: application/json\r\nConnection: close\r\n", frontChat)
+				if pipelined {
+					raw = post("/v1/chat/completions", "Content-Type: application/json\r\n", frontChat) + next
+				}
+				got := exchange(t, addr, raw)
+				if len(got) == 0 || !strings.Contains(got[0], "504 Gateway Timeout") || !strings.Contains(got[0], "timed out") {
+					t.Errorf("%s: %q; want a 504 first", name, got)
+				}
+				select {
+				case <-cancelled:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s: the backend's request was not cancelled", name)
+				}
+			}
+		}
+	}
+}

@@ -195,9 +195,10 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 
 // setRoutingHeaders writes where the request went.
 func setRoutingHeaders(h http.Header, d *route.Decision, info normalize.RouteInfo) {
-	h.Set(BackendHeader, d.Backend)
-	h.Set(DecisionHeader, d.Reason.String())
-	h.Set(KeyHeader, info.KeyHex())
+	// The names are canonical already (Set would check each again), and
+	// the three values share one slice: one allocation, not three.
+	vs := []string{d.Backend, d.Reason.String(), info.KeyHex()}
+	h[BackendHeader], h[DecisionHeader], h[KeyHeader] = vs[0:1:1], vs[1:2:2], vs[2:3:3]
 }
 
 // copyBuffers recycles copyStream's buffers: one per request otherwise.
@@ -256,6 +257,8 @@ type exchange struct {
 	// can still read it.
 	lease *bodyLease
 	body  []byte
+	// leaseOf is lease's storage: one allocation for both.
+	leaseOf bodyLease
 }
 
 // open normalizes body, routes it and forwards it to path, then writes the
@@ -267,7 +270,9 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 	if s.tracing.on {
 		nctx, span = s.startSpan(ctx, "normalize", attribute.Int("prefixgate.body_bytes", len(body)))
 	}
-	lease := &bodyLease{buf: canonicalBuffers.Get().(*[]byte)}
+	x := &exchange{s: s, usage: backends.UnknownUsage}
+	lease := &x.leaseOf
+	lease.buf = canonicalBuffers.Get().(*[]byte)
 	p, err := s.prepareInto(nctx, *lease.buf, body, mode, group, 0)
 	if span != nil {
 		span.End()
@@ -293,7 +298,8 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 		span.SetAttributes(attribute.String("prefixgate.backend", d.Backend), attribute.String("prefixgate.decision", d.Reason.String()))
 	}
 	setRoutingHeaders(out, d, p.info)
-	return &exchange{resp: resp, d: d, info: p.info, s: s, b: d.Member.(*backends.Backend), usage: backends.UnknownUsage, lease: lease, body: p.body}, nil
+	x.resp, x.d, x.info, x.b, x.lease, x.body = resp, d, p.info, d.Member.(*backends.Backend), lease, p.body
+	return x, nil
 }
 
 // canonicalBuffers recycles canonical request bodies (up to

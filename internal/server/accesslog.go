@@ -1,0 +1,167 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// NewLogHandler is slog's text handler (or, with json, its JSON handler)
+// writing to w at level, which also writes observe's per-request line
+// itself: the same line, byte for byte, without a slog.Record (which
+// keeps eight attributes in a slice it allocates) or the handler's
+// generic walk over them. That walk was 3–8% of the router's CPU
+// (docs/benchmarks.md, issue 13, round 5). A line whose values are not
+// all plain (see plainLogValue) goes through slog as before, so that its
+// quoting and escaping stay slog's. Loggers derived with With or
+// WithGroup are slog's own handlers.
+func NewLogHandler(w io.Writer, level slog.Leveler, json bool) slog.Handler {
+	lw := &lockedWriter{w: w}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(lw, opts)
+	if json {
+		h = slog.NewJSONHandler(lw, opts)
+	}
+	return &logHandler{Handler: h, w: lw, json: json}
+}
+
+// lockedWriter serializes the fast line's writes with slog's own: both
+// write whole lines through it, so lines never interleave whatever w is.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+type logHandler struct {
+	slog.Handler
+	w    *lockedWriter
+	json bool
+}
+
+// requestLine is one answered request's log record.
+type requestLine struct {
+	at                          time.Time
+	id, method, path            string
+	status                      int
+	duration                    time.Duration
+	backend, decision, routeKey string
+}
+
+var logBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// writeRequestLine writes l as slog's handler would write the record
+// logRequest builds; false, with nothing written, when a value is not
+// plain.
+func (h *logHandler) writeRequestLine(l *requestLine) bool {
+	for _, v := range [...]string{l.id, l.method, l.path, l.backend, l.decision, l.routeKey} {
+		if !plainLogValue(v) {
+			return false
+		}
+	}
+	bp := logBuffers.Get().(*[]byte)
+	b := (*bp)[:0]
+	if h.json {
+		b = append(b, `{"time":"`...)
+		b = l.at.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `","level":"INFO","msg":"request","request_id":"`...)
+		b = append(b, l.id...)
+		b = append(b, `","method":"`...)
+		b = append(b, l.method...)
+		b = append(b, `","path":"`...)
+		b = append(b, l.path...)
+		b = append(b, `","status":`...)
+		b = strconv.AppendInt(b, int64(l.status), 10)
+		b = append(b, `,"duration":`...)
+		b = strconv.AppendInt(b, int64(l.duration), 10)
+		b = append(b, `,"backend":"`...)
+		b = append(b, l.backend...)
+		b = append(b, `","decision":"`...)
+		b = append(b, l.decision...)
+		b = append(b, `","key":"`...)
+		b = append(b, l.routeKey...)
+		b = append(b, "\"}\n"...)
+	} else {
+		b = append(b, "time="...)
+		b = appendRFC3339Millis(b, l.at)
+		b = append(b, " level=INFO msg=request request_id="...)
+		b = append(b, l.id...)
+		b = append(b, " method="...)
+		b = append(b, l.method...)
+		b = append(b, " path="...)
+		b = append(b, l.path...)
+		b = append(b, " status="...)
+		b = strconv.AppendInt(b, int64(l.status), 10)
+		b = append(b, " duration="...)
+		b = append(b, l.duration.String()...)
+		b = append(b, " backend="...)
+		b = append(b, l.backend...)
+		b = append(b, " decision="...)
+		b = append(b, l.decision...)
+		b = append(b, " key="...)
+		b = append(b, l.routeKey...)
+		b = append(b, '\n')
+	}
+	_, _ = h.w.Write(b)
+	if cap(b) <= 4<<10 {
+		*bp = b[:0]
+		logBuffers.Put(bp)
+	}
+	return true
+}
+
+// plainLogValue: a non-empty string of printable ASCII without a space,
+// '"', '\' or '=': slog's text handler writes it unquoted and its JSON
+// handler unescaped.
+func plainLogValue(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == '=' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendRFC3339Millis is the text handler's time: RFC 3339 with exactly
+// three digits of milliseconds, truncated.
+func appendRFC3339Millis(b []byte, t time.Time) []byte {
+	const prefixLen = len("2006-01-02T15:04:05.000")
+	n := len(b)
+	// RFC3339Nano trims trailing zeros: a tenth of a millisecond more
+	// keeps four digits, of which the fourth is dropped.
+	t = t.Truncate(time.Millisecond).Add(time.Millisecond / 10)
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b[:n+prefixLen], b[n+prefixLen+1:]...)
+}
+
+// logRequest writes observe's line for one request at info level, when
+// the handler takes that level.
+func logRequest(ctx context.Context, lh slog.Handler, l *requestLine) {
+	if !lh.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	if fh, ok := lh.(*logHandler); ok && fh.writeRequestLine(l) {
+		return
+	}
+	// The record goes to the handler directly, without the caller's pc
+	// that LogAttrs takes with runtime.Callers (a fifth of the line's
+	// CPU): a handler prints it only with AddSource, which serve does
+	// not set.
+	rec := slog.NewRecord(l.at, slog.LevelInfo, "request", 0)
+	rec.AddAttrs(slog.String("request_id", l.id), slog.String("method", l.method), slog.String("path", l.path),
+		slog.Int("status", l.status), slog.Duration("duration", l.duration),
+		slog.String("backend", l.backend), slog.String("decision", l.decision),
+		slog.String("key", l.routeKey))
+	_ = lh.Handle(ctx, rec)
+}

@@ -1,0 +1,241 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// frontContext is the context of a request served by the HTTP/1.1 front
+// door. It replaces, for the steady path, a cancel context from the front
+// door plus a timer context from the handler plus an AfterFunc context
+// from the forwarder: each of those allocated, linked itself into its
+// parent's child map and (the timer context) put a fresh timer in the
+// runtime's heap, on every request (docs/benchmarks.md, issue 13, round
+// 5). Here the request timeout is a deadline the handler sets on the
+// context the front door made, and the timer that enforces it is the
+// connection's own, armed only for a request that is still running after
+// h1WatchDelay (see armDeadline): shorter requests never touch it.
+//
+// It behaves as a context made by context.WithCancel and
+// context.WithDeadline would: Done is closed and Err is set once, by
+// cancel or by the deadline's timer; AfterFunc (which context.AfterFunc
+// and derived contexts use for a parent that has it) runs each function
+// in its own goroutine once it is done.
+type frontContext struct {
+	c    *h1Conn
+	body *h1Body // read on the handler's goroutine only
+
+	mu       sync.Mutex
+	done     chan struct{} // made when first asked for
+	err      error
+	deadline time.Time // zero: none
+	hooks    []frontHook
+	nextHook int
+	// hook0 holds the first hook (the forwarder registers one at a time)
+	// without a slice of its own.
+	hook0 [1]frontHook
+}
+
+type frontHook struct {
+	id int
+	f  func()
+}
+
+// closedDone is the Done channel of a context canceled before anyone
+// asked for it.
+var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (x *frontContext) Deadline() (time.Time, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.deadline, !x.deadline.IsZero()
+}
+
+func (x *frontContext) Done() <-chan struct{} {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.done == nil {
+		if x.err != nil {
+			return closedDone
+		}
+		x.done = make(chan struct{})
+	}
+	return x.done
+}
+
+func (x *frontContext) Err() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.err
+}
+
+// Value: the front door's requests carry no values (net/http's server
+// context values are not set for them either).
+func (x *frontContext) Value(any) any { return nil }
+
+// AfterFunc arranges for f to run in its own goroutine once x is done,
+// as context.AfterFunc does; stop reports whether it kept f from running.
+func (x *frontContext) AfterFunc(f func()) (stop func() bool) {
+	x.mu.Lock()
+	if x.err != nil {
+		x.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	x.nextHook++
+	id := x.nextHook
+	if x.hooks == nil {
+		x.hooks = x.hook0[:0]
+	}
+	x.hooks = append(x.hooks, frontHook{id: id, f: f})
+	x.mu.Unlock()
+	return func() bool {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		for i, h := range x.hooks {
+			if h.id == id {
+				x.hooks = append(x.hooks[:i], x.hooks[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// cancel ends x with err unless it has ended already.
+func (x *frontContext) cancel(err error) {
+	x.mu.Lock()
+	if x.err != nil {
+		x.mu.Unlock()
+		return
+	}
+	x.err = err
+	if x.done == nil {
+		x.done = closedDone
+	} else {
+		close(x.done)
+	}
+	hooks := x.hooks
+	x.hooks = nil
+	x.mu.Unlock()
+	for _, h := range hooks {
+		go h.f()
+	}
+}
+
+// cancelRequest is the request's cancel function (a client gone, the
+// handler returned).
+func (x *frontContext) cancelRequest() { x.cancel(context.Canceled) }
+
+// withRequestTimeout bounds ctx to timeout from now, as
+// context.WithTimeout does. A front door request's own context takes the
+// deadline itself (no context, timer or child link is made); the cancel
+// function returned for it does nothing, since the front door cancels
+// the context when the handler returns.
+func withRequestTimeout(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if x, ok := ctx.(*frontContext); ok && x.setTimeout(timeout) {
+		return x, func() {}
+	}
+	return context.WithTimeout(ctx, timeout)
+}
+
+// setTimeout sets x's deadline to timeout from now; false when x already
+// has one (a second bound goes to a derived context).
+func (x *frontContext) setTimeout(timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	x.mu.Lock()
+	if !x.deadline.IsZero() {
+		x.mu.Unlock()
+		return false
+	}
+	x.deadline = deadline
+	x.mu.Unlock()
+	if timeout <= 0 {
+		x.cancel(context.DeadlineExceeded)
+		return true
+	}
+	x.c.deadlineSet(x, false)
+	return true
+}
+
+// bodyRead tells a front door request's context that the handler has
+// read the body it will read, to its end or not: from here on only a
+// timer enforces the deadline (at the body's end the front door sees to
+// that itself).
+func bodyRead(ctx context.Context) {
+	if x, ok := ctx.(*frontContext); ok {
+		x.c.deadlineSet(x, true)
+	}
+}
+
+func (x *frontContext) deadlineAt() time.Time {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.deadline
+}
+
+// deadlineSet starts the deadline's timer for x, the running request's
+// context, unless something later will: the watch's timer, which starts
+// it when it fires (a request still running after h1WatchDelay), or the
+// end of the body (arm), when bodyDone is false and the body is unread.
+func (c *h1Conn) deadlineSet(x *frontContext, bodyDone bool) {
+	dl := x.deadlineAt()
+	if dl.IsZero() {
+		return
+	}
+	c.wmu.Lock()
+	later := c.wstate == watchArmed || (!bodyDone && !x.body.read)
+	c.wmu.Unlock()
+	if later && time.Until(dl) > h1WatchDelay {
+		return
+	}
+	c.startDeadline(x)
+}
+
+// startDeadline arms the connection's deadline timer for x's deadline,
+// or ends x at once when it has passed.
+func (c *h1Conn) startDeadline(x *frontContext) {
+	dl := x.deadlineAt()
+	if dl.IsZero() {
+		return
+	}
+	rem := time.Until(dl)
+	if rem <= 0 {
+		x.cancel(context.DeadlineExceeded)
+		return
+	}
+	c.wmu.Lock()
+	c.dctx = x
+	if c.dtimer == nil {
+		c.dtimer = time.AfterFunc(rem, c.deadlineFired)
+	} else {
+		c.dtimer.Reset(rem)
+	}
+	c.wmu.Unlock()
+}
+
+// deadlineFired ends the request whose deadline the timer was armed for,
+// if that deadline has passed (a callback that began as the timer was
+// reset for the next request finds a later one and does nothing).
+func (c *h1Conn) deadlineFired() {
+	c.wmu.Lock()
+	x := c.dctx
+	c.wmu.Unlock()
+	if x == nil {
+		return
+	}
+	if dl := x.deadlineAt(); !dl.IsZero() && !time.Now().Before(dl) {
+		x.cancel(context.DeadlineExceeded)
+	}
+}
+
+// stopDeadline disarms the deadline timer after a request.
+func (c *h1Conn) stopDeadline() {
+	c.wmu.Lock()
+	if c.dctx != nil {
+		c.dtimer.Stop()
+		c.dctx = nil
+	}
+	c.wmu.Unlock()
+}

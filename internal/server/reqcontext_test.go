@@ -1,0 +1,79 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestFrontContextActsAsAContext: Done and Err change once, on cancel; a
+// function registered with AfterFunc runs once unless stopped first; one
+// registered after the end runs too; a context derived with
+// context.WithCancel ends with it; a second timeout goes to a derived
+// context.
+func TestFrontContextActsAsAContext(t *testing.T) {
+	x := &frontContext{c: &h1Conn{}, body: &h1Body{read: true}}
+	if x.Err() != nil {
+		t.Fatalf("Err before cancel: %v", x.Err())
+	}
+	if _, ok := x.Deadline(); ok {
+		t.Fatal("a deadline before one was set")
+	}
+	done := x.Done()
+	ran, stopped := make(chan string, 4), make(chan string, 4)
+	stop := x.AfterFunc(func() { stopped <- "stopped one ran" })
+	_ = x.AfterFunc(func() { ran <- "kept" })
+	child, cancelChild := context.WithCancel(x)
+	defer cancelChild()
+	viaStd := context.AfterFunc(x, func() { ran <- "context.AfterFunc" })
+	defer viaStd()
+	if !stop() {
+		t.Fatal("stop before the end: false; want true")
+	}
+	if stop() {
+		t.Fatal("second stop: true; want false")
+	}
+	x.cancel(context.DeadlineExceeded)
+	x.cancel(context.Canceled) // the first end stays
+	select {
+	case <-done:
+	default:
+		t.Fatal("Done not closed after cancel")
+	}
+	if !errors.Is(x.Err(), context.DeadlineExceeded) {
+		t.Fatalf("Err: %v; want the first end's", x.Err())
+	}
+	<-child.Done()
+	if !errors.Is(child.Err(), context.DeadlineExceeded) {
+		t.Fatalf("derived context's Err: %v", child.Err())
+	}
+	got := map[string]bool{<-ran: true, <-ran: true}
+	if !got["kept"] || !got["context.AfterFunc"] {
+		t.Fatalf("functions run: %v", got)
+	}
+	late := x.AfterFunc(func() { ran <- "late" })
+	if <-ran != "late" || late() {
+		t.Fatal("a function registered after the end must run, and stop must say so")
+	}
+	select {
+	case s := <-stopped:
+		t.Fatal(s)
+	default:
+	}
+	y := &frontContext{c: &h1Conn{}, body: &h1Body{read: true}}
+	ctx, cancel := withRequestTimeout(y, time.Hour)
+	defer cancel()
+	if ctx != context.Context(y) {
+		t.Fatal("the first timeout did not go to the front context itself")
+	}
+	ctx2, cancel2 := withRequestTimeout(ctx, time.Minute)
+	defer cancel2()
+	if ctx2 == ctx {
+		t.Fatal("a second timeout went to the front context")
+	}
+	if dl, _ := ctx2.Deadline(); time.Until(dl) > time.Minute {
+		t.Fatalf("the derived deadline is %v away; want at most a minute", time.Until(dl))
+	}
+	y.c.stopDeadline() // the timer the hour's deadline armed
+}
