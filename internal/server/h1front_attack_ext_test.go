@@ -1,0 +1,264 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prefixgate/prefixgate/internal/server"
+)
+
+// The front door under attack: requests and handlers chosen to break its
+// framing, its hand-over to net/http and its per-connection state. Each
+// test serves its own handler through server.ServeFrontDoor.
+
+// serveAttack serves h through the front door on loopback and returns the
+// address.
+func serveAttack(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := server.ServeFrontDoor(h, ln)
+	t.Cleanup(stop)
+	return ln.Addr().String()
+}
+
+// rawAnswers writes raw on one connection, half-closes it and returns
+// everything the server sent until it closed. The deadline only keeps a
+// broken server from hanging the test.
+func rawAnswers(t *testing.T, addr, raw string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("reading the answers: %v (after %q)", err, b)
+	}
+	return string(b)
+}
+
+// echoHandler answers with the method, target and the body it read (all of
+// it, with a buffer larger than the body, so a read past Content-Length
+// would show).
+func echoHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, 64<<10)
+		n, _ := io.ReadFull(r.Body, buf)
+		fmt.Fprintf(w, "%s %s body=%q", r.Method, r.URL.RequestURI(), buf[:n])
+	})
+}
+
+// readAnswers parses every answer in raw in order and returns their bodies.
+func readAnswers(t *testing.T, raw string) []string {
+	t.Helper()
+	br := bufio.NewReader(strings.NewReader(raw))
+	var bodies []string
+	for {
+		if _, err := br.Peek(1); err != nil {
+			return bodies
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("answer %d: %v in %q", len(bodies), err, raw)
+		}
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("answer %d body: %v in %q", len(bodies), err, raw)
+		}
+		bodies = append(bodies, string(b))
+	}
+}
+
+// A pipelined run that alternates plain requests (served by the front
+// door) with ones it hands to net/http: every request is answered once,
+// in order, with exactly its own body, whichever server read which bytes.
+func TestFrontPipelinedHandOverKeepsOrder(t *testing.T) {
+	addr := serveAttack(t, echoHandler())
+	reqs := []string{
+		"POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nfirst",
+		// Not plain (a query): net/http serves this one and the rest.
+		"POST /v1/completions?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\n\r\nsecond",
+		"POST /v1/completions HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nthird\r\n0\r\n\r\n",
+		"POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nConnection: close\r\n\r\nfourth",
+	}
+	got := readAnswers(t, rawAnswers(t, addr, strings.Join(reqs, "")))
+	want := []string{
+		`POST /v1/completions body="first"`,
+		`POST /v1/completions?x=1 body="second"`,
+		`POST /v1/completions body="third"`,
+		`POST /v1/completions body="fourth"`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("answers:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A handler that leaves the body unread: the rest is dropped, not taken
+// for the next request's head (smuggling), and the next request is served.
+func TestFrontUnreadBodyIsNotARequest(t *testing.T) {
+	addr := serveAttack(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "answered "+r.URL.Path)
+	}))
+	smuggled := "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
+	raw := post("/v1/completions", "", smuggled) +
+		"GET /readyz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+	got := readAnswers(t, rawAnswers(t, addr, raw))
+	want := []string{"answered /v1/completions", "answered /readyz"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("answers %q, want %q", got, want)
+	}
+}
+
+// A panic in the handler is recovered: the connection closes without a
+// well-framed answer (the client must not take a cut stream for a whole
+// one) and the server keeps serving new connections.
+func TestFrontHandlerPanicClosesConnection(t *testing.T) {
+	addr := serveAttack(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/completions":
+			panic("boom")
+		case "/v1/chat/completions": // a stream cut by a panic
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: 1\n\n")
+			w.(http.Flusher).Flush()
+			panic("boom mid-stream")
+		}
+		io.WriteString(w, "ok")
+	}))
+	raw := post("/v1/completions", "", "{}") + "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
+	if got := rawAnswers(t, addr, raw); got != "" {
+		t.Fatalf("a panicking handler's connection sent %q", got)
+	}
+	got := rawAnswers(t, addr, post("/v1/chat/completions", "", "{}")+"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(got)), nil)
+	if err != nil {
+		t.Fatalf("stream head: %v in %q", err, got)
+	}
+	if b, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatalf("a stream cut by a panic read as complete: %q (raw %q)", b, got)
+	}
+	if strings.Contains(got, "ok") {
+		t.Fatalf("the connection served the next request after a panic: %q", got)
+	}
+	if b := readAnswers(t, rawAnswers(t, addr, "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")); len(b) != 1 || b[0] != "ok" {
+		t.Fatalf("after the panics: %q", b)
+	}
+}
+
+// Connections opened and dropped in every state leave no goroutine or
+// timer behind: idle, mid-head, mid-body, and with a handler still running
+// past the watch delay (its background read on).
+func TestFrontConnectionsLeaveNoGoroutines(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 200)
+	addr := serveAttack(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/v1/explain" {
+			started <- struct{}{}
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+		}
+		io.WriteString(w, "ok")
+	}))
+	// A first round warms what lives for the server's life.
+	warm := rawAnswers(t, addr, "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	if !strings.Contains(warm, "ok") {
+		t.Fatalf("warm-up: %q", warm)
+	}
+	runtime.GC()
+	base := runtime.NumGoroutine()
+	states := []string{
+		"",                                    // idle
+		"POST /v1/completions HTTP/1.1\r\nHo", // mid-head
+		"POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n{}", // mid-body
+		"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n",                                 // served, then idle
+		"GET /v1/explain HTTP/1.1\r\nHost: a\r\n\r\n",                              // a handler that waits
+		"PUT /x HTTP/1.1\r\nHost: a\r\n\r\n",                                       // handed to net/http
+	}
+	var wg sync.WaitGroup
+	for i := range 120 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			if s := states[i%len(states)]; s != "" {
+				_, _ = io.WriteString(c, s)
+				switch {
+				case strings.Contains(s, "/v1/explain"):
+					<-started // the handler runs; the client leaves under it
+				case strings.HasSuffix(s, "\r\n\r\n"):
+					_, _ = c.Read(make([]byte, 1)) // served
+				}
+			}
+			c.Close()
+		}()
+	}
+	// The waiting handlers must see their clients leave (the watch), not
+	// the release; the release is only for a broken watch.
+	wg.Wait()
+	var n int
+	for range 200 {
+		runtime.GC()
+		if n = runtime.NumGoroutine(); n <= base {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	close(release)
+	if n > base {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines after the connections closed, %d before:\n%s", n, base, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// A request context behaves as net/http's: contexts derived from it by
+// the context package follow it, and it ends when the handler returns.
+func TestFrontContextDerivedAndEnded(t *testing.T) {
+	type seen struct {
+		derivedErr, afterErr error
+		afterRan             bool
+	}
+	got := make(chan seen, 1)
+	addr := serveAttack(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		child, cancel := context.WithCancel(context.WithValue(ctx, struct{}{}, 1))
+		ran := make(chan struct{})
+		context.AfterFunc(ctx, func() { close(ran) })
+		go func() {
+			<-child.Done()
+			<-ran
+			got <- seen{derivedErr: child.Err(), afterErr: ctx.Err(), afterRan: true}
+			cancel()
+		}()
+		io.WriteString(w, "ok")
+	}))
+	rawAnswers(t, addr, "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	s := <-got
+	if s.derivedErr != context.Canceled || s.afterErr != context.Canceled || !s.afterRan {
+		t.Fatalf("after the handler: derived %v, own %v, AfterFunc ran %v", s.derivedErr, s.afterErr, s.afterRan)
+	}
+}
