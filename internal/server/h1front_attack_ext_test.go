@@ -162,6 +162,48 @@ func TestFrontHandlerPanicClosesConnection(t *testing.T) {
 	}
 }
 
+// The framing is decided once: a Content-Length or Transfer-Encoding a
+// handler puts in the header after WriteHeader, or a Content-Length on an
+// answer that has no body, must not reach the wire beside a framing that
+// disagrees with it, or the client reads the next answer as this one's
+// body (or waits for bytes that never come).
+func TestFrontFramingHeadersFollowTheBytes(t *testing.T) {
+	big := strings.Repeat("x", 5000) // past the held, lengthened answer
+	addr := serveAttack(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/completions": // length changed after WriteHeader
+			w.Header().Set("Content-Length", "5")
+			w.WriteHeader(200)
+			w.Header().Set("Content-Length", "500")
+			io.WriteString(w, "short")
+		case "/v1/chat/completions": // a length added after WriteHeader, then a long body
+			w.WriteHeader(200)
+			w.Header().Set("Content-Length", "3")
+			io.WriteString(w, big)
+		case "/invocations": // the handler's own Transfer-Encoding on a short body
+			w.Header().Set("Transfer-Encoding", "chunked")
+			io.WriteString(w, "tiny")
+		case "/v1/explain": // a length on a 204
+			w.Header().Set("Content-Length", "4")
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			io.WriteString(w, "next")
+		}
+	}))
+	next := "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+	for path, body := range map[string]string{"/v1/completions": "short", "/v1/chat/completions": big, "/invocations": "tiny", "/v1/explain": ""} {
+		raw := rawAnswers(t, addr, post(path, "", "{}")+next)
+		head, _, _ := strings.Cut(raw, "\r\n\r\n")
+		if strings.Contains(head, "Content-Length") && strings.Contains(head, "Transfer-Encoding") {
+			t.Errorf("%s: both framings in the head %q", path, head)
+		}
+		got := readAnswers(t, raw)
+		if len(got) != 2 || got[0] != body || got[1] != "next" {
+			t.Errorf("%s: answers %.80q, want [%.20q \"next\"]", path, got, body)
+		}
+	}
+}
+
 // Connections opened and dropped in every state leave no goroutine or
 // timer behind: idle, mid-head, mid-body, and with a handler still running
 // past the watch delay (its background read on).
