@@ -741,6 +741,7 @@ func (w *h1Response) commit(chunked bool, first []byte) {
 	if w.r.Close || c.f.isShutting() || hasToken(w.header["Connection"], "close") {
 		w.closeAfter = true
 	}
+	w.keepFraming(chunked)
 	out := appendStatusLine(c.out, w.status)
 	out = appendHeader(out, w.header)
 	if _, ok := w.header["Date"]; !ok {
@@ -760,6 +761,33 @@ func (w *h1Response) commit(chunked bool, first []byte) {
 		out = append(out, "Connection: close\r\n"...)
 	}
 	c.out = append(out, "\r\n"...)
+}
+
+// keepFraming makes the header's framing fields say what the answer's
+// bytes will be: its Content-Length is the one WriteHeader took (or the
+// held body's), chunked answers and answers without a body have none, and
+// the handler's own Transfer-Encoding goes. A field the handler changed
+// after WriteHeader, or left on a 204, would otherwise reach the client
+// beside a framing that disagrees with it, and the client would read the
+// next answer as this one's body or wait for bytes that never come.
+// net/http's server also decides the framing itself.
+func (w *h1Response) keepFraming(chunked bool) {
+	h := w.header
+	if _, ok := h["Transfer-Encoding"]; ok {
+		delete(h, "Transfer-Encoding")
+	}
+	vs, has := h["Content-Length"]
+	if chunked || w.cl < 0 || !bodyAllowed(w.status) {
+		if has {
+			delete(h, "Content-Length")
+		}
+		return
+	}
+	var digits [20]byte
+	want := strconv.AppendInt(digits[:0], w.cl, 10)
+	if len(vs) != 1 || vs[0] != string(want) {
+		h["Content-Length"] = []string{string(want)}
+	}
 }
 
 func (f *h1Front) isShutting() bool {
