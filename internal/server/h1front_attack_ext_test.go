@@ -304,3 +304,87 @@ func TestFrontContextDerivedAndEnded(t *testing.T) {
 		t.Fatalf("after the handler: derived %v, own %v, AfterFunc ran %v", s.derivedErr, s.afterErr, s.afterRan)
 	}
 }
+
+// The same pipelined run arriving in small pieces, and with a head larger
+// than the front door's read buffer in the middle: however the bytes are
+// split between reads, each request is read once, in order, by one server.
+func TestFrontPipelinedInPiecesKeepsOrder(t *testing.T) {
+	addr := serveAttack(t, echoHandler())
+	big := "X-Big: " + strings.Repeat("b", 9000) + "\r\n" // more than the front door buffers
+	reqs := []string{
+		"POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nfirst",
+		"GET /v1/models HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST /v1/completions HTTP/1.1\r\nHost: a\r\n" + big + "Content-Length: 3\r\n\r\nbig",
+		"POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nConnection: close\r\n\r\nlast",
+	}
+	want := []string{
+		`POST /v1/completions body="first"`,
+		`GET /v1/models body=""`,
+		`POST /v1/completions body="big"`,
+		`POST /v1/completions body="last"`,
+	}
+	for _, piece := range []int{1, 7, 100, 4096} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		all := strings.Join(reqs, "")
+		go func() {
+			for i := 0; i < len(all); i += piece {
+				_, _ = io.WriteString(c, all[i:min(i+piece, len(all))])
+				if i < 400 {
+					time.Sleep(time.Millisecond) // separate reads for the heads' first bytes
+				}
+			}
+		}()
+		raw, err := io.ReadAll(c)
+		c.Close()
+		if err != nil {
+			t.Fatalf("pieces of %d: %v", piece, err)
+		}
+		if got := readAnswers(t, string(raw)); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("pieces of %d: answers\n%s\nwant\n%s", piece, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+// A request sent while the previous one's handler still runs is read by
+// the front door's background read one byte early; that byte must lead
+// the next request, served here or handed to net/http.
+func TestFrontWatchByteLeadsNextRequest(t *testing.T) {
+	started := make(chan struct{}, 4)
+	addr := serveAttack(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/explain" {
+			started <- struct{}{}
+			// Long enough for the background read to start and take the
+			// next request's first byte.
+			time.Sleep(60 * time.Millisecond)
+		}
+		fmt.Fprintf(w, "%s %s", r.Method, r.URL.RequestURI())
+	}))
+	for _, next := range []string{
+		"GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",   // plain
+		"PUT /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",   // handed over
+		"GET /healthz?q HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", // handed over after the byte
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		_, _ = io.WriteString(c, "GET /v1/explain HTTP/1.1\r\nHost: a\r\n\r\n")
+		<-started
+		_, _ = io.WriteString(c, next)
+		raw, err := io.ReadAll(c)
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		method, target, _ := strings.Cut(strings.Fields(next)[0]+" "+strings.Fields(next)[1], " ")
+		want := []string{"GET /v1/explain", method + " " + target}
+		if got := readAnswers(t, string(raw)); strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("after %q: answers %q, want %q", next, got, want)
+		}
+	}
+}
