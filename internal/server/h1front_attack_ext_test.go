@@ -388,3 +388,25 @@ func TestFrontWatchByteLeadsNextRequest(t *testing.T) {
 		}
 	}
 }
+
+// An answer written without reading a large body (a 415 before the body
+// is looked at) closes the connection; the client must read that answer,
+// not a reset from a close over the bytes it is still sending (net/http
+// half-closes and waits for the same reason).
+func TestFrontEarlyAnswerOverUnreadBodyIsRead(t *testing.T) {
+	addr := serveAttack(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "not JSON", http.StatusUnsupportedMediaType)
+	}))
+	body := strings.Repeat("z", 8<<20)
+	for i := range 5 {
+		resp, err := http.Post("http://"+addr+"/v1/completions", "text/plain", strings.NewReader(body))
+		if err != nil {
+			t.Fatalf("try %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnsupportedMediaType || !resp.Close {
+			t.Fatalf("try %d: %d close=%v %q", i, resp.StatusCode, resp.Close, b)
+		}
+	}
+}
