@@ -50,6 +50,10 @@ const (
 	// was read gets a background read that cancels its context when the
 	// client hangs up. Shorter requests skip the read and its wake-ups.
 	h1WatchDelay = 10 * time.Millisecond
+	// h1CloseDelay: how long a connection closing over an unread request
+	// body drains it after half-closing, for the client to read the
+	// answer (net/http's rstAvoidanceDelay).
+	h1CloseDelay = 500 * time.Millisecond
 )
 
 // h1Front accepts from the real listener and serves plain HTTP/1.1
@@ -213,6 +217,9 @@ type h1Conn struct {
 	// The request timeout's timer (reqcontext.go), armed for dctx.
 	dtimer *time.Timer
 	dctx   *frontContext
+	// unreadBody: the connection closes after an answer that left some of
+	// its request's body unread (closeWriteAndWait).
+	unreadBody bool
 }
 
 const (
@@ -259,11 +266,36 @@ func (f *h1Front) serve(nc net.Conn) {
 			return
 		}
 		if !c.serveRequest(h, n) {
+			if c.unreadBody {
+				c.closeWriteAndWait()
+			}
 			return
 		}
 		c.served = true
 		if c.deadline { // the handler set one (http.ResponseController)
 			c.setDeadline(time.Time{})
+		}
+	}
+}
+
+// closeWriteAndWait half-closes the connection after an answer that left
+// some of the request's body unread, then reads and drops what the client
+// still sends until it closes or h1CloseDelay has passed. Closing at once
+// over unread bytes makes the kernel reset the connection, and a client
+// still sending its body can lose the answer to the reset; net/http's
+// server half-closes and waits as long for the same reason.
+func (c *h1Conn) closeWriteAndWait() {
+	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = c.nc.SetReadDeadline(time.Now().Add(h1CloseDelay))
+	buf := c.in[:cap(c.in)]
+	if len(buf) == 0 {
+		buf = make([]byte, 4<<10)
+	}
+	for {
+		if _, err := c.nc.Read(buf); err != nil {
+			return
 		}
 	}
 }
@@ -419,14 +451,18 @@ func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
 	c.f.s.handler.ServeHTTP(w, r)
 	keep = c.unwatch()
 	c.stopDeadline()
-	if !w.finish() {
+	finished := w.finish()
+	body.done = true
+	if body.left > 0 && w.err == nil && (!finished || body.left > h1DiscardBody || w.closeAfter) {
+		// The connection closes over a body the client may still be
+		// sending: serve half-closes and drains it first.
+		c.unreadBody = true
 		return false
 	}
-	body.done = true
+	if !finished {
+		return false
+	}
 	if body.left > 0 {
-		if body.left > h1DiscardBody || w.closeAfter {
-			return false
-		}
 		if _, err := io.Copy(io.Discard, &h1Body{c: c, left: body.left}); err != nil {
 			return false
 		}
