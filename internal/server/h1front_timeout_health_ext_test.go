@@ -1,0 +1,71 @@
+package server_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prefixgate/prefixgate/internal/server"
+)
+
+// TestFrontRequestTimeoutIsNotASuccess: a stream cut by the request
+// timeout says nothing good of its backend with the front door on or off:
+// it does not end the backend's failure streak, so 500, 500, a timed-out
+// stream, 500 ejects the backend (three failures in a row) either way. The
+// front door's request context carries the timeout itself; the handler
+// must still tell that from the client leaving.
+func TestFrontRequestTimeoutIsNotASuccess(t *testing.T) {
+	for _, stdlib := range []bool{true, false} {
+		var calls atomic.Int32
+		stop := make(chan struct{})
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/v1/chat/completions" {
+				return
+			}
+			_, _ = io.ReadAll(r.Body)
+			if calls.Add(1) != 3 {
+				http.Error(w, "down", http.StatusInternalServerError)
+				return
+			}
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"w\"}}]}\n\n")
+			w.(http.Flusher).Flush()
+			select { // stalls past the router's request timeout
+			case <-r.Context().Done():
+			case <-stop:
+			}
+		}))
+		addr := frontRouterWith(t, server.Config{Backends: []string{hs.URL}, StdlibHTTP1: stdlib,
+			RequestTimeout: 300 * time.Millisecond, ProbeInterval: time.Hour})
+		stream := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+		for range 4 {
+			exchange(t, addr, post("/v1/chat/completions", "Connection: close\r\n", stream))
+		}
+		ejected := false
+		for range 100 { // the fourth outcome is recorded as its handler returns
+			resp, err := http.Get("http://" + addr + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if ejected = strings.Contains(string(b), `prefixgate_backend_healthy{backend="`+strings.TrimPrefix(hs.URL, "http://")+`"} 0`) ||
+				strings.Contains(string(b), `prefixgate_backend_healthy{backend="`+hs.URL+`"} 0`); ejected {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		close(stop)
+		hs.Close()
+		if calls.Load() != 4 {
+			t.Fatalf("stdlib=%v: the backend saw %d requests, want 4", stdlib, calls.Load())
+		}
+		if !ejected {
+			t.Errorf("stdlib=%v: 500, 500, a timed-out stream, 500 did not eject the backend", stdlib)
+		}
+	}
+}
