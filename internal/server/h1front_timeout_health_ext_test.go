@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,14 +16,19 @@ import (
 // TestFrontRequestTimeoutIsNotASuccess: a stream cut by the request
 // timeout says nothing good of its backend with the front door on or off:
 // it does not end the backend's failure streak, so 500, 500, a timed-out
-// stream, 500 ejects the backend (three failures in a row) either way. The
+// stream, 500 eject the backend (three failures in a row) either way. The
 // front door's request context carries the timeout itself; the handler
 // must still tell that from the client leaving.
 func TestFrontRequestTimeoutIsNotASuccess(t *testing.T) {
 	for _, stdlib := range []bool{true, false} {
 		var calls atomic.Int32
+		var probes atomic.Int32
 		stop := make(chan struct{})
 		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v1/models" { // a probe's second step
+				fmt.Fprintf(w, `{"data":[{"id":"m"},{"id":"probe%d"}]}`, probes.Add(1))
+				return
+			}
 			if r.URL.Path != "/v1/chat/completions" {
 				return
 			}
@@ -41,20 +47,21 @@ func TestFrontRequestTimeoutIsNotASuccess(t *testing.T) {
 		}))
 		addr := frontRouterWith(t, server.Config{Backends: []string{hs.URL}, StdlibHTTP1: stdlib,
 			RequestTimeout: 300 * time.Millisecond, ProbeInterval: time.Hour})
+		// A probe's success ends a failure streak too: the requests come
+		// after Serve's two probes at its start (the next is an hour
+		// away), which the router's model list shows.
+		for !strings.Contains(get(t, "http://"+addr+"/v1/models"), "probe2") {
+			time.Sleep(10 * time.Millisecond)
+		}
 		stream := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hello"}]}`
 		for range 4 {
 			exchange(t, addr, post("/v1/chat/completions", "Connection: close\r\n", stream))
 		}
 		ejected := false
-		for range 100 { // the fourth outcome is recorded as its handler returns
-			resp, err := http.Get("http://" + addr + "/metrics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if ejected = strings.Contains(string(b), `prefixgate_backend_healthy{backend="`+strings.TrimPrefix(hs.URL, "http://")+`"} 0`) ||
-				strings.Contains(string(b), `prefixgate_backend_healthy{backend="`+hs.URL+`"} 0`); ejected {
+		for range 100 { // the last outcome is recorded as its handler returns
+			b := get(t, "http://"+addr+"/metrics")
+			if ejected = strings.Contains(b, `prefixgate_backend_healthy{backend="`+strings.TrimPrefix(hs.URL, "http://")+`"} 0`) ||
+				strings.Contains(b, `prefixgate_backend_healthy{backend="`+hs.URL+`"} 0`); ejected {
 				break
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -68,4 +75,19 @@ func TestFrontRequestTimeoutIsNotASuccess(t *testing.T) {
 			t.Errorf("stdlib=%v: 500, 500, a timed-out stream, 500 did not eject the backend", stdlib)
 		}
 	}
+}
+
+// get returns the body of a GET of url.
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
