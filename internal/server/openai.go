@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -66,7 +67,10 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 		}
 		w.WriteHeader(x.resp.StatusCode)
 		if err := x.relay(w, stream); err != nil {
-			if r.Context().Err() == nil { // else the client left: not the backend's failure
+			// Canceled: the client left, not the backend's failure. The
+			// front door's request context also carries the request
+			// timeout (withRequestTimeout), which is the backend's.
+			if r.Context().Err() != context.Canceled {
 				x.err = err
 			}
 			s.log.Warn("stream ended early", "backend", x.d.Backend, "err", err)
