@@ -91,7 +91,7 @@ func (h *logHandler) writeRequestLine(l *requestLine) bool {
 		b = append(b, "\"}\n"...)
 	} else {
 		b = append(b, "time="...)
-		b = appendRFC3339Millis(b, l.at)
+		b = l.at.AppendFormat(b, logTimeLayout)
 		b = append(b, " level=INFO msg=request request_id="...)
 		b = append(b, l.id...)
 		b = append(b, " method="...)
@@ -133,17 +133,9 @@ func plainLogValue(s string) bool {
 	return true
 }
 
-// appendRFC3339Millis is the text handler's time: RFC 3339 with exactly
-// three digits of milliseconds, truncated.
-func appendRFC3339Millis(b []byte, t time.Time) []byte {
-	const prefixLen = len("2006-01-02T15:04:05.000")
-	n := len(b)
-	// RFC3339Nano trims trailing zeros: a tenth of a millisecond more
-	// keeps four digits, of which the fourth is dropped.
-	t = t.Truncate(time.Millisecond).Add(time.Millisecond / 10)
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	return append(b[:n+prefixLen], b[n+prefixLen+1:]...)
-}
+// logTimeLayout is the text handler's time: RFC 3339 with exactly three
+// digits of fractional seconds (Go's formatting truncates them).
+const logTimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // logRequest writes observe's line for one request at info level, when
 // the handler takes that level.
