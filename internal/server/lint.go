@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -26,13 +27,9 @@ func (ns normalizeService) Lint(ctx context.Context, req *connect.Request[pb.Lin
 	if msg.GetReplicas() < 0 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("replicas: must not be negative"))
 	}
-	prefix := int(msg.GetPrefixLength())
-	if prefix == 0 {
-		prefix = ns.s.cfg.PrefixLength
-	}
 	rep, err := lint.Check(msg.GetRequests(), lint.Options{
 		Mode:         modeFromProto(msg.GetMode()),
-		PrefixLength: prefix,
+		PrefixLength: cmp.Or(int(msg.GetPrefixLength()), ns.s.cfg.PrefixLength),
 		Replicas:     int(msg.GetReplicas()),
 		Direct:       msg.GetDirect(),
 	})
