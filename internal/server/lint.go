@@ -36,10 +36,6 @@ func (ns normalizeService) Lint(ctx context.Context, req *connect.Request[pb.Lin
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	return connect.NewResponse(lintToProto(rep)), nil
-}
-
-func lintToProto(rep *lint.Report) *pb.LintResponse {
 	out := &pb.LintResponse{Findings: make([]*pb.Finding, 0, len(rep.Findings))}
 	for _, f := range rep.Findings {
 		out.Findings = append(out.Findings, &pb.Finding{
@@ -62,7 +58,7 @@ func lintToProto(rep *lint.Report) *pb.LintResponse {
 		ExpectedHitRate:       s.ExpectedHitRate,
 		ExpectedMaxShareRatio: s.ExpectedMaxShareRatio,
 	}
-	return out
+	return connect.NewResponse(out), nil
 }
 
 var severityProtos = map[lint.Severity]pb.Severity{
