@@ -149,13 +149,7 @@ func (p *Pool) refreshInfo(ctx context.Context, b *Backend, fromMetrics int, unk
 	if !due {
 		return keep, nil
 	}
-	var info engineInfo
-	var err error
-	if e == EngineAuto {
-		info, err = p.identify(ctx, b)
-	} else {
-		info, err = p.fetchInfo(ctx, b, e)
-	}
+	info, err := p.fetchInfo(ctx, b, e)
 	if err != nil {
 		return keep, err
 	}
