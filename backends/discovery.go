@@ -41,7 +41,7 @@ func ParseDiscovery(spec string, r Resolver) (Discovery, error) {
 	s := strings.TrimSpace(spec)
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
-		return staticList{s}, checkStatic(s)
+		scheme = "" // host:port: a static backend
 	}
 	if r == nil {
 		r = net.DefaultResolver
@@ -69,12 +69,8 @@ func ParseDiscovery(spec string, r Resolver) (Discovery, error) {
 		}
 		return &fileSource{path: rest}, nil
 	}
-	return staticList{s}, checkStatic(s)
-}
-
-func checkStatic(s string) error {
 	_, _, err := ParseBackendURL(s)
-	return err
+	return staticList{s}, err
 }
 
 // staticList is a fixed list of backend URLs.
@@ -212,12 +208,10 @@ func (s *source) refresh(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.err = err
-	if err != nil {
-		return err
+	if s.err = err; err == nil {
+		s.last = ts
 	}
-	s.last = ts
-	return nil
+	return err
 }
 
 func targets(addrs []string, sorted bool, engine Engine) ([]target, error) {

@@ -125,7 +125,9 @@ type engineInfo struct {
 const infoRefresh = 30 * time.Second
 
 // fetchInfo asks one engine's info endpoint: /props for llama.cpp,
-// /get_server_info (then /server_info, its newer name) for SGLang.
+// /get_server_info (then /server_info, its newer name) for SGLang. For
+// EngineAuto, an engine that published no recognizable /metrics, it asks
+// who it is: llama-server answers /props, SGLang /get_server_info.
 func (p *Pool) fetchInfo(ctx context.Context, b *Backend, e Engine) (engineInfo, error) {
 	switch e {
 	case EngineLlamaCpp:
@@ -143,22 +145,18 @@ func (p *Pool) fetchInfo(ctx context.Context, b *Backend, e Engine) (engineInfo,
 			}
 		}
 		return parseSGLangServerInfo(raw)
+	case EngineAuto:
+		info, err := p.fetchInfo(ctx, b, EngineLlamaCpp)
+		if err == nil {
+			return info, nil
+		}
+		info, err2 := p.fetchInfo(ctx, b, EngineSGLang)
+		if err2 == nil {
+			return info, nil
+		}
+		return engineInfo{}, fmt.Errorf("engine not recognized: %w; %w", err, err2)
 	}
 	return engineInfo{}, fmt.Errorf("engine %s has no info endpoint", e)
-}
-
-// identify asks an engine that published no recognizable /metrics who it
-// is: llama-server answers /props, SGLang /get_server_info.
-func (p *Pool) identify(ctx context.Context, b *Backend) (engineInfo, error) {
-	info, err := p.fetchInfo(ctx, b, EngineLlamaCpp)
-	if err == nil {
-		return info, nil
-	}
-	info, err2 := p.fetchInfo(ctx, b, EngineSGLang)
-	if err2 == nil {
-		return info, nil
-	}
-	return engineInfo{}, fmt.Errorf("engine not recognized: %w; %w", err, err2)
 }
 
 // parseLlamaCppProps reads llama-server's /props: total_slots and the

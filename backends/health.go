@@ -211,18 +211,22 @@ func (p *Pool) report(b *Backend) {
 // re-resolves discovery sources until ctx ends.
 func (p *Pool) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() { p.runProbes(ctx) })
+	// A kick means discovery added backends: probe them now.
+	wg.Go(func() { every(ctx, p.opts.ProbeInterval, true, p.kick, p.probeDue) })
 	if p.opts.ScrapeInterval > 0 {
-		wg.Go(func() {
-			p.ScrapeAll(ctx) // at once: engine and cache capacity from the start
-			every(ctx, p.opts.ScrapeInterval, p.ScrapeAll)
-		})
+		// At once: engine and cache capacity from the start.
+		wg.Go(func() { every(ctx, p.opts.ScrapeInterval, true, nil, p.ScrapeAll) })
 	}
-	wg.Go(func() { every(ctx, p.opts.DiscoveryInterval, p.Rediscover) })
+	wg.Go(func() { every(ctx, p.opts.DiscoveryInterval, false, nil, p.Rediscover) })
 	wg.Wait()
 }
 
-func every(ctx context.Context, d time.Duration, f func(context.Context)) {
+// every calls f (at once first when atOnce) every d, and on each kick,
+// until ctx ends.
+func every(ctx context.Context, d time.Duration, atOnce bool, kick <-chan struct{}, f func(context.Context)) {
+	if atOnce {
+		f(ctx)
+	}
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -230,22 +234,9 @@ func every(ctx context.Context, d time.Duration, f func(context.Context)) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			f(ctx)
+		case <-kick:
 		}
-	}
-}
-
-func (p *Pool) runProbes(ctx context.Context) {
-	t := time.NewTicker(p.opts.ProbeInterval)
-	defer t.Stop()
-	for {
-		p.probeDue(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-p.kick: // discovery added backends: probe them now
-		}
+		f(ctx)
 	}
 }
 

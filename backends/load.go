@@ -149,13 +149,7 @@ func (p *Pool) refreshInfo(ctx context.Context, b *Backend, fromMetrics int, unk
 	if !due {
 		return keep, nil
 	}
-	var info engineInfo
-	var err error
-	if e == EngineAuto {
-		info, err = p.identify(ctx, b)
-	} else {
-		info, err = p.fetchInfo(ctx, b, e)
-	}
+	info, err := p.fetchInfo(ctx, b, e)
 	if err != nil {
 		return keep, err
 	}
@@ -205,67 +199,44 @@ func parseMetrics(r io.Reader, e Engine) (LoadSignals, error) {
 		if !ok {
 			continue
 		}
+		// A metric's prefix names its engine: the first one found decides
+		// an EngineAuto scrape, and only that engine's metrics are read.
+		named := detectFromMetricName(name)
 		if e == EngineAuto {
-			if e = detectFromMetricName(name); e == EngineAuto {
-				continue
-			}
+			e = named
 		}
-		switch e {
-		case EngineVLLM:
-			switch string(name) {
-			case "vllm:num_requests_running":
-				l.Running += v
-			case "vllm:num_requests_waiting":
-				l.Waiting += v
-			case "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc":
-				// gpu_cache_usage_perc is the name before vLLM 0.10.
-				l.KVCacheUsage = max(l.KVCacheUsage, v)
-			case "vllm:prefix_cache_queries_total":
-				l.PrefixCacheQueries += v
-			case "vllm:prefix_cache_hits_total":
-				l.PrefixCacheHits += v
-			case "vllm:cache_config_info":
-				// An info gauge: the capacity is in its labels, one series
-				// per engine (data-parallel rank).
-				blocks, err1 := strconv.ParseInt(string(labelValue(labels, "num_gpu_blocks")), 10, 64)
-				size, err2 := strconv.ParseInt(string(labelValue(labels, "block_size")), 10, 64)
-				if err1 == nil && err2 == nil && blocks > 0 && size > 0 && blocks <= 1<<32 && size <= 1<<16 {
-					l.CacheTokens = min(l.CacheTokens+int(blocks*size), 1<<50) // no overflow from a flood of series
-				}
-				continue // says nothing about load
-			default:
-				continue
+		if named == EngineAuto || named != e {
+			continue
+		}
+		switch string(name) {
+		case "vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing":
+			l.Running += v
+		case "vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred":
+			l.Waiting += v
+		case "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "llamacpp:kv_cache_usage_ratio":
+			// gpu_cache_usage_perc is vLLM's name before vLLM 0.10.
+			l.KVCacheUsage = max(l.KVCacheUsage, v)
+		case "vllm:prefix_cache_queries_total":
+			l.PrefixCacheQueries += v
+		case "vllm:prefix_cache_hits_total":
+			l.PrefixCacheHits += v
+		case "vllm:cache_config_info":
+			// An info gauge: the capacity is in its labels, one series
+			// per engine (data-parallel rank).
+			blocks, err1 := strconv.ParseInt(string(labelValue(labels, "num_gpu_blocks")), 10, 64)
+			size, err2 := strconv.ParseInt(string(labelValue(labels, "block_size")), 10, 64)
+			if err1 == nil && err2 == nil && blocks > 0 && size > 0 && blocks <= 1<<32 && size <= 1<<16 {
+				l.CacheTokens = min(l.CacheTokens+int(blocks*size), 1<<50) // no overflow from a flood of series
 			}
-		case EngineSGLang:
-			switch string(name) {
-			case "sglang:num_running_reqs":
-				l.Running += v
-			case "sglang:num_queue_reqs":
-				l.Waiting += v
-			case "sglang:token_usage":
-				l.KVCacheUsage = max(l.KVCacheUsage, v)
-			case "sglang:cache_hit_rate":
-				hitSum += v
-				hitN++
-			default:
-				continue
-			}
-		case EngineLlamaCpp:
-			switch string(name) {
-			case "llamacpp:requests_processing":
-				l.Running += v
-			case "llamacpp:requests_deferred":
-				l.Waiting += v
-			case "llamacpp:kv_cache_usage_ratio":
-				l.KVCacheUsage = max(l.KVCacheUsage, v)
-			case "llamacpp:prompt_tokens_total":
-				llamaPrompt += v
-			case "llamacpp:prompt_tokens_cached_total":
-				llamaCached += v
-				llamaHasCached = true
-			default:
-				continue
-			}
+			continue // says nothing about load
+		case "sglang:cache_hit_rate":
+			hitSum += v
+			hitN++
+		case "llamacpp:prompt_tokens_total":
+			llamaPrompt += v
+		case "llamacpp:prompt_tokens_cached_total":
+			llamaCached += v
+			llamaHasCached = true
 		default:
 			continue
 		}

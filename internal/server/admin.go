@@ -232,10 +232,7 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 		Mode:              modeFromProto(res.GetMode()).String(),
 		RoutingTextLength: int(res.GetRoutingTextLength()),
 		Reason:            res.GetReason(),
-		Skipped:           res.GetSkipped(),
-	}
-	if out.Skipped == nil {
-		out.Skipped = []string{}
+		Skipped:           append([]string{}, res.GetSkipped()...), // [] rather than null
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -101,9 +101,7 @@ func (c Config) Defaults() Config {
 	c.PrefixLength = cmp.Or(c.PrefixLength, normalize.DefaultPrefixLength)
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	c.MaxDecodedBytes = cmp.Or(c.MaxDecodedBytes, DefaultMaxDecodedBytes)
-	if c.MaxStringBytes == 0 {
-		c.MaxStringBytes = int(min(DefaultMaxStringBytes, c.MaxDecodedBytes))
-	}
+	c.MaxStringBytes = cmp.Or(c.MaxStringBytes, int(min(DefaultMaxStringBytes, c.MaxDecodedBytes)))
 	c.MaxRatio = cmp.Or(c.MaxRatio, DefaultMaxRatio)
 	c.MaxDepth = cmp.Or(c.MaxDepth, DefaultMaxDepth)
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)

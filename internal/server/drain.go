@@ -3,7 +3,6 @@ package server
 import (
 	"fmt"
 	"net/http"
-	"slices"
 
 	"github.com/prefixgate/prefixgate/backends"
 )
@@ -85,10 +84,8 @@ type adminBackend struct {
 }
 
 func adminBackendOf(b *backends.Backend, inflight map[string]int) adminBackend {
-	models := slices.Clone(b.Models())
-	if models == nil {
-		models = []string{}
-	}
+	// A copy, never nil: an empty list is [] in the JSON, not null.
+	models := append([]string{}, b.Models()...)
 	return adminBackend{Name: b.Name, Address: b.URL.String(), State: b.State().String(), InFlight: int64(inflight[b.Name]), Models: models}
 }
 

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -108,13 +107,11 @@ func writeError(w http.ResponseWriter, err error) {
 	if re.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((re.retryAfter+time.Second-1)/time.Second)))
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(re.status)
 	var param any // null unless a field is at fault, as OpenAI answers
 	if re.param != "" {
 		param = re.param
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{
+	writeJSON(w, re.status, map[string]any{
 		"error": map[string]any{"message": re.msg, "type": typ, "param": param, "code": re.code},
 	})
 }

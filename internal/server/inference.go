@@ -41,12 +41,13 @@ var decisionProtos = map[route.Reason]pb.Decision{
 	route.ReasonPrefixMatch:      pb.Decision_DECISION_PREFIX_MATCH,
 }
 
+// usageProto reads an OpenAI usage object; nil when the answer has none.
 func usageProto(u gjson.Result) *pb.Usage {
 	if !u.Exists() || u.Type == gjson.Null {
 		return nil
 	}
-	p, c, t, cached := usageFrom(u)
-	return &pb.Usage{PromptTokens: p, CompletionTokens: c, TotalTokens: t, CachedTokens: cached}
+	return &pb.Usage{PromptTokens: u.Get("prompt_tokens").Int(), CompletionTokens: u.Get("completion_tokens").Int(),
+		TotalTokens: u.Get("total_tokens").Int(), CachedTokens: u.Get("prompt_tokens_details.cached_tokens").Int()}
 }
 
 // answer is what an OpenAI response or stream chunk says, from one walk.

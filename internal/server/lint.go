@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -26,23 +27,15 @@ func (ns normalizeService) Lint(ctx context.Context, req *connect.Request[pb.Lin
 	if msg.GetReplicas() < 0 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("replicas: must not be negative"))
 	}
-	prefix := int(msg.GetPrefixLength())
-	if prefix == 0 {
-		prefix = ns.s.cfg.PrefixLength
-	}
 	rep, err := lint.Check(msg.GetRequests(), lint.Options{
 		Mode:         modeFromProto(msg.GetMode()),
-		PrefixLength: prefix,
+		PrefixLength: cmp.Or(int(msg.GetPrefixLength()), ns.s.cfg.PrefixLength),
 		Replicas:     int(msg.GetReplicas()),
 		Direct:       msg.GetDirect(),
 	})
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	return connect.NewResponse(lintToProto(rep)), nil
-}
-
-func lintToProto(rep *lint.Report) *pb.LintResponse {
 	out := &pb.LintResponse{Findings: make([]*pb.Finding, 0, len(rep.Findings))}
 	for _, f := range rep.Findings {
 		out.Findings = append(out.Findings, &pb.Finding{
@@ -65,7 +58,7 @@ func lintToProto(rep *lint.Report) *pb.LintResponse {
 		ExpectedHitRate:       s.ExpectedHitRate,
 		ExpectedMaxShareRatio: s.ExpectedMaxShareRatio,
 	}
-	return out
+	return connect.NewResponse(out), nil
 }
 
 var severityProtos = map[lint.Severity]pb.Severity{

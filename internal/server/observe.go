@@ -67,12 +67,6 @@ func validRequestID(id string) bool {
 	return true
 }
 
-func newRequestID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // statusWriter remembers the status; Unwrap keeps Flush and the rest of
 // http.ResponseController working through it.
 type statusWriter struct {
@@ -117,7 +111,9 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		// check of the name, and share one slice.
 		fresh := !validRequestID(id)
 		if fresh {
-			id = newRequestID()
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
 		}
 		ids := []string{id, id}
 		if fresh {

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/prefixgate/prefixgate/normalize"
 )
 
@@ -132,12 +130,6 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
-}
-
-// usageFrom reads an OpenAI usage object.
-func usageFrom(u gjson.Result) (prompt, completion, total, cached int64) {
-	return u.Get("prompt_tokens").Int(), u.Get("completion_tokens").Int(), u.Get("total_tokens").Int(),
-		u.Get("prompt_tokens_details.cached_tokens").Int()
 }
 
 // readAll reads a backend body, bounded.

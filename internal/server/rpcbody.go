@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 
@@ -119,12 +120,8 @@ func chatBody(in *pb.ChatInput, stream bool) ([]byte, error) {
 			if i > 0 {
 				w.raw(",")
 			}
-			typ := t.GetType()
-			if typ == "" {
-				typ = "function"
-			}
 			w.raw(`{"type":`)
-			w.str(typ, fmt.Sprintf("tools[%d].type", i))
+			w.str(cmp.Or(t.GetType(), "function"), fmt.Sprintf("tools[%d].type", i))
 			w.raw(`,"function":{"name":`)
 			w.str(t.GetName(), fmt.Sprintf("tools[%d].name", i))
 			w.opt("description", t.GetDescription(), false, "tools[%d].description", i)
