@@ -177,7 +177,11 @@ func (h *blockHasher) record(rec []byte) {
 	marking := h.marking && !h.ascii
 	for len(rec) > 0 {
 		n := min(BlockSize, len(rec))
-		chain = xxh3.HashSeed(rec[:n], chain)
+		if n == BlockSize {
+			chain = hashBlock(rec, chain)
+		} else {
+			chain = xxh3.HashSeed(rec[:n], chain)
+		}
 		if h.mix {
 			blocks = append(blocks, seedBlock(chain, h.seed))
 		} else {
