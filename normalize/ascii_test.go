@@ -98,3 +98,20 @@ func TestKeyFromParseASCII(t *testing.T) {
 		keyFromParse(t, body, modes[r.IntN(len(modes))], kopts)
 	}
 }
+
+// FuzzKeyFromParse: on any bytes that canonicalize, the key Normalize reads
+// off its parse (ASCII documents counting no characters) is RouteKey's key
+// of the canonical bytes, blocks and token estimate included.
+func FuzzKeyFromParse(f *testing.F) {
+	addSeeds(f)
+	f.Add([]byte(`{"model":"m","messages":[{"role":"system","content":"a\nb"},{"role":"user","content":"q"}]}`))
+	f.Add([]byte(`{"model":"m","tools":[{"x":1}],"messages":[{"role":"user","content":[{"type":"text","text":"é"},{"type":"image_url"}]},"x"]}`))
+	f.Add([]byte(`{"model":"m","prompt":["a\u00e9",1,"b"],"prompt_cache_key":"k"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, m := range []Mode{ModeAuto, ModeChat, ModeCompletion} {
+			for _, blocks := range []bool{false, true} {
+				keyFromParse(t, data, ModeAuto, KeyOptions{Mode: m, Blocks: blocks, PrefixLength: MinPrefixLength})
+			}
+		}
+	})
+}
