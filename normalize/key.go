@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 	"sync"
 	"unicode/utf8"
@@ -97,19 +98,20 @@ func (ri RouteInfo) AnswerBlocks(text []byte) []uint64 {
 	if !ri.chatBlocks {
 		return nil
 	}
-	h := blockHasher{chain: ri.chatChain}
 	rec := make([]byte, 0, len("assistant")+2+len(text))
 	rec = append(rec, "assistant"...)
 	rec = append(rec, unitSep)
 	rec = append(rec, text...)
 	rec = append(rec, recordSep)
+	// The record's blocks go on the chain where the messages left it and
+	// are mixed with their seed, appended to a copy of Blocks grown once
+	// (capacity cut to the length, so ri.Blocks is never written): no
+	// second buffer, and no zeroing of what the copy fills.
+	n := len(ri.Blocks)
+	h := blockHasher{chain: ri.chatChain, mix: true, seed: ri.chatSeed}
+	h.blocks = slices.Grow(ri.Blocks[:n:n], (len(rec)+BlockSize-1)/BlockSize)
 	h.record(rec)
-	out := make([]uint64, 0, len(ri.Blocks)+len(h.blocks))
-	out = append(out, ri.Blocks...)
-	for _, c := range h.blocks {
-		out = append(out, seedBlock(c, ri.chatSeed))
-	}
-	return out
+	return h.blocks
 }
 
 // KeyHex returns the key as 16 lowercase hex digits.
