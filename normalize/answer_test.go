@@ -30,7 +30,11 @@ func TestAnswerBlocks(t *testing.T) {
 			if want := len(t2.Blocks) - (len("user")+2+len("question two")+BlockSize-1)/BlockSize; len(got) != want {
 				t.Errorf("tools %q, answer %d bytes: %d blocks through the answer, want %d", tl, len(answer), len(got), want)
 			}
+			before := slices.Clone(t1.Blocks)
 			other := t1.AnswerBlocks([]byte(answer + "!"))
+			if !slices.Equal(t1.Blocks, before) || !slices.Equal(got[:len(before)], before) {
+				t.Errorf("tools %q: a second AnswerBlocks wrote over Blocks or over the first one's result", tl)
+			}
 			if other[len(other)-1] == got[len(got)-1] {
 				t.Errorf("tools %q: a different answer gave the same last block", tl)
 			}

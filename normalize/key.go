@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 	"sync"
 	"unicode/utf8"
@@ -97,19 +98,20 @@ func (ri RouteInfo) AnswerBlocks(text []byte) []uint64 {
 	if !ri.chatBlocks {
 		return nil
 	}
-	h := blockHasher{chain: ri.chatChain}
 	rec := make([]byte, 0, len("assistant")+2+len(text))
 	rec = append(rec, "assistant"...)
 	rec = append(rec, unitSep)
 	rec = append(rec, text...)
 	rec = append(rec, recordSep)
+	// The record's blocks go on the chain where the messages left it and
+	// are mixed with their seed, appended to a copy of Blocks grown once
+	// (capacity cut to the length, so ri.Blocks is never written): no
+	// second buffer, and no zeroing of what the copy fills.
+	n := len(ri.Blocks)
+	h := blockHasher{chain: ri.chatChain, mix: true, seed: ri.chatSeed}
+	h.blocks = slices.Grow(ri.Blocks[:n:n], (len(rec)+BlockSize-1)/BlockSize)
 	h.record(rec)
-	out := make([]uint64, 0, len(ri.Blocks)+len(h.blocks))
-	out = append(out, ri.Blocks...)
-	for _, c := range h.blocks {
-		out = append(out, seedBlock(c, ri.chatSeed))
-	}
-	return out
+	return h.blocks
 }
 
 // KeyHex returns the key as 16 lowercase hex digits.
@@ -132,8 +134,10 @@ type keyScratch struct {
 
 // blockHasher cuts records into BlockSize chunks and chains their hashes:
 // chain = xxh3(chunk, seed = chain). The chain of the message records
-// starts at 0 and is mixed with the seed (group, model, tools) once those
-// are known, since canonical order puts them after the messages.
+// starts at 0 and is mixed with the seed (group, model, tools): on a scan
+// of canonical bytes once those are known, since canonical order puts them
+// after the messages (prefixBlocks); on a parse, which knows them first,
+// as each block is hashed (mix).
 type blockHasher struct {
 	chain  uint64
 	blocks []uint64
@@ -144,6 +148,15 @@ type blockHasher struct {
 	marking bool
 	bytes   int
 	marks   []charMark
+	// ascii says the records hold no byte from 0x80 up, so a block's
+	// characters are its bytes: nothing is counted, and no marks are
+	// needed, since the cut can count bytes.
+	ascii bool
+	// With mix on, blocks holds each block's chain mixed with seed
+	// (seedBlock), the value RouteInfo.Blocks holds, rather than the
+	// chain itself.
+	mix  bool
+	seed uint64
 }
 
 // charMark is a place in the hashed records: bytes and characters before it.
@@ -153,21 +166,41 @@ type charMark struct{ end, chars int }
 func (h *blockHasher) reset() {
 	h.chain, h.blocks, h.chars = 0, h.blocks[:0], 0
 	h.marking, h.bytes, h.marks = true, 0, h.marks[:0]
+	h.ascii, h.mix, h.seed = false, false, 0
 }
 
-// record hashes one record, its last partial block included.
+// record hashes one record, its last partial block included. It works on
+// locals and stores them once: it runs for every 64 bytes of every
+// prompt, and h lives in pooled scratch, so each store to a field would
+// be a store to memory.
 func (h *blockHasher) record(rec []byte) {
+	chain, blocks, chars := h.chain, h.blocks, h.chars
+	bytes, marks := h.bytes, h.marks
+	marking := h.marking && !h.ascii
 	for len(rec) > 0 {
 		n := min(BlockSize, len(rec))
-		h.chain = xxh3.HashSeed(rec[:n], h.chain)
-		h.blocks = append(h.blocks, h.chain)
-		h.chars += n - continuationBytes(rec[:n])
-		if h.marking {
-			h.bytes += n
-			h.marks = append(h.marks, charMark{end: h.bytes, chars: h.chars})
+		if n == BlockSize {
+			chain = hashBlock(rec, chain)
+		} else {
+			chain = xxh3.HashSeed(rec[:n], chain)
+		}
+		if h.mix {
+			blocks = append(blocks, seedBlock(chain, h.seed))
+		} else {
+			blocks = append(blocks, chain)
+		}
+		chars += n
+		if !h.ascii {
+			chars -= continuationBytes(rec[:n])
+		}
+		if marking {
+			bytes += n
+			marks = append(marks, charMark{end: bytes, chars: chars})
 		}
 		rec = rec[n:]
 	}
+	h.chain, h.blocks, h.chars = chain, blocks, chars
+	h.bytes, h.marks = bytes, marks
 }
 
 // continuationBytes counts the UTF-8 continuation bytes (10xxxxxx) of b,
@@ -539,6 +572,21 @@ func (ks *keyScratch) finish(opts KeyOptions, n int, mode Mode, group, model, to
 			cur.baseChars = len(toolsRec) - continuationBytes(text[:len(toolsRec)])
 		}
 	}
+	ri.keys(f, tstart, n, &cur)
+	if bh != nil {
+		if toolsRec != nil {
+			toolsRec = f[tstart : tstart+len(toolsRec)]
+		}
+		ri.Blocks, ri.PromptTokens, ri.chatSeed = prefixBlocks(bh, f[:tstart-4], mode, body, toolsRec, promptText)
+		ri.chatChain, ri.chatBlocks = bh.chain, mode == ModeChat
+	}
+	return ri, nil
+}
+
+// keys sets the key and the spill keys of the frame f, whose routing text
+// starts at tstart, cut by cur to windows N, 2N, 4N and 8N.
+func (ri *RouteInfo) keys(f []byte, tstart, n int, cur *charCursor) {
+	text := f[tstart:]
 	end, longer := cur.cut(text, n)
 	ri.RoutingTextLen = cur.count
 	ri.Key = hashFrame(f, tstart, end)
@@ -550,14 +598,6 @@ func (ks *keyScratch) finish(opts KeyOptions, n int, mode Mode, group, model, to
 		end, longer = cur.cut(text, w)
 		ri.SpillKeys = append(ri.SpillKeys, hashFrame(f, tstart, end))
 	}
-	if bh != nil {
-		if toolsRec != nil {
-			toolsRec = f[tstart : tstart+len(toolsRec)]
-		}
-		ri.Blocks, ri.PromptTokens, ri.chatSeed = prefixBlocks(bh, f[:tstart-4], mode, body, toolsRec, promptText)
-		ri.chatChain, ri.chatBlocks = bh.chain, mode == ModeChat
-	}
-	return ri, nil
 }
 
 // prefixBlocks assembles RouteInfo.Blocks: head (mode, group and model, as

@@ -93,6 +93,12 @@ type parser struct {
 	ranks   []int32
 	// comparisons counts member-name comparisons since the last reset.
 	comparisons int
+	// nonASCII says that some string of the document (a key or a value)
+	// holds a character from U+0080 up, raw or escaped. Without one, every
+	// text read off the document (and the canonical JSON of its values) is
+	// ASCII, so the routing text's characters are its bytes and nothing
+	// needs counting.
+	nonASCII bool
 	// cmpMembers is compareMembers bound once, so sorting allocates no
 	// method value per object.
 	cmpMembers func(a, b int32) int
@@ -135,6 +141,7 @@ func (p *parser) reset(src []byte, opt Options) {
 	p.mstack = p.mstack[:0]
 	p.keybuf = p.keybuf[:0]
 	p.comparisons = 0
+	p.nonASCII = false
 }
 
 // Validate reports whether src is a single valid I-JSON value within the
@@ -482,10 +489,13 @@ func backslashes(v uint64) uint64 {
 }
 
 // plainRun returns the index of the first byte at or after i that a string
-// cannot hold without a closer look (see attention), or len(s). It reads
-// eight bytes at a time and jumps to the flagged byte, so a run of plain
-// bytes costs no byte-by-byte loop, even the bytes before an escape.
+// cannot hold without a closer look (see attention), or len(s): sixteen
+// bytes per compare (plainChunks) while sixteen are left, then words. No
+// run costs a byte-by-byte loop, not even the bytes before an escape.
 func plainRun(s []byte, i int) int {
+	if len(s)-i >= 16 {
+		return i + plainChunks(s[i:])
+	}
 	for i+8 <= len(s) {
 		if m := attention(binary.LittleEndian.Uint64(s[i:])); m != 0 {
 			return i + bits.TrailingZeros64(m)>>3
@@ -512,10 +522,23 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 	// next run starts.
 	decode := isKey || p.decodeText
 	k0, copied := 0, start
+	// keybuf in a local: an escape every line of prose appends to it, and
+	// the field would be written back each time.
+	kb := p.keybuf
+	// wide: a character from U+0080 up, raw or escaped (parser.nonASCII).
+	wide := false
 	for {
-		// After an escape the next byte is often another one: only a
-		// plain byte is worth a call of the word scan.
-		if i < len(s) && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\' {
+		// One word here, without a call: in prose with non-ASCII words or
+		// an escape every few words most runs end within it, and after an
+		// escape the next byte is often another one. Only a run that
+		// outlasts the word is worth a call of the longer scans.
+		if i+8 <= len(s) {
+			if m := attention(binary.LittleEndian.Uint64(s[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+			} else {
+				i = plainRun(s, i+8)
+			}
+		} else if i < len(s) && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\' {
 			i = plainRun(s, i)
 		}
 		if i >= len(s) {
@@ -528,14 +551,14 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 		case c == '\\':
 			if !esc {
 				esc = true
-				k0 = len(p.keybuf)
+				k0 = len(kb)
 			}
 			// The two-character escapes canonical form keeps need no
 			// more checks: prose has one every line.
 			if i+1 < len(s) {
 				if d := shortEscape[s[i+1]]; d != 0 {
 					if decode {
-						p.keybuf = append(append(p.keybuf, s[copied:i]...), d)
+						kb = append(append(kb, s[copied:i]...), d)
 						copied = i + 2
 					}
 					i += 2
@@ -550,9 +573,10 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 				fix = true
 			}
 			if decode {
-				p.keybuf = utf8.AppendRune(append(p.keybuf, s[copied:i]...), r)
+				kb = utf8.AppendRune(append(kb, s[copied:i]...), r)
 				copied = i + n
 			}
+			wide = wide || r >= utf8.RuneSelf
 			i += n
 		case c < 0x20:
 			return i, newErr(i, CodeControlCharacter, ErrInvalid, "unescaped control character %s in string", describe(c))
@@ -565,6 +589,7 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 				r, _ := utf8.DecodeRune(s[i:])
 				return i, noncharacterErr(i, r)
 			}
+			wide = true
 			i += size
 		}
 	}
@@ -572,10 +597,14 @@ done:
 	if i-start > p.opt.MaxStringBytes {
 		return i, newErr(open, CodeStringLimit, ErrTooLong, "string of %d bytes is over the limit of %d bytes", i-start, p.opt.MaxStringBytes)
 	}
+	if wide {
+		p.nonASCII = true
+	}
 	nd := node{kind: kString, esc: esc, fix: fix, start: int32(start), end: int32(i), next: int32(len(p.nodes) + 1)}
 	if esc && decode {
-		p.keybuf = append(p.keybuf, s[copied:i]...)
-		nd.m0, nd.cnt = int32(k0), int32(len(p.keybuf)-k0)
+		kb = append(kb, s[copied:i]...)
+		nd.m0, nd.cnt = int32(k0), int32(len(kb)-k0)
+		p.keybuf = kb
 	}
 	p.nodes = append(p.nodes, nd)
 	return i + 1, nil

@@ -1,6 +1,11 @@
 package normalize
 
-import "math"
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/zeebo/xxh3"
+)
 
 // Routing information from the parse. Normalize has the whole document as
 // a tree of nodes once it has validated it; reading the routing text off
@@ -15,6 +20,12 @@ import "math"
 // scan of the canonical bytes must decide instead: native mode, whose
 // routing text is the canonical body itself, and bodies that the mode
 // rejects, so that the error stays RouteKey's, offset included.
+//
+// The parse knows the group, the model and the tools before the messages,
+// which canonical order puts after them, so the key's frame is written in
+// order: its head, then the routing text straight after it, with no copy
+// of the text from a buffer of its own, and the block hasher mixes each
+// message block with the seed as it hashes it.
 func (p *parser) routeInfo(kopts KeyOptions) (ri RouteInfo, handled bool, err error) {
 	mode := kopts.Mode
 	if mode != ModeChat && mode != ModeCompletion {
@@ -42,42 +53,85 @@ func (p *parser) routeInfo(kopts KeyOptions) (ri RouteInfo, handled bool, err er
 	}
 	ks := keyPool.Get().(*keyScratch)
 	defer keyPool.Put(ks)
+
+	// The frame's head, as finish writes it: mode, then group, model and
+	// the routing text, each after its length.
+	f := append(ks.frame[:0], byte(mode), 0, 0, 0, 0)
+	gstart := len(f)
+	if kopts.Group != "" {
+		f = append(f, kopts.Group...)
+	} else if pk >= 0 && p.nodes[pk].kind == kString {
+		f = p.appendText(f, pk)
+	}
+	binary.LittleEndian.PutUint32(f[gstart-4:], uint32(len(f)-gstart))
+	f = append(f, 0, 0, 0, 0)
+	mstart := len(f)
+	if model >= 0 && p.nodes[model].kind == kString {
+		f = p.appendText(f, model)
+	}
+	binary.LittleEndian.PutUint32(f[mstart-4:], uint32(len(f)-mstart))
+	f = append(f, 0, 0, 0, 0)
+	tstart := len(f)
+	ri = RouteInfo{Mode: mode, Group: string(f[gstart : mstart-4]), Model: string(f[mstart : tstart-4])}
+
 	var bh *blockHasher
 	if kopts.Blocks {
 		bh = &ks.bh
 		bh.reset()
+		// Without a character from U+0080 up in the document, every
+		// record is ASCII: no block's characters need counting.
+		bh.ascii = !p.nonASCII
+		bh.chain = xxh3.Hash(f[:tstart-4])
 	}
 	// Text past 8N characters cannot change any key; 4 bytes per character
 	// bounds how much to collect.
 	budget := 4*spillCap(n) + 4
-	chatText, promptText := ks.chat[:0], ks.prompt[:0]
 	if mode == ModeChat {
-		chatText = p.appendChatText(chatText, msgs, budget, bh)
+		if tools >= 0 {
+			f = append(f, "tools"...)
+			f = append(f, unitSep)
+			f = p.emit(f, tools)
+			f = append(f, recordSep)
+			if bh != nil {
+				bh.record(f[tstart:])
+			}
+		}
+		if bh != nil {
+			// The tools blocks chain on from the head's hash; the message
+			// chain starts at 0 and each block is mixed with where the
+			// tools left the chain (prefixBlocks).
+			bh.mix, bh.seed, bh.chain = true, bh.chain, 0
+		}
+		f = p.appendChatText(f, msgs, budget, bh)
 	} else {
 		if bh != nil {
 			budget = math.MaxInt // the whole prompt, for its blocks
+			bh.mix, bh.seed, bh.chain = true, bh.chain, 0
 		}
-		promptText = p.appendPromptText(promptText, prompt, budget)
+		f = p.appendPromptText(f, prompt, budget)
+		if bh != nil {
+			bh.record(f[tstart:])
+		}
 	}
-	ks.chat, ks.prompt = chatText, promptText
+	ks.frame = f
 
-	names := ks.names[:0]
-	if kopts.Group == "" && pk >= 0 && p.nodes[pk].kind == kString {
-		names = p.appendText(names, pk)
+	var cur charCursor
+	// An ASCII text's characters are its bytes (see parser.nonASCII).
+	cur.bytes = !p.nonASCII
+	if bh != nil && !cur.bytes {
+		// The block hasher counted the characters of the records as it
+		// hashed them; the cut starts from its counts.
+		cur.marks = bh.marks
 	}
-	gEnd := len(names)
-	if model >= 0 && p.nodes[model].kind == kString {
-		names = p.appendText(names, model)
+	ri.keys(f, tstart, n, &cur)
+	if bh != nil {
+		// A fresh slice, never nil (as prefixBlocks gives): the hasher's
+		// is pooled scratch.
+		ri.Blocks = append(make([]uint64, 0, len(bh.blocks)), bh.blocks...)
+		ri.PromptTokens = (bh.chars + 3) / 4
+		ri.chatSeed, ri.chatChain, ri.chatBlocks = bh.seed, bh.chain, mode == ModeChat
 	}
-	mEnd := len(names)
-	var toolsJSON []byte
-	if mode == ModeChat && tools >= 0 {
-		names = p.emit(names, tools)
-		toolsJSON = names[mEnd:]
-	}
-	ks.names = names
-	ri, err = ks.finish(kopts, n, mode, names[:gEnd], names[gEnd:mEnd], toolsJSON, chatText, promptText, nil, bh)
-	return ri, true, err
+	return ri, true, nil
 }
 
 // topRouting holds the value nodes of the top-level members the routing
@@ -134,11 +188,12 @@ func (p *parser) textEquals(i int32, want string) bool {
 
 // appendChatText appends the chat routing records of the messages array at
 // node arr: every message but the final one (a lone message counts), up to
-// budget bytes. With bh set, every message's record, the final one and
-// those past the budget too, is hashed into blocks.
+// budget bytes past the end of dst. With bh set, every message's record,
+// the final one and those past the budget too, is hashed into blocks.
 func (p *parser) appendChatText(dst []byte, arr int32, budget int, bh *blockHasher) []byte {
 	end := p.nodes[arr].next
 	count, full := 0, false
+	base := len(dst)
 	for m := arr + 1; m < end; m = p.nodes[m].next {
 		count++
 		last := p.nodes[m].next >= end
@@ -155,7 +210,7 @@ func (p *parser) appendChatText(dst []byte, arr int32, budget int, bh *blockHash
 		if last && count > 1 && !full {
 			dst = dst[:start]
 		}
-		if len(dst) > budget {
+		if len(dst)-base > budget {
 			full = true
 		}
 	}
@@ -247,14 +302,15 @@ func (p *parser) textPart(part int32) int32 {
 // appendPromptText appends the completion routing text of prompt node v, a
 // string or an array: a string as is; an array as its elements (strings
 // unescaped, anything else as canonical JSON), each followed by RS, until
-// the text is over budget.
+// the text past the end of dst is over budget.
 func (p *parser) appendPromptText(dst []byte, v int32, budget int) []byte {
 	n := &p.nodes[v]
 	if n.kind == kString {
 		return p.appendTextRec(dst, v)
 	}
+	base := len(dst)
 	for e := v + 1; e < n.next; e = p.nodes[e].next {
-		if len(dst) > budget {
+		if len(dst)-base > budget {
 			break
 		}
 		if p.nodes[e].kind == kString {
