@@ -97,6 +97,8 @@ test-go: llamafleet
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 	env $$(cat $(LLAMAFLEET_ENV)) go test $(GO_TEST_FLAGS) ./...
+	# The portable string scan that non-amd64 machines build, here too.
+	go test -tags purego ./normalize
 
 # The SDK suites run against a live router and simulated fleet, started as
 # real processes by internal/testfleet.
