@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -50,6 +51,7 @@ type h1Conn struct {
 	t      *h1Transport
 	host   string
 	conn   net.Conn
+	raw    syscall.RawConn // conn's, for alive and writeAndAwait; nil without one
 	lim    limitReader
 	br     *bufio.Reader
 	idleAt time.Time
@@ -180,14 +182,25 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 	} else {
 		stop = context.AfterFunc(ctx, c.expire)
 	}
-	_, werr := c.conn.Write(msg)
-	if trace != nil && trace.WroteRequest != nil {
-		trace.WroteRequest(httptrace.WroteRequestInfo{Err: werr})
+	// The request goes out and the wait for its answer begins in one step
+	// (writeAndAwait), under the header timeout. A trace that wants to
+	// hear of the write as it ends, and a write that does not finish at
+	// once, take the ordinary write, after which the header timeout
+	// starts.
+	sent := 0
+	if trace == nil || trace.WroteRequest == nil {
+		c.setHeaderDeadline(ctx)
+		sent = c.writeAndAwait(msg)
 	}
-	// Even after a failed write the answer is read: a backend may answer
-	// (a 413, say) and close before it has read the whole body.
-	if t.headerTimeout > 0 {
-		c.conn.SetReadDeadline(time.Now().Add(t.headerTimeout))
+	var werr error
+	if sent < len(msg) {
+		_, werr = c.conn.Write(msg[sent:])
+		if trace != nil && trace.WroteRequest != nil {
+			trace.WroteRequest(httptrace.WroteRequestInfo{Err: werr})
+		}
+		// Even after a failed write the answer is read: a backend may
+		// answer (a 413, say) and close before it has read the whole body.
+		c.setHeaderDeadline(ctx)
 	}
 	resp, rerr := c.readResponse(req)
 	if rerr == nil && t.headerTimeout > 0 {
@@ -221,6 +234,19 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 	}
 	resp.Body = &h1Body{rc: resp.Body, c: c, ctx: ctx, stop: stop, keep: keep}
 	return resp, false, nil
+}
+
+// setHeaderDeadline starts the header timeout, if there is one, on c's
+// reads. A cancellation that already expired the deadline (c.expire) is
+// not undone: it expires it again.
+func (c *h1Conn) setHeaderDeadline(ctx context.Context) {
+	if c.t.headerTimeout <= 0 {
+		return
+	}
+	c.conn.SetReadDeadline(time.Now().Add(c.t.headerTimeout))
+	if ctx.Err() != nil {
+		c.expire()
+	}
 }
 
 // readResponse reads the response header, skipping informational answers
@@ -347,7 +373,7 @@ func (t *h1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &h1Conn{t: t, host: host, conn: nc, lim: limitReader{r: nc, n: -1}}
+	c := &h1Conn{t: t, host: host, conn: nc, raw: rawConnOf(nc), lim: limitReader{r: nc, n: -1}}
 	c.expire = func() { c.conn.SetDeadline(time.Unix(1, 0)) }
 	c.br = bufio.NewReaderSize(&c.lim, t.readBufferSize)
 	return c, nil

@@ -4,12 +4,17 @@ package backends
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestH1PeekDropsAConnectionClosedWhileIdle(t *testing.T) {
@@ -45,5 +50,105 @@ func TestH1PeekDropsAConnectionClosedWhileIdle(t *testing.T) {
 	resp.Body.Close()
 	if len(conns) != 1 || conns[0] {
 		t.Fatalf("connections used (reused?) %v: want one new connection, the closed one dropped before any write", conns)
+	}
+}
+
+// TestH1AwaitNeverMissesAnInstantAnswer sends requests to a backend that
+// answers each one the moment it has read it, over several connections
+// at once and many times in a row: an answer that arrived between the
+// write and the wait (writeAndAwait) must still wake the wait, or a
+// request would hang here until the test's own timeout.
+func TestH1AwaitNeverMissesAnInstantAnswer(t *testing.T) {
+	url := rawServer(t, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			if _, err := io.WriteString(c, okAnswer); err != nil {
+				return
+			}
+		}
+	})
+	p, b := newTestPool(t, url, Options{})
+	const workers, each = 4, 500
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			body := bytes.Repeat([]byte{'a' + byte(w)}, 10+w*3000) // one, two and more segments
+			for i := range each {
+				resp, err := p.Forward(context.Background(), b, http.MethodPost, "/", body, nil)
+				if err != nil {
+					errs <- fmt.Errorf("worker %d, request %d: %w", w, i, err)
+					return
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || string(got) != "ok" {
+					errs <- fmt.Errorf("worker %d, request %d: %q, %v", w, i, got, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestH1AwaitSeesABackendThatClosedWhileIdle: a reused connection whose
+// backend closed it since its last answer (its end arrived before the
+// write, so before the wait began) is woken by the reset the write
+// brings, and the request goes again on a new connection.
+func TestH1AwaitSeesABackendThatClosedWhileIdle(t *testing.T) {
+	closed := make(chan struct{}, 1)
+	url := rawServer(t, func(c net.Conn, n int) {
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, req.Body)
+		io.WriteString(c, okAnswer)
+		c.Close()
+		closed <- struct{}{}
+	})
+	p, b := newTestPool(t, url, Options{})
+	for i := range 20 {
+		if got := forwardBody(t, p, b, "/", []byte("x"), nil); got != "ok" {
+			t.Fatalf("request %d: %q", i, got)
+		}
+		<-closed // closed before the next request is written (no peek: idle < peekAfter)
+	}
+}
+
+// TestH1AwaitIsCutByCancelAndHeaderTimeout: the wait for the answer
+// obeys the request's cancellation and the first-byte timeout.
+func TestH1AwaitIsCutByCancelAndHeaderTimeout(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	url := rawServer(t, func(c net.Conn, n int) {
+		http.ReadRequest(bufio.NewReader(c))
+		<-hold // never answers
+	})
+	p, b := newTestPool(t, url, Options{FirstByteTimeout: 20 * time.Millisecond})
+	_, err := p.Forward(context.Background(), b, http.MethodPost, "/", []byte("x"), nil)
+	var ue *UnreachableError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "no response header within 20ms") {
+		t.Fatalf("err %v, want an UnreachableError naming the header timeout", err)
+	}
+	p2, b2 := newTestPool(t, url, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(10 * time.Millisecond); cancel() }()
+	if _, err := p2.Forward(ctx, b2, http.MethodPost, "/", []byte("x"), nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+	// Canceled before the request is sent: nothing waits at all.
+	if _, err := p2.Forward(ctx, b2, http.MethodPost, "/", []byte("x"), nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v after cancel, want context.Canceled", err)
 	}
 }
