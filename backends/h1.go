@@ -52,6 +52,7 @@ type h1Conn struct {
 	host   string
 	conn   net.Conn
 	raw    syscall.RawConn // conn's, for alive and writeAndAwait; nil without one
+	await  awaitState
 	lim    limitReader
 	br     *bufio.Reader
 	idleAt time.Time
@@ -59,6 +60,15 @@ type h1Conn struct {
 	// expire unblocks a write or read in progress on conn (a cancelled
 	// request), made once per connection rather than once per request.
 	expire func()
+}
+
+// awaitState is writeAndAwait's: the message, how much of it is written,
+// and whether all of it is (then the wait has begun).
+type awaitState struct {
+	f       func(fd uintptr) bool
+	msg     []byte
+	n       int
+	written bool
 }
 
 // afterFuncer is a context that runs a function once it is done by
@@ -124,7 +134,8 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // send sends req on the fast path, whose body is req.Body or, with
 // direct, body (Pool.Forward's: copied into the message as it is, with no
-// reader over it to allocate and read through).
+// reader over it to allocate and read through). With direct, req.Header
+// is Forward's caller's, sent as Forward's rules say (appendForwardHead).
 func (t *h1Transport) send(req *http.Request, body []byte, direct bool) (*http.Response, error) {
 	bp := requestBuffers.Get().(*[]byte)
 	defer func() {
@@ -136,7 +147,7 @@ func (t *h1Transport) send(req *http.Request, body []byte, direct bool) (*http.R
 	var msg []byte
 	var err error
 	if direct {
-		msg, err = appendHead((*bp)[:0], req)
+		msg, err = appendForwardHead((*bp)[:0], req, body != nil)
 		msg = append(msg, body...)
 	} else {
 		msg, err = appendRequest((*bp)[:0], req)
@@ -232,7 +243,14 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 		c.finish(stop, keep)
 		return resp, false, nil
 	}
-	resp.Body = &h1Body{rc: resp.Body, c: c, ctx: ctx, stop: stop, keep: keep}
+	var hb *h1Body
+	if lb, ok := resp.Body.(*lengthBody); ok && lb.answer != nil {
+		hb = &lb.answer.outer // allocated with the response
+	} else {
+		hb = new(h1Body)
+	}
+	*hb = h1Body{rc: resp.Body, c: c, ctx: ctx, stop: stop, keep: keep}
+	resp.Body = hb
 	return resp, false, nil
 }
 
@@ -474,6 +492,18 @@ func appendRequest(dst []byte, req *http.Request) ([]byte, error) {
 // appendHead appends req's request line and headers, through the blank
 // line, announcing req.ContentLength bytes of body.
 func appendHead(dst []byte, req *http.Request) ([]byte, error) {
+	return appendHeadAs(dst, req, false, false)
+}
+
+// appendForwardHead is appendHead for Pool.Forward, whose caller's
+// headers are req.Header as they are, not a copy made to edit: their
+// Content-Encoding is left out (the body is decoded), and with json their
+// Content-Type too, for "Content-Type: application/json".
+func appendForwardHead(dst []byte, req *http.Request, json bool) ([]byte, error) {
+	return appendHeadAs(dst, req, true, json)
+}
+
+func appendHeadAs(dst []byte, req *http.Request, forward, json bool) ([]byte, error) {
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
@@ -511,10 +541,21 @@ func appendHead(dst []byte, req *http.Request) ([]byte, error) {
 	if req.Close {
 		dst = append(dst, "Connection: close\r\n"...)
 	}
+	if json {
+		dst = append(dst, "Content-Type: application/json\r\n"...)
+	}
 	for k, vs := range req.Header {
 		switch k {
 		case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Trailer":
 			continue // the framing is this function's
+		case "Content-Encoding":
+			if forward {
+				continue
+			}
+		case "Content-Type":
+			if json {
+				continue
+			}
 		}
 		if !validToken(k) {
 			return dst, fmt.Errorf("invalid header name %q", k)

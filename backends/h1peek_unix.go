@@ -60,23 +60,35 @@ func (c *h1Conn) writeAndAwait(msg []byte) int {
 	if c.raw == nil {
 		return 0
 	}
-	n, written := 0, false
-	_ = c.raw.Read(func(fd uintptr) bool {
-		if written {
-			return true // readable now
-		}
-		for n < len(msg) {
-			m, err := syscall.Write(int(fd), msg[n:])
-			if err == syscall.EINTR {
-				continue
-			}
-			if err != nil || m <= 0 {
-				return true // the ordinary write takes over from n
-			}
-			n += m
-		}
-		written = true
-		return false
-	})
+	// The function and its state live in c, made once per connection: a
+	// closure over locals would be allocated per request.
+	if c.await.f == nil {
+		c.await.f = c.awaitStep
+	}
+	c.await.msg, c.await.n, c.await.written = msg, 0, false
+	_ = c.raw.Read(c.await.f)
+	n := c.await.n
+	c.await.msg = nil
 	return n
+}
+
+// awaitStep is writeAndAwait's function for RawConn.Read: first the
+// writes, then, once woken, done.
+func (c *h1Conn) awaitStep(fd uintptr) bool {
+	a := &c.await
+	if a.written {
+		return true // readable now
+	}
+	for a.n < len(a.msg) {
+		m, err := syscall.Write(int(fd), a.msg[a.n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || m <= 0 {
+			return true // the ordinary write takes over from n
+		}
+		a.n += m
+	}
+	a.written = true
+	return false
 }

@@ -656,7 +656,9 @@ func (w *h1Response) WriteHeader(code int) {
 		return
 	}
 	w.status = code
-	if v := w.header.Get("Content-Length"); v != "" {
+	// The name is canonical: looked up as it is, without Get's
+	// canonicalization.
+	if v := headerValue(w.header, "Content-Length"); v != "" {
 		if cl, err := strconv.ParseInt(v, 10, 64); err == nil && cl >= 0 {
 			w.cl = cl
 		} else {
@@ -876,6 +878,14 @@ func (w *h1Response) flushOut() {
 func (w *h1Response) fail(err error) {
 	w.err = err
 	w.ctx.cancelRequest()
+}
+
+// headerValue is h.Get(key) for a key already in canonical form.
+func headerValue(h http.Header, key string) string {
+	if vs := h[key]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
 }
 
 func bodyAllowed(status int) bool {

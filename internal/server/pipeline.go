@@ -122,7 +122,7 @@ func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([
 	rd := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	lim := bodydecode.Limits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}
 	lim.SizeHint = r.ContentLength // one exact allocation for the body
-	body, err := bodydecode.DecodeInto(buf, r.Header.Get("Content-Encoding"), rd, lim)
+	body, err := bodydecode.DecodeInto(buf, headerValue(r.Header, "Content-Encoding"), rd, lim)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
