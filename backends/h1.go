@@ -57,6 +57,9 @@ type h1Conn struct {
 	br     *bufio.Reader
 	idleAt time.Time
 	reused bool
+	// staleDeadline: the last exchange's header deadline is still set on
+	// conn (its answer needed no read after the header).
+	staleDeadline bool
 	// expire unblocks a write or read in progress on conn (a cancelled
 	// request), made once per connection rather than once per request.
 	expire func()
@@ -214,7 +217,13 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 		c.setHeaderDeadline(ctx)
 	}
 	resp, rerr := c.readResponse(req)
-	if rerr == nil && t.headerTimeout > 0 {
+	if rerr == nil && t.headerTimeout > 0 && c.buffered(resp) {
+		// No read of this answer waits: the header timeout's deadline
+		// stays until the next exchange sets its own (or the peek before
+		// a long-idle reuse clears it), one deadline call per request
+		// instead of two.
+		c.staleDeadline = true
+	} else if rerr == nil && t.headerTimeout > 0 {
 		c.conn.SetReadDeadline(time.Time{})
 		// A cancellation that expired the deadline between the header and
 		// this line must not be undone: expire it again.
@@ -254,6 +263,16 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 	return resp, false, nil
 }
 
+// buffered reports whether the body of resp, just read from c, is all in
+// c's buffer (or empty): reading it will not wait for the backend.
+func (c *h1Conn) buffered(resp *http.Response) bool {
+	if resp.Body == http.NoBody {
+		return true
+	}
+	lb, ok := resp.Body.(*lengthBody)
+	return ok && lb.n <= int64(c.br.Buffered())
+}
+
 // setHeaderDeadline starts the header timeout, if there is one, on c's
 // reads. A cancellation that already expired the deadline (c.expire) is
 // not undone: it expires it again.
@@ -262,6 +281,7 @@ func (c *h1Conn) setHeaderDeadline(ctx context.Context) {
 		return
 	}
 	c.conn.SetReadDeadline(time.Now().Add(c.t.headerTimeout))
+	c.staleDeadline = false
 	if ctx.Err() != nil {
 		c.expire()
 	}
@@ -381,6 +401,11 @@ func (t *h1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
 		t.idle[host] = list[:len(list)-1]
 		t.mu.Unlock()
 		idle := now.Sub(c.idleAt)
+		if idle >= peekAfter && idle < t.idleTimeout && c.staleDeadline {
+			// The peek is a read: an expired deadline would fail it.
+			c.conn.SetReadDeadline(time.Time{})
+			c.staleDeadline = false
+		}
 		if idle < t.idleTimeout && (idle < peekAfter || c.alive()) {
 			c.reused = true
 			return c, nil

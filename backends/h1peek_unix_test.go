@@ -152,3 +152,47 @@ func TestH1AwaitIsCutByCancelAndHeaderTimeout(t *testing.T) {
 		t.Fatalf("err %v after cancel, want context.Canceled", err)
 	}
 }
+
+// TestH1StaleHeaderDeadlineDoesNotFailThePeek: an answer read whole with
+// its header leaves the header timeout's deadline on the connection (no
+// second deadline call); once it has passed, a reuse that peeks must
+// clear it first, or the peek would fail on it and drop a good
+// connection.
+func TestH1StaleHeaderDeadlineDoesNotFailThePeek(t *testing.T) {
+	url := rawServer(t, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			io.WriteString(c, okAnswer)
+		}
+	})
+	p, b := newTestPool(t, url, Options{FirstByteTimeout: 5 * time.Millisecond})
+	forwardBody(t, p, b, "/", []byte("x"), nil)
+	time.Sleep(20 * time.Millisecond) // past the deadline left in place
+	tr := p.transport.(*h1Transport)
+	tr.mu.Lock()
+	for _, c := range tr.idle[b.URL.Host] {
+		if !c.staleDeadline {
+			t.Error("the header deadline was cleared after an answer read whole")
+		}
+		c.idleAt = c.idleAt.Add(-peekAfter) // old enough to be peeked at
+	}
+	tr.mu.Unlock()
+	var conns []bool
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { conns = append(conns, i.Reused) },
+	})
+	resp, err := p.Forward(ctx, b, http.MethodPost, "/", []byte("y"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if len(conns) != 1 || !conns[0] {
+		t.Fatalf("connections used (reused?) %v: want the idle one reused", conns)
+	}
+}
