@@ -200,6 +200,13 @@ type h1Conn struct {
 	deadline bool
 	idleWait bool
 	served   bool
+	// stale: the deadline in force is the one the last head was read
+	// under, left in place because its request was read whole with it
+	// and no read of the connection waits during the request (saving a
+	// deadline call per request); the next read sets or clears it, and
+	// the watch clears it before its read. Under wmu while a watch may
+	// run.
+	stale bool
 	// date caches the Date header's value for dateSec.
 	dateSec int64
 	date    []byte
@@ -272,7 +279,7 @@ func (f *h1Front) serve(nc net.Conn) {
 			return
 		}
 		c.served = true
-		if c.deadline { // the handler set one (http.ResponseController)
+		if c.deadline && !c.stale { // the handler set one (http.ResponseController)
 			c.setDeadline(time.Time{})
 		}
 	}
@@ -304,6 +311,7 @@ func (c *h1Conn) closeWriteAndWait() {
 func (c *h1Conn) setDeadline(t time.Time) {
 	_ = c.nc.SetReadDeadline(t)
 	c.deadline = !t.IsZero()
+	c.stale = false
 }
 
 // readHead reads until in[start:] starts with a complete plain head or
@@ -316,7 +324,11 @@ func (c *h1Conn) readHead() (plainHead, int, headVerdict, error) {
 			h, n, v := parsePlainHead(c.in[c.start:], c.f.s.cfg.MaxBodyBytes)
 			if v != headMore {
 				if c.deadline && v == headPlain {
-					c.setDeadline(time.Time{})
+					if int64(n)+h.contentLength <= int64(len(c.in)-c.start) {
+						c.stale = true // the request is here whole
+					} else {
+						c.setDeadline(time.Time{})
+					}
 					c.idleWait = false
 				}
 				return h, n, v, nil
@@ -331,12 +343,14 @@ func (c *h1Conn) readHead() (plainHead, int, headVerdict, error) {
 		}
 		idle := len(c.in) == 0
 		switch {
-		case idle && c.served && !c.deadline && c.f.s.cfg.ClientIdleTimeout > 0:
+		case idle && c.served && (!c.deadline || c.stale) && c.f.s.cfg.ClientIdleTimeout > 0:
 			c.setDeadline(time.Now().Add(c.f.s.cfg.ClientIdleTimeout))
 			c.idleWait = true
-		case !idle && (!c.deadline || c.idleWait):
+		case !idle && (!c.deadline || c.idleWait || c.stale):
 			c.setDeadline(time.Now().Add(c.f.headerTimeout))
 			c.idleWait = false
+		case c.stale: // an idle wait without a timeout
+			c.setDeadline(time.Time{})
 		}
 		if idle && !c.f.setIdle(c, true) {
 			return plainHead{}, 0, headOther, net.ErrClosed
@@ -515,6 +529,12 @@ func (c *h1Conn) watch() {
 	c.wstate = watchReading
 	c.wdone = make(chan struct{})
 	done, x := c.wdone, c.wctx
+	if c.stale {
+		// The last head's deadline must not end this read (and with it
+		// the request).
+		_ = c.nc.SetReadDeadline(time.Time{})
+		c.stale = false
+	}
 	c.wmu.Unlock()
 	// A request running this long may run to its timeout: its timer
 	// starts now (short requests never arm it).
@@ -549,6 +569,7 @@ func (c *h1Conn) unwatch() bool {
 	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
 	<-done
 	_ = c.nc.SetReadDeadline(time.Time{})
+	c.deadline, c.stale = false, false
 	c.aborting = false
 	if c.wn == 1 {
 		if c.start == len(c.in) {
@@ -731,8 +752,11 @@ func (w *h1Response) FlushError() error {
 
 // SetReadDeadline and SetWriteDeadline serve http.ResponseController.
 func (w *h1Response) SetReadDeadline(t time.Time) error {
-	w.c.deadline = true // cleared before the next request's head
-	return w.c.nc.SetReadDeadline(t)
+	c := w.c
+	c.wmu.Lock() // against a watch clearing a stale deadline
+	defer c.wmu.Unlock()
+	c.deadline, c.stale = true, false // cleared before the next request's head
+	return c.nc.SetReadDeadline(t)
 }
 
 func (w *h1Response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
