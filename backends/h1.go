@@ -74,12 +74,33 @@ type awaitState struct {
 	written bool
 }
 
-// afterFuncer is a context that runs a function once it is done by
-// itself, as context.AfterFunc would for it (the router's HTTP/1.1
-// front door's request contexts): calling it directly saves
-// context.AfterFunc's context, closures and link into the parent.
-type afterFuncer interface {
-	AfterFunc(func()) func() bool
+// doneHooker is a context that runs a function once it is done by
+// itself, as context.AfterFunc would for it (the router's HTTP/1.1 front
+// door's request contexts), and names each such function by a number
+// rather than a stop closure: calling it directly saves
+// context.AfterFunc's context, closures and link into the parent, and the
+// number saves the closure's allocation. AddDoneHook runs f at once (in
+// its own goroutine) and returns 0 when the context is done already;
+// RemoveDoneHook reports whether it kept f from running.
+type doneHooker interface {
+	AddDoneHook(f func()) (id uint64)
+	RemoveDoneHook(id uint64) bool
+}
+
+// expireHook is an exchange's registration of its connection's expire
+// on the request's context: stop removes it, as context.AfterFunc's stop
+// does, and reports whether it kept expire from running.
+type expireHook struct {
+	hooker doneHooker // nil: stopFunc
+	id     uint64
+	stopFn func() bool
+}
+
+func (h *expireHook) stop() bool {
+	if h.hooker != nil {
+		return h.hooker.RemoveDoneHook(h.id)
+	}
+	return h.stopFn()
 }
 
 // limitReader fails reads past n bytes while n >= 0; the response header
@@ -190,11 +211,11 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 	}
 	// Cancellation unblocks a write or read in progress by expiring the
 	// connection's deadline; a connection that saw it is never reused.
-	var stop func() bool
-	if af, ok := ctx.(afterFuncer); ok {
-		stop = af.AfterFunc(c.expire)
+	var hook expireHook
+	if dh, ok := ctx.(doneHooker); ok {
+		hook = expireHook{hooker: dh, id: dh.AddDoneHook(c.expire)}
 	} else {
-		stop = context.AfterFunc(ctx, c.expire)
+		hook.stopFn = context.AfterFunc(ctx, c.expire)
 	}
 	// The request goes out and the wait for its answer begins in one step
 	// (writeAndAwait), under the header timeout. A trace that wants to
@@ -232,7 +253,7 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 		}
 	}
 	if rerr != nil {
-		stop()
+		hook.stop()
 		c.conn.Close()
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, false, cerr
@@ -249,16 +270,18 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 	}
 	keep := werr == nil && !resp.Close && !req.Close
 	if resp.Body == http.NoBody {
-		c.finish(stop, keep)
+		c.finish(&hook, keep)
 		return resp, false, nil
 	}
 	var hb *h1Body
+	var answer *simpleAnswer
 	if lb, ok := resp.Body.(*lengthBody); ok && lb.answer != nil {
-		hb = &lb.answer.outer // allocated with the response
+		answer = lb.answer
+		hb = &answer.outer // allocated with the response
 	} else {
 		hb = new(h1Body)
 	}
-	*hb = h1Body{rc: resp.Body, c: c, ctx: ctx, stop: stop, keep: keep}
+	*hb = h1Body{rc: resp.Body, c: c, ctx: ctx, hook: hook, keep: keep, answer: answer}
 	resp.Body = hb
 	return resp, false, nil
 }
@@ -317,8 +340,8 @@ func (c *h1Conn) readResponse(req *http.Request) (*http.Response, error) {
 
 // finish ends an exchange on c: the connection goes back to the idle set
 // when keep holds and cancellation never touched it, else it is closed.
-func (c *h1Conn) finish(stop func() bool, keep bool) {
-	if !stop() {
+func (c *h1Conn) finish(hook *expireHook, keep bool) {
+	if !hook.stop() {
 		keep = false // the AfterFunc ran or is running: the deadline is spent
 	}
 	if keep && c.br.Buffered() == 0 {
@@ -335,8 +358,11 @@ type h1Body struct {
 	rc   io.ReadCloser
 	c    *h1Conn
 	ctx  context.Context
-	stop func() bool
+	hook expireHook
 	keep bool
+	// answer holds the objects of a simple answer, the idle timeout's
+	// wrapper (newIdleBody) among them; nil for another answer.
+	answer *simpleAnswer
 
 	mu   sync.Mutex
 	done bool
@@ -378,10 +404,10 @@ func (b *h1Body) end(eof bool) {
 	}
 	b.done = true
 	if eof {
-		b.c.finish(b.stop, b.keep)
+		b.c.finish(&b.hook, b.keep)
 		return
 	}
-	b.stop()
+	b.hook.stop()
 	b.c.conn.Close()
 }
 

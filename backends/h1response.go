@@ -160,11 +160,13 @@ func readSimpleResponse(br *bufio.Reader, req *http.Request) (*http.Response, bo
 
 // simpleAnswer holds a simply shaped response's objects in one
 // allocation, since they live and die together: the response, its body,
-// exchange's wrapper of that body, and the header's first values.
+// exchange's wrapper of that body, the idle timeout's wrapper of that
+// (Forward's), and the header's first values.
 type simpleAnswer struct {
 	resp   http.Response
 	body   lengthBody
 	outer  h1Body
+	idle   idleBody
 	values [8]string
 }
 
