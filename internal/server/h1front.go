@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -35,6 +36,11 @@ const (
 	// connection holds one for its life, as net/http holds its
 	// bufio.Reader.
 	h1ReadBuffer = 8 << 10
+	// h1BigRead: a connection whose last request did not fit h1ReadBuffer
+	// reads its next one into a pooled buffer this large, taken only once
+	// bytes have arrived (readBig): a 16 KiB request then takes one read,
+	// not two, and an idle connection still holds h1ReadBuffer only.
+	h1BigRead = 64 << 10
 	// h1OutBuffer: response bytes are gathered up to this much, then
 	// written together with the next write in one writev.
 	h1OutBuffer = 32 << 10
@@ -190,10 +196,18 @@ type h1Conn struct {
 	f      *h1Front
 	nc     net.Conn
 	remote string
-	// in holds read bytes; in[start:] are not consumed yet.
+	// in holds read bytes; in[start:] are not consumed yet. It lies in
+	// own, the connection's buffer, or in big, a pooled h1BigRead buffer
+	// (while it holds more than own could).
 	in    []byte
 	start int
-	out   []byte // response bytes not yet written; from outBuffers during a request
+	own   []byte
+	big   *[]byte
+	// bigReads: the last request's head and body were more than own
+	// holds, so the next idle read goes to a pooled big buffer.
+	bigReads bool
+	raw      syscall.RawConn // nc's, for readBig; nil without one
+	out      []byte          // response bytes not yet written; from outBuffers during a request
 	// deadline is set while a read deadline is in force on nc; idleWait
 	// while that deadline is the client idle timeout (between requests)
 	// rather than the header timeout; served once a request has been.
@@ -237,7 +251,8 @@ const (
 
 // serve runs c's requests until it closes or goes to net/http.
 func (f *h1Front) serve(nc net.Conn) {
-	c := &h1Conn{f: f, nc: nc, in: make([]byte, 0, h1ReadBuffer)}
+	c := &h1Conn{f: f, nc: nc, own: make([]byte, 0, h1ReadBuffer)}
+	c.in = c.own
 	defer f.left.Done()
 	if !f.setIdle(c, false) {
 		_ = nc.Close()
@@ -257,8 +272,10 @@ func (f *h1Front) serve(nc net.Conn) {
 		if !handed {
 			_ = nc.Close()
 		}
+		c.releaseBig()
 	}()
 	c.remote = nc.RemoteAddr().String()
+	c.raw = rawConnOf(nc)
 	// The first request's head must arrive within the timeout from the
 	// accept, as with net/http's ReadHeaderTimeout.
 	c.setDeadline(time.Now().Add(f.headerTimeout))
@@ -323,6 +340,9 @@ func (c *h1Conn) readHead() (plainHead, int, headVerdict, error) {
 		if c.start < len(c.in) {
 			h, n, v := parsePlainHead(c.in[c.start:], c.f.s.cfg.MaxBodyBytes)
 			if v != headMore {
+				if v == headPlain {
+					c.bigReads = int64(n)+h.contentLength > h1ReadBuffer
+				}
 				if c.deadline && v == headPlain {
 					if int64(n)+h.contentLength <= int64(len(c.in)-c.start) {
 						c.stale = true // the request is here whole
@@ -338,7 +358,12 @@ func (c *h1Conn) readHead() (plainHead, int, headVerdict, error) {
 			c.in = c.in[:copy(c.in, c.in[c.start:])]
 			c.start = 0
 		}
-		if len(c.in) == cap(c.in) {
+		if c.big != nil && len(c.in) <= cap(c.own) {
+			// What is left fits the connection's own buffer again.
+			c.in = append(c.own[:0], c.in...)
+			c.releaseBig()
+		}
+		if len(c.in) >= h1ReadBuffer {
 			return plainHead{}, 0, headOther, nil // a head larger than the buffer
 		}
 		idle := len(c.in) == 0
@@ -355,14 +380,65 @@ func (c *h1Conn) readHead() (plainHead, int, headVerdict, error) {
 		if idle && !c.f.setIdle(c, true) {
 			return plainHead{}, 0, headOther, net.ErrClosed
 		}
-		m, err := c.nc.Read(c.in[len(c.in):cap(c.in)])
-		c.in = c.in[:len(c.in)+m]
+		var m int
+		var err error
+		if idle && c.bigReads && c.raw != nil {
+			m, err = c.readBig()
+		} else {
+			m, err = c.nc.Read(c.in[len(c.in):cap(c.in)])
+			c.in = c.in[:len(c.in)+m]
+		}
 		if idle && !c.f.setIdle(c, false) {
 			return plainHead{}, 0, headOther, net.ErrClosed
 		}
 		if err != nil && m == 0 {
 			return plainHead{}, 0, headOther, err
 		}
+	}
+}
+
+// bigBuffers are the pooled buffers of readBig.
+var bigBuffers = sync.Pool{New: func() any { b := make([]byte, h1BigRead); return &b }}
+
+// readBig reads into a pooled big buffer, which becomes c.in's, taken
+// only for a read that finds bytes: while the connection waits, it holds
+// no big buffer. c.in must be empty.
+func (c *h1Conn) readBig() (int, error) {
+	var n int
+	var rerr error
+	err := c.raw.Read(func(fd uintptr) bool {
+		bp := bigBuffers.Get().(*[]byte)
+		for {
+			m, err := readFD(fd, *bp)
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err == syscall.EAGAIN:
+				bigBuffers.Put(bp)
+				return false // wait for bytes
+			case err != nil:
+				rerr = err
+			case m == 0:
+				rerr = io.EOF
+			default:
+				n, c.big, c.in, c.start = m, bp, (*bp)[:m], 0
+				return true
+			}
+			bigBuffers.Put(bp)
+			return true
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, rerr
+}
+
+// releaseBig returns the pooled buffer, once c.in no longer lies in it.
+func (c *h1Conn) releaseBig() {
+	if c.big != nil {
+		bigBuffers.Put(c.big)
+		c.big = nil
 	}
 }
 
@@ -375,6 +451,7 @@ func (c *h1Conn) handOver() {
 	// life by the slice.
 	pending := bytes.Clone(c.in[c.start:])
 	c.in = nil
+	c.releaseBig()
 	if len(pending) == 0 {
 		c.f.give(c.nc)
 		return
