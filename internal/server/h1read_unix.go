@@ -9,8 +9,16 @@ import (
 
 // rawConnOf is nc's raw connection, for readBig, or nil when it has none.
 func rawConnOf(nc net.Conn) syscall.RawConn {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
+	// Only the net package's own connections: a wrapper that embeds one
+	// has its SyscallConn too, but its Read and Write may do more than
+	// the descriptor's, and the raw calls would go around them.
+	var sc syscall.Conn
+	switch c := nc.(type) {
+	case *net.TCPConn:
+		sc = c
+	case *net.UnixConn:
+		sc = c
+	default:
 		return nil
 	}
 	rc, err := sc.SyscallConn()
