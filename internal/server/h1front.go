@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -74,15 +75,19 @@ type h1Front struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
-	mu       sync.Mutex
-	conns    map[*h1Conn]bool // served here; true while idle
-	shutting bool
+	mu    sync.Mutex
+	conns map[*h1Conn]struct{} // served here
+	// shutting, and each connection's idle flag, are atomics rather than
+	// under mu: every request sets its connection idle and busy again and
+	// reads shutting, and a mutex and map shared by all connections was
+	// work (and contention) on each.
+	shutting atomic.Bool
 	left     sync.WaitGroup // one per connection served here
 }
 
 func newH1Front(s *Server, ln net.Listener, headerTimeout time.Duration) *h1Front {
 	return &h1Front{s: s, ln: ln, headerTimeout: headerTimeout, handoff: make(chan net.Conn),
-		closed: make(chan struct{}), conns: map[*h1Conn]bool{}}
+		closed: make(chan struct{}), conns: map[*h1Conn]struct{}{}}
 }
 
 // Accept yields a handed-over connection to net/http.
@@ -150,11 +155,14 @@ func (f *h1Front) give(c net.Conn) {
 // shutdown closes idle connections and makes active ones close after
 // their current answer; wait then waits for them.
 func (f *h1Front) shutdown() {
+	// Stored before the idle flags are read, as setIdle stores the flag
+	// before it reads shutting: of a connection going idle now, at least
+	// one side sees the other and the connection closes.
+	f.shutting.Store(true)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.shutting = true
-	for c, idle := range f.conns {
-		if idle {
+	for c := range f.conns {
+		if c.idle.Load() {
 			_ = c.nc.Close()
 		}
 	}
@@ -182,13 +190,15 @@ func (f *h1Front) wait(ctx context.Context) error {
 // it reports false when the server is shutting down and an idle c should
 // close.
 func (f *h1Front) setIdle(c *h1Conn, idle bool) bool {
+	c.idle.Store(idle)
+	return !idle || !f.shutting.Load()
+}
+
+// add records c as served here.
+func (f *h1Front) add(c *h1Conn) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.shutting && idle {
-		return false
-	}
-	f.conns[c] = idle
-	return true
+	f.conns[c] = struct{}{}
+	f.mu.Unlock()
 }
 
 // h1Conn is one connection served here.
@@ -241,6 +251,8 @@ type h1Conn struct {
 	// unreadBody: the connection closes after an answer that left some of
 	// its request's body unread (closeWriteAndWait).
 	unreadBody bool
+	// idle: c waits for a request with no byte of it read (setIdle).
+	idle atomic.Bool
 }
 
 const (
@@ -254,10 +266,7 @@ func (f *h1Front) serve(nc net.Conn) {
 	c := &h1Conn{f: f, nc: nc, own: make([]byte, 0, h1ReadBuffer)}
 	c.in = c.own
 	defer f.left.Done()
-	if !f.setIdle(c, false) {
-		_ = nc.Close()
-		return
-	}
+	f.add(c)
 	handed := false
 	defer func() {
 		f.mu.Lock()
@@ -929,11 +938,7 @@ func (w *h1Response) keepFraming(chunked bool) {
 	}
 }
 
-func (f *h1Front) isShutting() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.shutting
-}
+func (f *h1Front) isShutting() bool { return f.shutting.Load() }
 
 // emit queues p after c.out, writing both in one writev when they pass
 // the buffer.
