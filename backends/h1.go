@@ -91,7 +91,7 @@ type doneHooker interface {
 // on the request's context: stop removes it, as context.AfterFunc's stop
 // does, and reports whether it kept expire from running.
 type expireHook struct {
-	hooker doneHooker // nil: stopFunc
+	hooker doneHooker // nil: stopFn, context.AfterFunc's
 	id     uint64
 	stopFn func() bool
 }

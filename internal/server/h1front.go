@@ -430,6 +430,7 @@ func (c *h1Conn) readBig() (int, error) {
 			case m == 0:
 				rerr = io.EOF
 			default:
+				c.releaseBig() // none while idle; kept from leaking if ever
 				n, c.big, c.in, c.start = m, bp, (*bp)[:m], 0
 				return true
 			}
