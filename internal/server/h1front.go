@@ -348,6 +348,11 @@ func (c *h1Conn) readHead() (plainHead, int, headVerdict, error) {
 	for {
 		if c.start < len(c.in) {
 			h, n, v := parsePlainHead(c.in[c.start:], c.f.s.cfg.MaxBodyBytes)
+			if v == headPlain && n > h1ReadBuffer {
+				// A head is plain within h1ReadBuffer bytes, whichever
+				// buffer it was read into.
+				v = headOther
+			}
 			if v != headMore {
 				if v == headPlain {
 					c.bigReads = int64(n)+h.contentLength > h1ReadBuffer
