@@ -80,7 +80,11 @@ func TestH1AwaitSavesTheEmptyRead(t *testing.T) {
 	}
 	awaited := count(context.Background())
 	t.Logf("read system calls per request, backend's included: ordinary %.2f, awaited %.2f", plain, awaited)
-	if plain-awaited < 0.5 {
-		t.Fatalf("read system calls per request: ordinary %.2f, awaited %.2f: want at least 0.5 fewer", plain, awaited)
+	// About one fewer: the ordinary way's read finds nothing unless the
+	// backend answered between the write and the read, which a loaded
+	// machine's scheduling can make happen now and then, so the bound is
+	// lower; with the await off the two are equal.
+	if plain-awaited < 0.3 {
+		t.Fatalf("read system calls per request: ordinary %.2f, awaited %.2f: want at least 0.3 fewer", plain, awaited)
 	}
 }
