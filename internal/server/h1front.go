@@ -217,7 +217,11 @@ type h1Conn struct {
 	// holds, so the next idle read goes to a pooled big buffer.
 	bigReads bool
 	raw      syscall.RawConn // nc's, for readBig; nil without one
-	out      []byte          // response bytes not yet written; from outBuffers during a request
+	// readBig's function and results.
+	bigStep func(fd uintptr) bool
+	bigN    int
+	bigErr  error
+	out     []byte // response bytes not yet written; from outBuffers during a request
 	// deadline is set while a read deadline is in force on nc; idleWait
 	// while that deadline is the client idle timeout (between requests)
 	// rather than the header timeout; served once a request has been.
@@ -418,35 +422,42 @@ var bigBuffers = sync.Pool{New: func() any { b := make([]byte, h1BigRead); retur
 // only for a read that finds bytes: while the connection waits, it holds
 // no big buffer. c.in must be empty.
 func (c *h1Conn) readBig() (int, error) {
-	var n int
-	var rerr error
-	err := c.raw.Read(func(fd uintptr) bool {
-		bp := bigBuffers.Get().(*[]byte)
-		for {
-			m, err := readFD(fd, *bp)
-			switch {
-			case err == syscall.EINTR:
-				continue
-			case err == syscall.EAGAIN:
-				bigBuffers.Put(bp)
-				return false // wait for bytes
-			case err != nil:
-				rerr = err
-			case m == 0:
-				rerr = io.EOF
-			default:
-				c.releaseBig() // none while idle; kept from leaking if ever
-				n, c.big, c.in, c.start = m, bp, (*bp)[:m], 0
-				return true
-			}
-			bigBuffers.Put(bp)
-			return true
-		}
-	})
-	if err != nil {
+	// The function and its results live in c, made once per connection:
+	// a closure over locals would be three allocations per request.
+	if c.bigStep == nil {
+		c.bigStep = c.readBigStep
+	}
+	c.bigN, c.bigErr = 0, nil
+	if err := c.raw.Read(c.bigStep); err != nil {
 		return 0, err
 	}
-	return n, rerr
+	return c.bigN, c.bigErr
+}
+
+// readBigStep is readBig's function for RawConn.Read: one read into a
+// pooled buffer, kept when it found bytes.
+func (c *h1Conn) readBigStep(fd uintptr) bool {
+	bp := bigBuffers.Get().(*[]byte)
+	for {
+		m, err := readFD(fd, *bp)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			bigBuffers.Put(bp)
+			return false // wait for bytes
+		case err != nil:
+			c.bigErr = err
+		case m == 0:
+			c.bigErr = io.EOF
+		default:
+			c.releaseBig() // none while idle; kept from leaking if ever
+			c.bigN, c.big, c.in, c.start = m, bp, (*bp)[:m], 0
+			return true
+		}
+		bigBuffers.Put(bp)
+		return true
+	}
 }
 
 // releaseBig returns the pooled buffer, once c.in no longer lies in it.
