@@ -196,3 +196,59 @@ func TestH1StaleHeaderDeadlineDoesNotFailThePeek(t *testing.T) {
 		t.Fatalf("connections used (reused?) %v: want the idle one reused", conns)
 	}
 }
+
+// TestH1AwaitHandsAPartialWriteOn: a request larger than the socket
+// buffers take at once (a small send buffer, a backend that reads late)
+// is written partly by writeAndAwait and the rest by the ordinary write;
+// the backend gets every byte and the answer comes back.
+func TestH1AwaitHandsAPartialWriteOn(t *testing.T) {
+	got := make(chan int, 2)
+	url := rawServer(t, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		for i := 0; ; i++ {
+			if i == 1 {
+				time.Sleep(20 * time.Millisecond) // the sender's buffers fill first
+			}
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			b, _ := io.ReadAll(req.Body)
+			got <- len(b)
+			io.WriteString(c, okAnswer)
+		}
+	})
+	p, b := newTestPool(t, url, Options{})
+	forwardBody(t, p, b, "/", []byte("x"), nil)
+	<-got
+	tr := p.transport.(*h1Transport)
+	tr.mu.Lock()
+	idle := tr.idle[b.URL.Host]
+	if len(idle) != 1 {
+		tr.mu.Unlock()
+		t.Fatalf("%d idle connections, want 1", len(idle))
+	}
+	c := idle[0] // the transport clears its slot when it takes it
+	tr.mu.Unlock()
+	tc := c.conn.(*net.TCPConn)
+	if err := tc.SetWriteBuffer(16 << 10); err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("z"), maxPooledRequest) // the fast path's largest
+	written := 0
+	c.await.f = func(fd uintptr) bool { // count what the raw writes took
+		done := c.awaitStep(fd)
+		written = c.await.n
+		return done
+	}
+	if got := forwardBody(t, p, b, "/", body, nil); got != "ok" {
+		t.Fatalf("answer %q", got)
+	}
+	if n := <-got; n != len(body) {
+		t.Fatalf("the backend read %d body bytes, want %d", n, len(body))
+	}
+	t.Logf("the raw writes took %d of %d bytes", written, len(body))
+	if written == 0 || written >= len(body) {
+		t.Fatalf("the raw writes took %d of %d bytes: the test meant a partial write", written, len(body))
+	}
+}
