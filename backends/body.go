@@ -31,7 +31,13 @@ type idleBody struct {
 }
 
 func newIdleBody(rc io.ReadCloser, idle time.Duration) io.ReadCloser {
-	t := &idleBody{rc: rc, idle: idle}
+	var t *idleBody
+	if hb, ok := rc.(*h1Body); ok && hb.answer != nil {
+		t = &hb.answer.idle // allocated with the response
+	} else {
+		t = new(idleBody)
+	}
+	t.rc, t.idle = rc, idle
 	t.ready, _ = rc.(interface{ readyNow() bool })
 	return t
 }

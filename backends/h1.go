@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -50,21 +51,56 @@ type h1Conn struct {
 	t      *h1Transport
 	host   string
 	conn   net.Conn
+	raw    syscall.RawConn // conn's, for alive and writeAndAwait; nil without one
+	await  awaitState
 	lim    limitReader
 	br     *bufio.Reader
 	idleAt time.Time
 	reused bool
+	// staleDeadline: the last exchange's header deadline is still set on
+	// conn (its answer needed no read after the header).
+	staleDeadline bool
 	// expire unblocks a write or read in progress on conn (a cancelled
 	// request), made once per connection rather than once per request.
 	expire func()
 }
 
-// afterFuncer is a context that runs a function once it is done by
-// itself, as context.AfterFunc would for it (the router's HTTP/1.1
-// front door's request contexts): calling it directly saves
-// context.AfterFunc's context, closures and link into the parent.
-type afterFuncer interface {
-	AfterFunc(func()) func() bool
+// awaitState is writeAndAwait's: the message, how much of it is written,
+// and whether all of it is (then the wait has begun).
+type awaitState struct {
+	f       func(fd uintptr) bool
+	msg     []byte
+	n       int
+	written bool
+}
+
+// doneHooker is a context that runs a function once it is done by
+// itself, as context.AfterFunc would for it (the router's HTTP/1.1 front
+// door's request contexts), and names each such function by a number
+// rather than a stop closure: calling it directly saves
+// context.AfterFunc's context, closures and link into the parent, and the
+// number saves the closure's allocation. AddDoneHook runs f at once (in
+// its own goroutine) and returns 0 when the context is done already;
+// RemoveDoneHook reports whether it kept f from running.
+type doneHooker interface {
+	AddDoneHook(f func()) (id uint64)
+	RemoveDoneHook(id uint64) bool
+}
+
+// expireHook is an exchange's registration of its connection's expire
+// on the request's context: stop removes it, as context.AfterFunc's stop
+// does, and reports whether it kept expire from running.
+type expireHook struct {
+	hooker doneHooker // nil: stopFn, context.AfterFunc's
+	id     uint64
+	stopFn func() bool
+}
+
+func (h *expireHook) stop() bool {
+	if h.hooker != nil {
+		return h.hooker.RemoveDoneHook(h.id)
+	}
+	return h.stopFn()
 }
 
 // limitReader fails reads past n bytes while n >= 0; the response header
@@ -122,7 +158,8 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // send sends req on the fast path, whose body is req.Body or, with
 // direct, body (Pool.Forward's: copied into the message as it is, with no
-// reader over it to allocate and read through).
+// reader over it to allocate and read through). With direct, req.Header
+// is Forward's caller's, sent as Forward's rules say (appendForwardHead).
 func (t *h1Transport) send(req *http.Request, body []byte, direct bool) (*http.Response, error) {
 	bp := requestBuffers.Get().(*[]byte)
 	defer func() {
@@ -134,7 +171,7 @@ func (t *h1Transport) send(req *http.Request, body []byte, direct bool) (*http.R
 	var msg []byte
 	var err error
 	if direct {
-		msg, err = appendHead((*bp)[:0], req)
+		msg, err = appendForwardHead((*bp)[:0], req, body != nil)
 		msg = append(msg, body...)
 	} else {
 		msg, err = appendRequest((*bp)[:0], req)
@@ -174,23 +211,40 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 	}
 	// Cancellation unblocks a write or read in progress by expiring the
 	// connection's deadline; a connection that saw it is never reused.
-	var stop func() bool
-	if af, ok := ctx.(afterFuncer); ok {
-		stop = af.AfterFunc(c.expire)
+	var hook expireHook
+	if dh, ok := ctx.(doneHooker); ok {
+		hook = expireHook{hooker: dh, id: dh.AddDoneHook(c.expire)}
 	} else {
-		stop = context.AfterFunc(ctx, c.expire)
+		hook.stopFn = context.AfterFunc(ctx, c.expire)
 	}
-	_, werr := c.conn.Write(msg)
-	if trace != nil && trace.WroteRequest != nil {
-		trace.WroteRequest(httptrace.WroteRequestInfo{Err: werr})
+	// The request goes out and the wait for its answer begins in one step
+	// (writeAndAwait), under the header timeout. A trace that wants to
+	// hear of the write as it ends, and a write that does not finish at
+	// once, take the ordinary write, after which the header timeout
+	// starts.
+	sent := 0
+	if trace == nil || trace.WroteRequest == nil {
+		c.setHeaderDeadline(ctx)
+		sent = c.writeAndAwait(msg)
 	}
-	// Even after a failed write the answer is read: a backend may answer
-	// (a 413, say) and close before it has read the whole body.
-	if t.headerTimeout > 0 {
-		c.conn.SetReadDeadline(time.Now().Add(t.headerTimeout))
+	var werr error
+	if sent < len(msg) {
+		_, werr = c.conn.Write(msg[sent:])
+		if trace != nil && trace.WroteRequest != nil {
+			trace.WroteRequest(httptrace.WroteRequestInfo{Err: werr})
+		}
+		// Even after a failed write the answer is read: a backend may
+		// answer (a 413, say) and close before it has read the whole body.
+		c.setHeaderDeadline(ctx)
 	}
 	resp, rerr := c.readResponse(req)
-	if rerr == nil && t.headerTimeout > 0 {
+	if rerr == nil && t.headerTimeout > 0 && c.buffered(resp) {
+		// No read of this answer waits: the header timeout's deadline
+		// stays until the next exchange sets its own (or the peek before
+		// a long-idle reuse clears it), one deadline call per request
+		// instead of two.
+		c.staleDeadline = true
+	} else if rerr == nil && t.headerTimeout > 0 {
 		c.conn.SetReadDeadline(time.Time{})
 		// A cancellation that expired the deadline between the header and
 		// this line must not be undone: expire it again.
@@ -199,7 +253,7 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 		}
 	}
 	if rerr != nil {
-		stop()
+		hook.stop()
 		c.conn.Close()
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, false, cerr
@@ -216,11 +270,44 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 	}
 	keep := werr == nil && !resp.Close && !req.Close
 	if resp.Body == http.NoBody {
-		c.finish(stop, keep)
+		c.finish(&hook, keep)
 		return resp, false, nil
 	}
-	resp.Body = &h1Body{rc: resp.Body, c: c, ctx: ctx, stop: stop, keep: keep}
+	var hb *h1Body
+	var answer *simpleAnswer
+	if lb, ok := resp.Body.(*lengthBody); ok && lb.answer != nil {
+		answer = lb.answer
+		hb = &answer.outer // allocated with the response
+	} else {
+		hb = new(h1Body)
+	}
+	*hb = h1Body{rc: resp.Body, c: c, ctx: ctx, hook: hook, keep: keep, answer: answer}
+	resp.Body = hb
 	return resp, false, nil
+}
+
+// buffered reports whether the body of resp, just read from c, is all in
+// c's buffer (or empty): reading it will not wait for the backend.
+func (c *h1Conn) buffered(resp *http.Response) bool {
+	if resp.Body == http.NoBody {
+		return true
+	}
+	lb, ok := resp.Body.(*lengthBody)
+	return ok && lb.n <= int64(c.br.Buffered())
+}
+
+// setHeaderDeadline starts the header timeout, if there is one, on c's
+// reads. A cancellation that already expired the deadline (c.expire) is
+// not undone: it expires it again.
+func (c *h1Conn) setHeaderDeadline(ctx context.Context) {
+	if c.t.headerTimeout <= 0 {
+		return
+	}
+	c.conn.SetReadDeadline(time.Now().Add(c.t.headerTimeout))
+	c.staleDeadline = false
+	if ctx.Err() != nil {
+		c.expire()
+	}
 }
 
 // readResponse reads the response header, skipping informational answers
@@ -253,8 +340,8 @@ func (c *h1Conn) readResponse(req *http.Request) (*http.Response, error) {
 
 // finish ends an exchange on c: the connection goes back to the idle set
 // when keep holds and cancellation never touched it, else it is closed.
-func (c *h1Conn) finish(stop func() bool, keep bool) {
-	if !stop() {
+func (c *h1Conn) finish(hook *expireHook, keep bool) {
+	if !hook.stop() {
 		keep = false // the AfterFunc ran or is running: the deadline is spent
 	}
 	if keep && c.br.Buffered() == 0 {
@@ -271,8 +358,11 @@ type h1Body struct {
 	rc   io.ReadCloser
 	c    *h1Conn
 	ctx  context.Context
-	stop func() bool
+	hook expireHook
 	keep bool
+	// answer holds the objects of a simple answer, the idle timeout's
+	// wrapper (newIdleBody) among them; nil for another answer.
+	answer *simpleAnswer
 
 	mu   sync.Mutex
 	done bool
@@ -314,10 +404,10 @@ func (b *h1Body) end(eof bool) {
 	}
 	b.done = true
 	if eof {
-		b.c.finish(b.stop, b.keep)
+		b.c.finish(&b.hook, b.keep)
 		return
 	}
-	b.stop()
+	b.hook.stop()
 	b.c.conn.Close()
 }
 
@@ -337,6 +427,11 @@ func (t *h1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
 		t.idle[host] = list[:len(list)-1]
 		t.mu.Unlock()
 		idle := now.Sub(c.idleAt)
+		if idle >= peekAfter && idle < t.idleTimeout && c.staleDeadline {
+			// The peek is a read: an expired deadline would fail it.
+			c.conn.SetReadDeadline(time.Time{})
+			c.staleDeadline = false
+		}
 		if idle < t.idleTimeout && (idle < peekAfter || c.alive()) {
 			c.reused = true
 			return c, nil
@@ -347,7 +442,7 @@ func (t *h1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &h1Conn{t: t, host: host, conn: nc, lim: limitReader{r: nc, n: -1}}
+	c := &h1Conn{t: t, host: host, conn: nc, raw: rawConnOf(nc), lim: limitReader{r: nc, n: -1}}
 	c.expire = func() { c.conn.SetDeadline(time.Unix(1, 0)) }
 	c.br = bufio.NewReaderSize(&c.lim, t.readBufferSize)
 	return c, nil
@@ -448,6 +543,18 @@ func appendRequest(dst []byte, req *http.Request) ([]byte, error) {
 // appendHead appends req's request line and headers, through the blank
 // line, announcing req.ContentLength bytes of body.
 func appendHead(dst []byte, req *http.Request) ([]byte, error) {
+	return appendHeadAs(dst, req, false, false)
+}
+
+// appendForwardHead is appendHead for Pool.Forward, whose caller's
+// headers are req.Header as they are, not a copy made to edit: their
+// Content-Encoding is left out (the body is decoded), and with json their
+// Content-Type too, for "Content-Type: application/json".
+func appendForwardHead(dst []byte, req *http.Request, json bool) ([]byte, error) {
+	return appendHeadAs(dst, req, true, json)
+}
+
+func appendHeadAs(dst []byte, req *http.Request, forward, json bool) ([]byte, error) {
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
@@ -485,10 +592,21 @@ func appendHead(dst []byte, req *http.Request) ([]byte, error) {
 	if req.Close {
 		dst = append(dst, "Connection: close\r\n"...)
 	}
+	if json {
+		dst = append(dst, "Content-Type: application/json\r\n"...)
+	}
 	for k, vs := range req.Header {
 		switch k {
 		case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Trailer":
 			continue // the framing is this function's
+		case "Content-Encoding":
+			if forward {
+				continue
+			}
+		case "Content-Type":
+			if json {
+				continue
+			}
 		}
 		if !validToken(k) {
 			return dst, fmt.Errorf("invalid header name %q", k)

@@ -420,3 +420,50 @@ func TestForwardRefusesAnInvalidMethod(t *testing.T) {
 		t.Fatalf("a valid request after them: %q", got)
 	}
 }
+
+// TestForwardHeaderRules: Forward passes its caller's headers through but
+// for the body's framing: Content-Encoding and Content-Length are left
+// out (the body is decoded, its length is Forward's), a body is sent as
+// application/json, and the caller's header is not changed. The fast path
+// (which sends the caller's header without copying it) and net/http's
+// transport (a body over the fast path's bound) agree.
+func TestForwardHeaderRules(t *testing.T) {
+	type seen struct {
+		header http.Header
+		n      int
+	}
+	got := make(chan seen, 1)
+	srv, _ := echoServer(t, func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		got <- seen{r.Header.Clone(), int(n)}
+	})
+	p, b := newTestPool(t, srv.URL, Options{})
+	for _, size := range []int{-1, 0, 10, maxPooledRequest + 1} {
+		hdr := http.Header{"Content-Encoding": {"gzip"}, "Content-Length": {"99"}, "Content-Type": {"text/plain"},
+			"X-Test": {"a", "b"}, "Authorization": {"Bearer t"}}
+		before := hdr.Clone()
+		var body []byte
+		if size >= 0 {
+			body = bytes.Repeat([]byte("x"), size)
+		}
+		resp, err := p.Forward(context.Background(), b, http.MethodPost, "/", body, hdr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		s := <-got
+		wantType := "application/json"
+		if body == nil {
+			wantType = "text/plain" // no body of Forward's: the caller's type stays
+		}
+		h := s.header
+		if h.Get("Content-Type") != wantType || len(h["Content-Type"]) != 1 || h.Get("Content-Encoding") != "" ||
+			strings.Join(h["X-Test"], ",") != "a,b" || h.Get("Authorization") != "Bearer t" || s.n != max(size, 0) {
+			t.Fatalf("body of %d bytes: the backend saw %v and %d bytes", size, h, s.n)
+		}
+		if fmt.Sprint(hdr) != fmt.Sprint(before) {
+			t.Fatalf("body of %d bytes: the caller's header changed to %v", size, hdr)
+		}
+	}
+}

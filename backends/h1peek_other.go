@@ -2,7 +2,19 @@
 
 package backends
 
+import (
+	"net"
+	"syscall"
+)
+
+// rawConnOf: the raw connection serves alive's peek and writeAndAwait,
+// which need unix sockets; without them there is none.
+func rawConnOf(net.Conn) syscall.RawConn { return nil }
+
 // alive cannot peek without unix sockets' MSG_PEEK here: the connection is
 // reused, and one the backend has closed ends before a byte of answer, so
 // exchange sends the request again on a new connection.
 func (c *h1Conn) alive() bool { return true }
+
+// writeAndAwait writes nothing here: the ordinary write and read do it all.
+func (c *h1Conn) writeAndAwait([]byte) int { return 0 }

@@ -2,26 +2,101 @@
 
 package backends
 
-import "syscall"
+import (
+	"net"
+	"syscall"
+)
+
+// rawConnOf is nc's raw connection for alive and writeAndAwait, or nil
+// when it has none.
+func rawConnOf(nc net.Conn) syscall.RawConn {
+	// Only the net package's own connections: a wrapper that embeds one
+	// has its SyscallConn too, but its Read and Write may do more than
+	// the descriptor's, and the raw calls would go around them.
+	var sc syscall.Conn
+	switch c := nc.(type) {
+	case *net.TCPConn:
+		sc = c
+	case *net.UnixConn:
+		sc = c
+	default:
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
 
 // alive reports whether an idle connection may be reused: nothing has
 // arrived on it, neither an end of stream (the backend closed it) nor
 // stray bytes, which would be read as the next response.
 func (c *h1Conn) alive() bool {
-	sc, ok := c.conn.(syscall.Conn)
-	if !ok {
+	if c.raw == nil {
 		return true
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
 	}
 	alive := false
 	var buf [1]byte
-	err = rc.Read(func(fd uintptr) bool {
+	err := c.raw.Read(func(fd uintptr) bool {
 		_, _, errno := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		alive = errno == syscall.EAGAIN || errno == syscall.EWOULDBLOCK
 		return true // never wait for readiness: this is a check, not a read
 	})
 	return err == nil && alive
+}
+
+// writeAndAwait writes msg with write system calls on the connection and,
+// once all of it is out, waits until the connection turns readable (the
+// answer has begun, or the connection ended) without reading. It returns
+// how many bytes went out; the caller writes the rest (a full socket
+// buffer, an error, no raw connection) the ordinary way, which also
+// reports the error.
+//
+// Why: a read right after the write almost always finds nothing (the
+// backend has not answered yet), returns EAGAIN and only then parks the
+// goroutine; that empty read was one system call in four per request.
+// syscall.RawConn's Read parks instead when f returns false, and it
+// cannot miss the answer: before it first calls f it resets the poller's
+// readiness (internal/poll's prepareRead, runtime's pollReset), so any
+// byte of the answer, which the backend sends only after the request's
+// bytes reach it, arrives after that reset and wakes the wait, as does an
+// end of the connection (the RST a write to a closed connection brings).
+// A wait while the deadline is expired or the connection closes ends
+// with an error, which the following read meets again and reports.
+func (c *h1Conn) writeAndAwait(msg []byte) int {
+	if c.raw == nil {
+		return 0
+	}
+	// The function and its state live in c, made once per connection: a
+	// closure over locals would be allocated per request.
+	if c.await.f == nil {
+		c.await.f = c.awaitStep
+	}
+	c.await.msg, c.await.n, c.await.written = msg, 0, false
+	_ = c.raw.Read(c.await.f)
+	n := c.await.n
+	c.await.msg = nil
+	return n
+}
+
+// awaitStep is writeAndAwait's function for RawConn.Read: first the
+// writes, then, once woken, done.
+func (c *h1Conn) awaitStep(fd uintptr) bool {
+	a := &c.await
+	if a.written {
+		return true // readable now
+	}
+	for a.n < len(a.msg) {
+		m, err := syscall.Write(int(fd), a.msg[a.n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || m <= 0 {
+			return true // the ordinary write takes over from n
+		}
+		a.n += m
+	}
+	a.written = true
+	return false
 }

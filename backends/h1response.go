@@ -143,22 +143,36 @@ func readSimpleResponse(br *bufio.Reader, req *http.Request) (*http.Response, bo
 	if !ok {
 		return nil, false
 	}
-	resp, ok := parseSimpleResponse(hdr, req)
+	a, ok := parseSimpleResponse(hdr, req)
 	if !ok {
 		return nil, false
 	}
 	br.Discard(len(hdr))
+	resp := &a.resp
 	if resp.ContentLength == 0 {
 		resp.Body = http.NoBody
 	} else {
-		resp.Body = &lengthBody{br: br, n: resp.ContentLength}
+		a.body = lengthBody{br: br, n: resp.ContentLength, answer: a}
+		resp.Body = &a.body
 	}
 	return resp, true
 }
 
+// simpleAnswer holds a simply shaped response's objects in one
+// allocation, since they live and die together: the response, its body,
+// exchange's wrapper of that body, the idle timeout's wrapper of that
+// (Forward's), and the header's first values.
+type simpleAnswer struct {
+	resp   http.Response
+	body   lengthBody
+	outer  h1Body
+	idle   idleBody
+	values [8]string
+}
+
 // parseSimpleResponse parses hdr, a whole response header ending in its
 // blank line, into a response without a body, or returns false.
-func parseSimpleResponse(hdr []byte, req *http.Request) (*http.Response, bool) {
+func parseSimpleResponse(hdr []byte, req *http.Request) (*simpleAnswer, bool) {
 	const proto = "HTTP/1.1 "
 	if len(hdr) < len(proto)+3+4 || string(hdr[:len(proto)]) != proto {
 		return nil, false
@@ -191,11 +205,12 @@ func parseSimpleResponse(hdr []byte, req *http.Request) (*http.Response, bool) {
 	if code == http.StatusNoContent || code == http.StatusNotModified {
 		return nil, false // no body whatever the header says: ReadResponse's
 	}
-	resp := &http.Response{
+	a := &simpleAnswer{resp: http.Response{
 		Status: s[:len(line)], StatusCode: code,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		ContentLength: -1, Request: req,
-	}
+	}}
+	resp := &a.resp
 	// Every line ends in a LF, the status line and the blank one too.
 	lines := bytes.Count(hdr, []byte{'\n'}) - 2
 	if lines > maxSimpleHeaders {
@@ -204,7 +219,10 @@ func parseSimpleResponse(hdr []byte, req *http.Request) (*http.Response, bool) {
 	h := make(http.Header, lines)
 	// One backing array holds the values, each key's first one in a
 	// slice of capacity one; a repeated key's append copies out of it.
-	strs := make([]string, lines)
+	strs := a.values[:]
+	if lines > len(a.values) {
+		strs = make([]string, lines)
+	}
 	off := eol + 1 // offset in hdr of the next header line
 	for off < len(hdr)-2 {
 		end := off + bytes.IndexByte(hdr[off:], '\n')
@@ -275,7 +293,7 @@ func parseSimpleResponse(hdr []byte, req *http.Request) (*http.Response, bool) {
 		return nil, false // read to the connection's end: ReadResponse's
 	}
 	resp.Header = h
-	return resp, true
+	return a, true
 }
 
 // trimOWSLeft trims spaces and tabs at the start.
@@ -293,6 +311,9 @@ func trimOWSLeft(b []byte) []byte {
 type lengthBody struct {
 	br *bufio.Reader
 	n  int64
+	// answer is the simpleAnswer the body is part of, whose outer field
+	// exchange uses for its wrapper.
+	answer *simpleAnswer
 }
 
 func (b *lengthBody) Read(p []byte) (int, error) {

@@ -411,6 +411,18 @@ func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, bod
 	if !validToken(method) {
 		return nil, fmt.Errorf("backend %s: invalid method %q", b.Name, method)
 	}
+	if t, ok := p.transport.(*h1Transport); ok && fastPath(&u, int64(len(body))) {
+		// The fast path copies body into the message it sends, and sends
+		// hdr as the rules below say without a copy of it to edit
+		// (appendForwardHead).
+		req := (&http.Request{
+			Method: method, URL: &u, Host: u.Host,
+			Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: hdr, ContentLength: int64(len(body)), Body: http.NoBody,
+		}).WithContext(ctx)
+		resp, err := t.send(req, body, true)
+		return p.forwarded(ctx, b, method, &u, resp, err)
+	}
 	req := (&http.Request{
 		Method: method, URL: &u, Host: u.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
@@ -427,22 +439,20 @@ func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, bod
 		req.Header["Content-Type"] = jsonContentType
 	}
 	req.ContentLength = int64(len(body))
-	var resp *http.Response
-	var err error
-	if t, ok := p.transport.(*h1Transport); ok && fastPath(req.URL, req.ContentLength) {
-		// The fast path copies body into the message it sends.
-		req.Body = http.NoBody
-		resp, err = t.send(req, body, true)
-	} else {
-		if body != nil {
-			req.Body = io.NopCloser(bytes.NewReader(body))
-			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		}
-		if req.ContentLength == 0 {
-			req.Body = http.NoBody
-		}
-		resp, err = p.transport.RoundTrip(req)
+	if body != nil {
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
+	if req.ContentLength == 0 {
+		req.Body = http.NoBody
+	}
+	resp, err := p.transport.RoundTrip(req)
+	return p.forwarded(ctx, b, method, &u, resp, err)
+}
+
+// forwarded is the end of Forward, for either transport: the error as
+// its contract says, or the response under the idle timeout.
+func (p *Pool) forwarded(ctx context.Context, b *Backend, method string, u *url.URL, resp *http.Response, err error) (*http.Response, error) {
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("backend %s: %w", b.Name, cerr)

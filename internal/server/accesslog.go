@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,6 +46,55 @@ type logHandler struct {
 	slog.Handler
 	w    *lockedWriter
 	json bool
+	// second caches the formatted time of the second the last line fell
+	// in: formatting a whole time for every line was 2% of the router's
+	// CPU, and under load most lines share their second.
+	second atomic.Pointer[logSecond]
+}
+
+// logSecond is one second's formatted date, time of day and zone.
+type logSecond struct {
+	unix int64
+	loc  *time.Location
+	// date is "2006-01-02T15:04:05", zone "Z07:00", as AppendFormat
+	// writes them for this second in loc.
+	date, zone []byte
+}
+
+// appendTime appends t as t.AppendFormat(b, time.RFC3339Nano) (json) or
+// t.AppendFormat(b, logTimeLayout) does, formatting the date, time of day
+// and zone once a second (per location).
+func (h *logHandler) appendTime(b []byte, t time.Time) []byte {
+	sec, loc := t.Unix(), t.Location()
+	cs := h.second.Load()
+	if cs == nil || cs.unix != sec || cs.loc != loc {
+		cs = &logSecond{unix: sec, loc: loc,
+			date: t.AppendFormat(nil, "2006-01-02T15:04:05"), zone: t.AppendFormat(nil, "Z07:00")}
+		h.second.Store(cs)
+	}
+	b = append(b, cs.date...)
+	ns := t.Nanosecond()
+	if h.json {
+		// RFC3339Nano: up to nine digits, trailing zeros dropped, none
+		// (and no dot) for a whole second.
+		if ns != 0 {
+			var digits [10]byte
+			digits[0] = '.'
+			for i := 9; i >= 1; i-- {
+				digits[i] = byte('0' + ns%10)
+				ns /= 10
+			}
+			n := 10
+			for digits[n-1] == '0' {
+				n--
+			}
+			b = append(b, digits[:n]...)
+		}
+	} else {
+		ms := ns / 1e6 // truncated, as the layout's ".000" does
+		b = append(b, '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10))
+	}
+	return append(b, cs.zone...)
 }
 
 // requestLine is one answered request's log record.
@@ -71,7 +121,7 @@ func (h *logHandler) writeRequestLine(l *requestLine) bool {
 	b := (*bp)[:0]
 	if h.json {
 		b = append(b, `{"time":"`...)
-		b = l.at.AppendFormat(b, time.RFC3339Nano)
+		b = h.appendTime(b, l.at)
 		b = append(b, `","level":"INFO","msg":"request","request_id":"`...)
 		b = append(b, l.id...)
 		b = append(b, `","method":"`...)
@@ -91,7 +141,7 @@ func (h *logHandler) writeRequestLine(l *requestLine) bool {
 		b = append(b, "\"}\n"...)
 	} else {
 		b = append(b, "time="...)
-		b = l.at.AppendFormat(b, logTimeLayout)
+		b = h.appendTime(b, l.at)
 		b = append(b, " level=INFO msg=request request_id="...)
 		b = append(b, l.id...)
 		b = append(b, " method="...)

@@ -3,7 +3,9 @@ package server
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -67,5 +69,75 @@ func TestLogHandlerIsSlogs(t *testing.T) {
 	}
 	if fast.String() != slow.String() {
 		t.Errorf("got %q\nwant %q", fast.String(), slow.String())
+	}
+}
+
+// TestLogTimeOncePerSecond: one handler formatting a run of times, most
+// in the second of the one before, across second boundaries, whole
+// seconds, times before 1970 and changes of zone, writes each as
+// AppendFormat does (the layouts slog's handlers write), in text and in
+// JSON.
+func TestLogTimeOncePerSecond(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	zones := []*time.Location{time.UTC, time.Local, time.FixedZone("A", 5*3600+30*60), time.FixedZone("B", -(7*3600 + 17)),
+		time.FixedZone("C", 0)}
+	for _, json := range []bool{false, true} {
+		layout := logTimeLayout
+		if json {
+			layout = time.RFC3339Nano
+		}
+		h := NewLogHandler(io.Discard, slog.LevelInfo, json).(*logHandler)
+		at := time.Unix(-3e6, 0)
+		loc := time.UTC
+		for i := range 5000 {
+			switch r := rng.IntN(100); {
+			case r < 70:
+				at = at.Add(time.Duration(rng.Int64N(int64(300 * time.Microsecond))))
+			case r < 85:
+				at = at.Add(time.Duration(rng.Int64N(int64(3 * time.Second))))
+			case r < 92:
+				at = at.Truncate(time.Second) // a whole second
+			case r < 97:
+				loc = zones[rng.IntN(len(zones))]
+			default:
+				at = time.Unix(rng.Int64N(4e9)-1e9, rng.Int64N(1e9))
+			}
+			tm := at.In(loc)
+			if got, want := h.appendTime(nil, tm), tm.AppendFormat(nil, layout); string(got) != string(want) {
+				t.Fatalf("time %d (json %v): %q, want %q", i, json, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkLogTime compares formatting the request line's time whole
+// (AppendFormat, what the line did before) with appendTime's formatting
+// once a second, on the times of a run of lines 20 µs apart, in text and
+// JSON.
+//
+//	go test ./internal/server -run '^$' -bench LogTime -count 5
+func BenchmarkLogTime(b *testing.B) {
+	for _, json := range []bool{false, true} {
+		layout, name := logTimeLayout, "text"
+		if json {
+			layout, name = time.RFC3339Nano, "json"
+		}
+		h := NewLogHandler(io.Discard, slog.LevelInfo, json).(*logHandler)
+		start := time.Now()
+		buf := make([]byte, 0, 64)
+		b.Run(name+"/AppendFormat", func(b *testing.B) {
+			at := start
+			for b.Loop() {
+				at = at.Add(20 * time.Microsecond)
+				buf = at.AppendFormat(buf[:0], layout)
+			}
+		})
+		b.Run(name+"/appendTime", func(b *testing.B) {
+			at := start
+			for b.Loop() {
+				at = at.Add(20 * time.Microsecond)
+				buf = h.appendTime(buf[:0], at)
+			}
+		})
 	}
 }

@@ -29,7 +29,7 @@ const (
 // application/json or a +json type. Anything else (text/plain, a form) is
 // 415: the body was not meant as the JSON request it would be read as.
 func checkJSONContentType(r *http.Request) error {
-	ct := r.Header.Get("Content-Type")
+	ct := headerValue(r.Header, "Content-Type")
 	if ct == "" || ct == "application/json" {
 		return nil // the common value, accepted without the parser's allocations
 	}

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -35,6 +37,11 @@ const (
 	// connection holds one for its life, as net/http holds its
 	// bufio.Reader.
 	h1ReadBuffer = 8 << 10
+	// h1BigRead: a connection whose last request did not fit h1ReadBuffer
+	// reads its next one into a pooled buffer this large, taken only once
+	// bytes have arrived (readBig): a 16 KiB request then takes one read,
+	// not two, and an idle connection still holds h1ReadBuffer only.
+	h1BigRead = 64 << 10
 	// h1OutBuffer: response bytes are gathered up to this much, then
 	// written together with the next write in one writev.
 	h1OutBuffer = 32 << 10
@@ -68,15 +75,19 @@ type h1Front struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 
-	mu       sync.Mutex
-	conns    map[*h1Conn]bool // served here; true while idle
-	shutting bool
+	mu    sync.Mutex
+	conns map[*h1Conn]struct{} // served here
+	// shutting, and each connection's idle flag, are atomics rather than
+	// under mu: every request sets its connection idle and busy again and
+	// reads shutting, and a mutex and map shared by all connections was
+	// work (and contention) on each.
+	shutting atomic.Bool
 	left     sync.WaitGroup // one per connection served here
 }
 
 func newH1Front(s *Server, ln net.Listener, headerTimeout time.Duration) *h1Front {
 	return &h1Front{s: s, ln: ln, headerTimeout: headerTimeout, handoff: make(chan net.Conn),
-		closed: make(chan struct{}), conns: map[*h1Conn]bool{}}
+		closed: make(chan struct{}), conns: map[*h1Conn]struct{}{}}
 }
 
 // Accept yields a handed-over connection to net/http.
@@ -144,11 +155,14 @@ func (f *h1Front) give(c net.Conn) {
 // shutdown closes idle connections and makes active ones close after
 // their current answer; wait then waits for them.
 func (f *h1Front) shutdown() {
+	// Stored before the idle flags are read, as setIdle stores the flag
+	// before it reads shutting: of a connection going idle now, at least
+	// one side sees the other and the connection closes.
+	f.shutting.Store(true)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.shutting = true
-	for c, idle := range f.conns {
-		if idle {
+	for c := range f.conns {
+		if c.idle.Load() {
 			_ = c.nc.Close()
 		}
 	}
@@ -176,13 +190,15 @@ func (f *h1Front) wait(ctx context.Context) error {
 // it reports false when the server is shutting down and an idle c should
 // close.
 func (f *h1Front) setIdle(c *h1Conn, idle bool) bool {
+	c.idle.Store(idle)
+	return !idle || !f.shutting.Load()
+}
+
+// add records c as served here.
+func (f *h1Front) add(c *h1Conn) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.shutting && idle {
-		return false
-	}
-	f.conns[c] = idle
-	return true
+	f.conns[c] = struct{}{}
+	f.mu.Unlock()
 }
 
 // h1Conn is one connection served here.
@@ -190,16 +206,35 @@ type h1Conn struct {
 	f      *h1Front
 	nc     net.Conn
 	remote string
-	// in holds read bytes; in[start:] are not consumed yet.
+	// in holds read bytes; in[start:] are not consumed yet. It lies in
+	// own, the connection's buffer, or in big, a pooled h1BigRead buffer
+	// (while it holds more than own could).
 	in    []byte
 	start int
-	out   []byte // response bytes not yet written; from outBuffers during a request
+	own   []byte
+	big   *[]byte
+	// bigReads: the last request's head and body were more than own
+	// holds, so the next idle read goes to a pooled big buffer.
+	bigReads bool
+	raw      syscall.RawConn // nc's, for readBig; nil without one
+	// readBig's function and results.
+	bigStep func(fd uintptr) bool
+	bigN    int
+	bigErr  error
+	out     []byte // response bytes not yet written; from outBuffers during a request
 	// deadline is set while a read deadline is in force on nc; idleWait
 	// while that deadline is the client idle timeout (between requests)
 	// rather than the header timeout; served once a request has been.
 	deadline bool
 	idleWait bool
 	served   bool
+	// stale: the deadline in force is the one the last head was read
+	// under, left in place because its request was read whole with it
+	// and no read of the connection waits during the request (saving a
+	// deadline call per request); the next read sets or clears it, and
+	// the watch clears it before its read. Under wmu while a watch may
+	// run.
+	stale bool
 	// date caches the Date header's value for dateSec.
 	dateSec int64
 	date    []byte
@@ -220,6 +255,8 @@ type h1Conn struct {
 	// unreadBody: the connection closes after an answer that left some of
 	// its request's body unread (closeWriteAndWait).
 	unreadBody bool
+	// idle: c waits for a request with no byte of it read (setIdle).
+	idle atomic.Bool
 }
 
 const (
@@ -230,12 +267,10 @@ const (
 
 // serve runs c's requests until it closes or goes to net/http.
 func (f *h1Front) serve(nc net.Conn) {
-	c := &h1Conn{f: f, nc: nc, in: make([]byte, 0, h1ReadBuffer)}
+	c := &h1Conn{f: f, nc: nc, own: make([]byte, 0, h1ReadBuffer)}
+	c.in = c.own
 	defer f.left.Done()
-	if !f.setIdle(c, false) {
-		_ = nc.Close()
-		return
-	}
+	f.add(c)
 	handed := false
 	defer func() {
 		f.mu.Lock()
@@ -250,8 +285,10 @@ func (f *h1Front) serve(nc net.Conn) {
 		if !handed {
 			_ = nc.Close()
 		}
+		c.releaseBig()
 	}()
 	c.remote = nc.RemoteAddr().String()
+	c.raw = rawConnOf(nc)
 	// The first request's head must arrive within the timeout from the
 	// accept, as with net/http's ReadHeaderTimeout.
 	c.setDeadline(time.Now().Add(f.headerTimeout))
@@ -272,7 +309,7 @@ func (f *h1Front) serve(nc net.Conn) {
 			return
 		}
 		c.served = true
-		if c.deadline { // the handler set one (http.ResponseController)
+		if c.deadline && !c.stale { // the handler set one (http.ResponseController)
 			c.setDeadline(time.Time{})
 		}
 	}
@@ -304,6 +341,7 @@ func (c *h1Conn) closeWriteAndWait() {
 func (c *h1Conn) setDeadline(t time.Time) {
 	_ = c.nc.SetReadDeadline(t)
 	c.deadline = !t.IsZero()
+	c.stale = false
 }
 
 // readHead reads until in[start:] starts with a complete plain head or
@@ -314,9 +352,21 @@ func (c *h1Conn) readHead() (plainHead, int, headVerdict, error) {
 	for {
 		if c.start < len(c.in) {
 			h, n, v := parsePlainHead(c.in[c.start:], c.f.s.cfg.MaxBodyBytes)
+			if v == headPlain && n > h1ReadBuffer {
+				// A head is plain within h1ReadBuffer bytes, whichever
+				// buffer it was read into.
+				v = headOther
+			}
 			if v != headMore {
+				if v == headPlain {
+					c.bigReads = int64(n)+h.contentLength > h1ReadBuffer
+				}
 				if c.deadline && v == headPlain {
-					c.setDeadline(time.Time{})
+					if int64(n)+h.contentLength <= int64(len(c.in)-c.start) {
+						c.stale = true // the request is here whole
+					} else {
+						c.setDeadline(time.Time{})
+					}
 					c.idleWait = false
 				}
 				return h, n, v, nil
@@ -326,29 +376,95 @@ func (c *h1Conn) readHead() (plainHead, int, headVerdict, error) {
 			c.in = c.in[:copy(c.in, c.in[c.start:])]
 			c.start = 0
 		}
-		if len(c.in) == cap(c.in) {
+		if c.big != nil && len(c.in) <= cap(c.own) {
+			// What is left fits the connection's own buffer again.
+			c.in = append(c.own[:0], c.in...)
+			c.releaseBig()
+		}
+		if len(c.in) >= h1ReadBuffer {
 			return plainHead{}, 0, headOther, nil // a head larger than the buffer
 		}
 		idle := len(c.in) == 0
 		switch {
-		case idle && c.served && !c.deadline && c.f.s.cfg.ClientIdleTimeout > 0:
+		case idle && c.served && (!c.deadline || c.stale) && c.f.s.cfg.ClientIdleTimeout > 0:
 			c.setDeadline(time.Now().Add(c.f.s.cfg.ClientIdleTimeout))
 			c.idleWait = true
-		case !idle && (!c.deadline || c.idleWait):
+		case !idle && (!c.deadline || c.idleWait || c.stale):
 			c.setDeadline(time.Now().Add(c.f.headerTimeout))
 			c.idleWait = false
+		case c.stale: // an idle wait without a timeout
+			c.setDeadline(time.Time{})
 		}
 		if idle && !c.f.setIdle(c, true) {
 			return plainHead{}, 0, headOther, net.ErrClosed
 		}
-		m, err := c.nc.Read(c.in[len(c.in):cap(c.in)])
-		c.in = c.in[:len(c.in)+m]
+		var m int
+		var err error
+		if idle && c.bigReads && c.raw != nil {
+			m, err = c.readBig()
+		} else {
+			m, err = c.nc.Read(c.in[len(c.in):cap(c.in)])
+			c.in = c.in[:len(c.in)+m]
+		}
 		if idle && !c.f.setIdle(c, false) {
 			return plainHead{}, 0, headOther, net.ErrClosed
 		}
 		if err != nil && m == 0 {
 			return plainHead{}, 0, headOther, err
 		}
+	}
+}
+
+// bigBuffers are the pooled buffers of readBig.
+var bigBuffers = sync.Pool{New: func() any { b := make([]byte, h1BigRead); return &b }}
+
+// readBig reads into a pooled big buffer, which becomes c.in's, taken
+// only for a read that finds bytes: while the connection waits, it holds
+// no big buffer. c.in must be empty.
+func (c *h1Conn) readBig() (int, error) {
+	// The function and its results live in c, made once per connection:
+	// a closure over locals would be three allocations per request.
+	if c.bigStep == nil {
+		c.bigStep = c.readBigStep
+	}
+	c.bigN, c.bigErr = 0, nil
+	if err := c.raw.Read(c.bigStep); err != nil {
+		return 0, err
+	}
+	return c.bigN, c.bigErr
+}
+
+// readBigStep is readBig's function for RawConn.Read: one read into a
+// pooled buffer, kept when it found bytes.
+func (c *h1Conn) readBigStep(fd uintptr) bool {
+	bp := bigBuffers.Get().(*[]byte)
+	for {
+		m, err := readFD(fd, *bp)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			bigBuffers.Put(bp)
+			return false // wait for bytes
+		case err != nil:
+			c.bigErr = err
+		case m == 0:
+			c.bigErr = io.EOF
+		default:
+			c.releaseBig() // none while idle; kept from leaking if ever
+			c.bigN, c.big, c.in, c.start = m, bp, (*bp)[:m], 0
+			return true
+		}
+		bigBuffers.Put(bp)
+		return true
+	}
+}
+
+// releaseBig returns the pooled buffer, once c.in no longer lies in it.
+func (c *h1Conn) releaseBig() {
+	if c.big != nil {
+		bigBuffers.Put(c.big)
+		c.big = nil
 	}
 }
 
@@ -361,6 +477,7 @@ func (c *h1Conn) handOver() {
 	// life by the slice.
 	pending := bytes.Clone(c.in[c.start:])
 	c.in = nil
+	c.releaseBig()
 	if len(pending) == 0 {
 		c.f.give(c.nc)
 		return
@@ -515,6 +632,12 @@ func (c *h1Conn) watch() {
 	c.wstate = watchReading
 	c.wdone = make(chan struct{})
 	done, x := c.wdone, c.wctx
+	if c.stale {
+		// The last head's deadline must not end this read (and with it
+		// the request).
+		_ = c.nc.SetReadDeadline(time.Time{})
+		c.stale = false
+	}
 	c.wmu.Unlock()
 	// A request running this long may run to its timeout: its timer
 	// starts now (short requests never arm it).
@@ -549,6 +672,7 @@ func (c *h1Conn) unwatch() bool {
 	_ = c.nc.SetReadDeadline(time.Unix(1, 0))
 	<-done
 	_ = c.nc.SetReadDeadline(time.Time{})
+	c.deadline, c.stale = false, false
 	c.aborting = false
 	if c.wn == 1 {
 		if c.start == len(c.in) {
@@ -656,7 +780,9 @@ func (w *h1Response) WriteHeader(code int) {
 		return
 	}
 	w.status = code
-	if v := w.header.Get("Content-Length"); v != "" {
+	// The name is canonical: looked up as it is, without Get's
+	// canonicalization.
+	if v := headerValue(w.header, "Content-Length"); v != "" {
 		if cl, err := strconv.ParseInt(v, 10, 64); err == nil && cl >= 0 {
 			w.cl = cl
 		} else {
@@ -729,8 +855,11 @@ func (w *h1Response) FlushError() error {
 
 // SetReadDeadline and SetWriteDeadline serve http.ResponseController.
 func (w *h1Response) SetReadDeadline(t time.Time) error {
-	w.c.deadline = true // cleared before the next request's head
-	return w.c.nc.SetReadDeadline(t)
+	c := w.c
+	c.wmu.Lock() // against a watch clearing a stale deadline
+	defer c.wmu.Unlock()
+	c.deadline, c.stale = true, false // cleared before the next request's head
+	return c.nc.SetReadDeadline(t)
 }
 
 func (w *h1Response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
@@ -826,11 +955,7 @@ func (w *h1Response) keepFraming(chunked bool) {
 	}
 }
 
-func (f *h1Front) isShutting() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.shutting
-}
+func (f *h1Front) isShutting() bool { return f.shutting.Load() }
 
 // emit queues p after c.out, writing both in one writev when they pass
 // the buffer.
@@ -876,6 +1001,14 @@ func (w *h1Response) flushOut() {
 func (w *h1Response) fail(err error) {
 	w.err = err
 	w.ctx.cancelRequest()
+}
+
+// headerValue is h.Get(key) for a key already in canonical form.
+func headerValue(h http.Header, key string) string {
+	if vs := h[key]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
 }
 
 func bodyAllowed(status int) bool {

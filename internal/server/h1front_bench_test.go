@@ -70,3 +70,45 @@ func BenchmarkServerHop(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkServerHop16K is BenchmarkServerHop's front door with a 16 KiB
+// body, which the handler reads into one buffer of its Content-Length as
+// the proxy's handlers do: the body is larger than the front door's own
+// read buffer (readBig).
+//
+//	go test ./internal/server -run '^$' -bench ServerHop16K -benchtime 20000x -count 5
+func BenchmarkServerHop16K(b *testing.B) {
+	answer := bytes.Repeat([]byte("a"), 213)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, r.ContentLength+1)
+		if n, _ := io.ReadFull(r.Body, buf); int64(n) != r.ContentLength {
+			http.Error(w, "short body", http.StatusBadRequest)
+			return
+		}
+		w.Header()["Content-Length"] = []string{strconv.Itoa(len(answer))}
+		_, _ = w.Write(answer)
+	})
+	body := bytes.Repeat([]byte("x"), 16<<10)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer server.ServeFrontDoor(handler, ln)()
+	tr := &http.Transport{MaxIdleConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	url := "http://" + ln.Addr().String() + "/v1/chat/completions"
+	b.ReportAllocs()
+	defer reportCPU(b)()
+	for b.Loop() {
+		resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+}

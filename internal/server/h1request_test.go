@@ -187,3 +187,31 @@ func comparePlainHead(raw []byte) string {
 	}
 	return ""
 }
+
+// BenchmarkParsePlainHead parses the head a Go client sends and the head
+// the OpenAI Python SDK sends (eleven more headers).
+//
+//	go test ./internal/server -run '^$' -bench ParsePlainHead -benchmem -count 5
+func BenchmarkParsePlainHead(b *testing.B) {
+	heads := map[string]string{
+		"go": "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: Go-http-client/1.1\r\n" +
+			"Content-Length: 1024\r\nContent-Type: application/json\r\nAccept-Encoding: gzip\r\n\r\n",
+		"openai-python": "POST /v1/chat/completions HTTP/1.1\r\nHost: router:8080\r\nAccept-Encoding: gzip, deflate\r\n" +
+			"Connection: keep-alive\r\nAccept: application/json\r\nContent-Type: application/json\r\n" +
+			"User-Agent: OpenAI/Python 1.54.4\r\nX-Stainless-Lang: python\r\nX-Stainless-Package-Version: 1.54.4\r\n" +
+			"X-Stainless-OS: Linux\r\nX-Stainless-Arch: x64\r\nX-Stainless-Runtime: CPython\r\n" +
+			"X-Stainless-Runtime-Version: 3.12.3\r\nAuthorization: Bearer sk-0123456789abcdef\r\n" +
+			"X-Stainless-Async: false\r\nX-Stainless-Retry-Count: 0\r\nContent-Length: 1024\r\n\r\n",
+	}
+	for _, name := range []string{"go", "openai-python"} {
+		head := []byte(heads[name])
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, v := parsePlainHead(head, testMaxBody); v != headPlain {
+					b.Fatalf("verdict %v", v)
+				}
+			}
+		})
+	}
+}

@@ -119,10 +119,15 @@ func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([
 		return nil, &requestError{status: http.StatusRequestEntityTooLarge, code: "body_too_large", bodyUnread: true,
 			msg: fmt.Sprintf("request body of %d bytes is larger than the limit of %d bytes", r.ContentLength, s.cfg.MaxBodyBytes)}
 	}
-	rd := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	// The front door's body ends at its Content-Length, which is within
+	// the limit (checked above): it needs no reader to bound it.
+	var rd io.Reader = r.Body
+	if _, front := r.Body.(*h1Body); !front {
+		rd = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	}
 	lim := bodydecode.Limits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}
 	lim.SizeHint = r.ContentLength // one exact allocation for the body
-	body, err := bodydecode.DecodeInto(buf, r.Header.Get("Content-Encoding"), rd, lim)
+	body, err := bodydecode.DecodeInto(buf, headerValue(r.Header, "Content-Encoding"), rd, lim)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

@@ -77,3 +77,42 @@ func TestFrontContextActsAsAContext(t *testing.T) {
 	}
 	y.c.stopDeadline() // the timer the hour's deadline armed
 }
+
+// TestFrontContextDoneHooks: the numbered registrations the backend
+// transport uses (AddDoneHook, RemoveDoneHook) behave as AfterFunc and
+// its stop: removed before the end, a hook never runs; kept, it runs once
+// at the end; added after the end, it runs at once and cannot be removed.
+func TestFrontContextDoneHooks(t *testing.T) {
+	var _ interface {
+		AddDoneHook(func()) uint64
+		RemoveDoneHook(uint64) bool
+	} = (*frontContext)(nil) // what backends' doneHooker asks of a context
+	x := &frontContext{c: &h1Conn{}, body: &h1Body{read: true}}
+	ran := make(chan string, 4)
+	removed := x.AddDoneHook(func() { ran <- "removed" })
+	kept := x.AddDoneHook(func() { ran <- "kept" })
+	if removed == 0 || kept == 0 || removed == kept {
+		t.Fatalf("ids %d and %d: want two distinct non-zero ones", removed, kept)
+	}
+	if !x.RemoveDoneHook(removed) || x.RemoveDoneHook(removed) {
+		t.Fatal("removing a hook: want true once, then false")
+	}
+	x.cancelRequest()
+	if got := <-ran; got != "kept" {
+		t.Fatalf("ran %q, want kept", got)
+	}
+	if x.RemoveDoneHook(kept) {
+		t.Fatal("removing a hook that ran: true")
+	}
+	if id := x.AddDoneHook(func() { ran <- "late" }); id != 0 || x.RemoveDoneHook(id) {
+		t.Fatalf("a hook added after the end: id %d, want 0 and no removal", id)
+	}
+	if got := <-ran; got != "late" {
+		t.Fatalf("ran %q, want late", got)
+	}
+	select {
+	case got := <-ran:
+		t.Fatalf("%q ran too", got)
+	default:
+	}
+}
