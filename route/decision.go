@@ -123,12 +123,10 @@ type releaseSlot struct {
 	st    *memberState
 	r     *Router
 	// What a prefix-index pick charged and predicted (zero otherwise).
-	ix       *prefixIndex
-	id       int32
-	prefill  int64 // tokens added to st.prefill
-	matched  int   // blocks predicted held
-	blocks   int   // blocks of the request
-	estimate int   // Request.PromptTokens
+	ix      *prefixIndex
+	prefill int64 // tokens added to st.prefill
+	matched int   // blocks predicted held
+	blocks  int   // blocks of the request
 }
 
 const (
@@ -198,10 +196,10 @@ func (d *Decision) Report(o Outcome) {
 		return
 	}
 	if o.Err == nil && o.PromptTokens > 0 && o.CachedTokens >= 0 && s.setFlag(gen, flagFeedback) {
-		s.ix.feedback(s.id, s.matched, s.blocks, o.CachedTokens, o.PromptTokens)
+		s.ix.feedback(s.st.id, s.matched, s.blocks, o.CachedTokens, o.PromptTokens)
 	}
 	if o.Err == nil && len(o.Blocks) > 0 && s.setFlag(gen, flagLearn) {
-		s.ix.learn(s.id, o.Blocks)
+		s.ix.learn(s.st.id, o.Blocks)
 	}
 }
 
@@ -282,7 +280,6 @@ type result struct {
 	bound  int64
 	// prefix-index: the charge and prediction kept in the release slot.
 	ix      *prefixIndex
-	id      int32
 	prefill int64
 	matched int
 	blocks  int
@@ -294,14 +291,11 @@ type result struct {
 // fails at once with a *SaturatedError (QueueFull false, Waited 0). It is
 // what a discrete-event simulator running in virtual time calls.
 func (r *Router) TryPick(req Request) (Decision, error) {
-	d, st, n := r.tryPick(&req)
-	switch st {
-	case picked:
-		return d, nil
-	case noCandidates:
-		return Decision{}, r.snap.Load().noCandidates(req.Model)
+	d, n, err := r.tryPick(&req)
+	if err == ErrSaturated {
+		err = r.saturated(&req, n, false, 0)
 	}
-	return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), Candidates: n, Model: strings.Clone(req.Model)}
+	return d, err
 }
 
 // Pick picks a backend, waiting in the bounded queue for up to
@@ -309,21 +303,21 @@ func (r *Router) TryPick(req Request) (Decision, error) {
 // ErrNoCandidates, a *SaturatedError, or ctx's error; it never waits past ctx
 // or QueueWait.
 func (r *Router) Pick(ctx context.Context, req Request) (Decision, error) {
-	d, st, n := r.tryPick(&req)
-	switch st {
-	case picked:
-		return d, nil
-	case noCandidates:
-		return Decision{}, r.snap.Load().noCandidates(req.Model)
+	d, n, err := r.tryPick(&req)
+	if err == ErrSaturated {
+		return r.wait(ctx, &req, n)
 	}
-	return r.wait(ctx, &req, n)
+	return d, err
 }
 
-func (r *Router) retryAfter() time.Duration {
-	if w := r.snap.Load().cfg.QueueWait; w > 0 {
-		return w
+// saturated is the *SaturatedError for req after n candidates were full:
+// refused at once (queueFull) or after waiting waited.
+func (r *Router) saturated(req *Request, n int, queueFull bool, waited time.Duration) error {
+	retry := r.snap.Load().cfg.QueueWait
+	if retry <= 0 {
+		retry = time.Second
 	}
-	return time.Second
+	return &SaturatedError{RetryAfter: retry, Waited: waited, QueueFull: queueFull, Candidates: n, Model: strings.Clone(req.Model)}
 }
 
 // wait is the slow path: queue until a Done (or a membership or health
@@ -331,11 +325,11 @@ func (r *Router) retryAfter() time.Duration {
 func (r *Router) wait(ctx context.Context, req *Request, n int) (Decision, error) {
 	cfg := r.snap.Load().cfg
 	if cfg.QueueDepth < 0 || cfg.QueueWait < 0 {
-		return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), QueueFull: true, Candidates: n, Model: strings.Clone(req.Model)}
+		return Decision{}, r.saturated(req, n, true, 0)
 	}
 	if r.waiters.Add(1) > int64(cfg.QueueDepth) {
 		r.waiters.Add(-1)
-		return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), QueueFull: true, Candidates: n, Model: strings.Clone(req.Model)}
+		return Decision{}, r.saturated(req, n, true, 0)
 	}
 	defer r.waiters.Add(-1)
 	start := time.Now()
@@ -346,19 +340,18 @@ func (r *Router) wait(ctx context.Context, req *Request, n int) (Decision, error
 		// after our try closes this channel (we are counted in waiters), so
 		// no wake-up is lost.
 		wake := *r.wake.Load()
-		d, st, m := r.tryPick(req)
-		switch st {
-		case picked:
-			d.Queued = time.Since(start)
-			return d, nil
-		case noCandidates:
-			return Decision{}, r.snap.Load().noCandidates(req.Model)
+		d, m, err := r.tryPick(req)
+		if err != ErrSaturated {
+			if err == nil {
+				d.Queued = time.Since(start)
+			}
+			return d, err
 		}
 		n = m
 		select {
 		case <-wake:
 		case <-timer.C:
-			return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), Waited: time.Since(start), Candidates: n, Model: strings.Clone(req.Model)}
+			return Decision{}, r.saturated(req, n, false, time.Since(start))
 		case <-ctx.Done():
 			return Decision{}, fmt.Errorf("route: waiting for capacity: %w", context.Cause(ctx))
 		}
@@ -381,12 +374,13 @@ func (s *snapshot) noCandidates(model string) error {
 }
 
 // tryPick is the lock-free, allocation-free fast path shared by Pick and
-// TryPick. It returns the number of candidates for error messages.
-func (r *Router) tryPick(req *Request) (Decision, pickStatus, int) {
+// TryPick. It returns the number of candidates for error messages, and
+// ErrSaturated itself (not a *SaturatedError) when every candidate is full.
+func (r *Router) tryPick(req *Request) (Decision, int, error) {
 	s := r.snap.Load()
 	n := s.candidates(req.Model)
 	if n == 0 {
-		return Decision{}, noCandidates, 0
+		return Decision{}, 0, s.noCandidates(req.Model)
 	}
 	// Reserve this request in the total first: the bound is computed from a
 	// total that already counts it, and every concurrent pick's reservation
@@ -395,15 +389,25 @@ func (r *Router) tryPick(req *Request) (Decision, pickStatus, int) {
 	total := r.total.Add(1)
 	e := pickEnv{r: r, s: s, n: n, bound: s.bound(total+r.hints.Load(), n)}
 	res := dispatch(&e, req)
-	if res.status != picked {
+	switch res.status {
+	case saturated:
 		r.total.Add(-1)
-		return Decision{}, res.status, n
+		return Decision{}, n, ErrSaturated
+	case noCandidates:
+		r.total.Add(-1)
+		return Decision{}, n, s.noCandidates(req.Model)
 	}
+	return r.decide(s, res), n, nil
+}
+
+// decide hands out a release slot for a pick res has charged and returns
+// its Decision.
+func (r *Router) decide(s *snapshot, res result) Decision {
 	m := &s.members[res.idx]
 	slot := slots.Get().(*releaseSlot)
 	slot.st, slot.r = m.st, r
-	slot.ix, slot.id, slot.prefill = res.ix, res.id, res.prefill
-	slot.matched, slot.blocks, slot.estimate = res.matched, res.blocks, req.PromptTokens
+	slot.ix, slot.prefill = res.ix, res.prefill
+	slot.matched, slot.blocks = res.matched, res.blocks
 	d := Decision{
 		Backend:       m.name,
 		Member:        m.t,
@@ -418,5 +422,5 @@ func (r *Router) tryPick(req *Request) (Decision, pickStatus, int) {
 	if res.home >= 0 {
 		d.Home = s.members[res.home].name
 	}
-	return d, picked, n
+	return d
 }

@@ -151,10 +151,27 @@ func TestMatchOneWord(t *testing.T) {
 	}
 }
 
+// naiveRingOrder walks every virtual node from key's position and lists
+// each candidate for model the first time it is met.
+func naiveRingOrder(e *pickEnv, model string, key uint64) []int32 {
+	var order []int32
+	seen := map[int32]bool{}
+	vn := e.s.ring.vn
+	for j, step := e.s.ring.search(key), 0; step < len(vn); j, step = (j+1)%len(vn), step+1 {
+		if o := int32(vn[j].owner); !seen[o] {
+			seen[o] = true
+			if e.candidate(o, model) {
+				order = append(order, o)
+			}
+		}
+	}
+	return order
+}
+
 // TestRingWalkOrder: the pick's candidate scan gives the candidates and
-// home that walking the ring until every candidate is met gives, and
-// ringWalk meets them in that walk's order, for fleets with models and
-// unhealthy members.
+// home that walking the ring until every candidate is met gives, the
+// explanation's list is that walk's order, and ringWalk meets a set in
+// that walk's order, for fleets with models and unhealthy members.
 func TestRingWalkOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	for _, n := range []int{1, 7, 64, 70} {
@@ -176,7 +193,12 @@ func TestRingWalkOrder(t *testing.T) {
 			e := pickEnv{r: r, s: s, n: s.candidates(model)}
 			req := Request{Key: rng.Uint64(), Model: model}
 			p.ix.mu.Lock()
-			full := slices.Clone(p.ringOrderInto(&p.ix.scratch.order, &e, model, req.Key, false))
+			full := naiveRingOrder(&e, model, req.Key)
+			ex := e
+			ex.ex = &Explanation{}
+			if explained, _ := p.candidates(&ex, &req); !slices.Equal(explained, full) {
+				t.Fatalf("n=%d model %q: explanation's order %v, ring walk %v", n, model, explained, full)
+			}
 			order, home := p.candidates(&e, &req)
 			if len(full) != e.n || len(order) != e.n {
 				t.Fatalf("n=%d model %q: %d candidates counted, ring walk %d, scan %d", n, model, e.n, len(full), len(order))
@@ -188,7 +210,7 @@ func TestRingWalkOrder(t *testing.T) {
 				t.Fatalf("n=%d: home %d, ring walk starts at %v", n, home, full)
 			}
 			key := rng.Uint64()
-			want := slices.Clone(p.ringOrderInto(&p.ix.scratch.order, &e, model, key, false))
+			want := naiveRingOrder(&e, model, key)
 			var got []int32
 			w.reset(&e, order, key)
 			for i := w.next(); i >= 0; i = w.next() {

@@ -120,7 +120,6 @@ type pickScratch struct {
 	cand    []uint64 // candidate ids
 	order   []int32  // candidate member indices (in ring order from home for Explain)
 	walk    ringWalk // candidates in ring order from the first block past the best match
-	seen    []uint64 // member indices met on the ring walk
 	matches []int32  // candidates' matched blocks, sorted (majorityMatch)
 }
 
@@ -457,7 +456,7 @@ func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens 
 	st := e.s.members[res.idx].st
 	ix := p.ix
 	matched := int(ix.matched[st.id])
-	res.ix, res.id = ix, st.id
+	res.ix = ix
 	res.matched, res.blocks = matched, len(req.Blocks)
 	res.tokens = int(tokens(matched))
 	if res.cost == 0 {
@@ -470,43 +469,6 @@ func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens 
 	st.prefill.Add(res.prefill)
 	ix.insert(st.id, req.Blocks, heldSamples(matched, len(req.Blocks)))
 	return res
-}
-
-// ringOrder lists the candidates in ring order from req.Key's home: the
-// order ties are broken in. The ring walk visits vnodes until every
-// candidate has been met once.
-func (p *prefixIndexPolicy) ringOrder(e *pickEnv, req *Request) []int32 {
-	return p.ringOrderInto(&p.ix.scratch.order, e, req.Model, req.Key, true)
-}
-
-// ringOrderInto lists into *dst the candidates for model in ring order from
-// key; explain records the non-candidates met (once per pick).
-func (p *prefixIndexPolicy) ringOrderInto(dst *[]int32, e *pickEnv, model string, key uint64, explain bool) []int32 {
-	sc := &p.ix.scratch
-	order := (*dst)[:0]
-	words := (len(e.s.members) + 63) / 64
-	sc.seen = zeroed(sc.seen, words)
-	seen := bitset(sc.seen)
-	rg := e.s.ring
-	n := len(rg.vn)
-	want := e.n
-	j := rg.search(key)
-	for step := 0; step < n && len(order) < want; step++ {
-		o := int32(rg.vn[j].owner)
-		if !seen.has(o) {
-			seen.set(o)
-			if e.candidate(o, model) {
-				order = append(order, o)
-			} else if explain && e.ex != nil {
-				e.ex.skipNot(e.s.members[o].name, "walk", e.notCandidate(o, model))
-			}
-		}
-		if j++; j == n {
-			j = 0
-		}
-	}
-	*dst = order
-	return order
 }
 
 // zeroed returns b resized to n words, all zero, reusing its array.
