@@ -201,10 +201,7 @@ func (ix *prefixIndex) entry(h uint64) uint32 {
 		ix.recs[o] = h
 	} else {
 		e = uint32(ix.entries())
-		ix.recs = append(ix.recs, h)
-		for range 2 * ix.words {
-			ix.recs = append(ix.recs, 0)
-		}
+		ix.recs = append(append(ix.recs, h), make([]uint64, 2*ix.words)...)
 	}
 	ix.table.add(h, e)
 	return e

@@ -127,10 +127,6 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 	if len(req.Blocks) == 0 || req.PromptTokens <= 0 {
 		return p.ring.pick(e, req)
 	}
-	rg := e.s.ring
-	if len(rg.vn) == 0 {
-		return result{status: noCandidates, home: -1}
-	}
 	ix := p.ix
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -139,8 +135,7 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 	if len(order) == 0 {
 		return result{status: noCandidates, home: -1}
 	}
-	words := ix.words
-	sc.cand = zeroed(sc.cand, words)
+	sc.cand = zeroed(sc.cand, ix.words)
 	for _, i := range order {
 		id := e.s.members[i].st.id
 		sc.cand[id>>6] |= 1 << (id & 63)
@@ -157,13 +152,10 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 			second = best
 			best, nBest = m, 1
 		case m == best:
-			nBest++
+			nBest, second = nBest+1, best
 		case m > second:
 			second = m
 		}
-	}
-	if nBest > 1 {
-		second = best
 	}
 	// A prefix more than half the candidates hold is shared (a system
 	// prompt every request starts with), even if this router has not yet
