@@ -1,6 +1,7 @@
 package route
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -176,11 +177,7 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 		// Other routers that did not see it place the prompt by the block
 		// past the shared part, so this router does the same and they all
 		// agree.
-		key := req.Key
-		base := second
-		if base == 0 {
-			base = best
-		}
+		key, base := req.Key, cmp.Or(second, best)
 		if k := heldSamples(base, nb); base > 0 && k < samples(nb) {
 			// The start is held everywhere, or is too short to matter (a
 			// shared system prompt): place by the first sampled block past
@@ -189,9 +186,7 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 			key = req.Blocks[samplePos(k, nb)]
 		}
 		res, why := p.placeCold(e, req, order, key, nb)
-		if e.ex != nil {
-			p.explainCosts(e, req, order, res, why)
-		}
+		p.explainCosts(e, req, order, res, why)
 		if res.status != picked {
 			return res
 		}
@@ -223,9 +218,7 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 			}
 		}
 		if minCost < 0 {
-			if e.ex != nil {
-				p.explainCosts(e, req, order, result{status: saturated}, "")
-			}
+			p.explainCosts(e, req, order, result{status: saturated}, "")
 			return result{status: saturated, home: home}
 		}
 		bi := int32(-1)
@@ -253,9 +246,7 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 		if bi == home {
 			res.reason = ReasonAffinity
 		}
-		if e.ex != nil {
-			p.explainCosts(e, req, order, res, "")
-		}
+		p.explainCosts(e, req, order, res, "")
 		return p.charge(e, req, res, tokens)
 	}
 	return result{status: saturated, home: home}
@@ -473,8 +464,12 @@ func zeroed(b []uint64, n int) []uint64 {
 	return b
 }
 
-// explainCosts lists every candidate's prediction for Explain.
+// explainCosts lists every candidate's prediction for Explain (none
+// outside a dry run).
 func (p *prefixIndexPolicy) explainCosts(e *pickEnv, req *Request, order []int32, res result, cold string) {
+	if e.ex == nil {
+		return
+	}
 	ix := p.ix
 	nb := len(req.Blocks)
 	var winCost int64 = -1
