@@ -2,6 +2,7 @@ package route
 
 import (
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -449,15 +450,9 @@ func (ix *prefixIndex) touchClock(id int32, k int) {
 	ix.touched = sum // kept so that the compiler keeps the reads
 }
 
-// live reports whether entry e has a holder (is in the table).
-func (ix *prefixIndex) live(e uint32) bool {
-	for _, w := range ix.holders(e) {
-		if w != 0 {
-			return true
-		}
-	}
-	return false
-}
+// live reports whether entry e has a holder (is in the table): whether
+// some word of its holder bitset (never empty) is non-zero.
+func (ix *prefixIndex) live(e uint32) bool { return slices.Max(ix.holders(e)) != 0 }
 
 // heldSamples is how many leading samples of an n-block prompt a member
 // matching matched blocks holds.
