@@ -124,9 +124,10 @@ type releaseSlot struct {
 	r     *Router
 	// What a prefix-index pick charged and predicted (zero otherwise).
 	ix      *prefixIndex
-	prefill int64 // tokens added to st.prefill
-	matched int   // blocks predicted held
-	blocks  int   // blocks of the request
+	prefill int64    // tokens added to st.prefill
+	matched int      // blocks predicted held
+	blocks  int      // blocks of the request
+	sampled []uint32 // the index entries held for the prompt's samples
 }
 
 const (
@@ -199,7 +200,7 @@ func (d *Decision) Report(o Outcome) {
 		s.ix.feedback(s.st.id, s.matched, s.blocks, o.CachedTokens, o.PromptTokens)
 	}
 	if o.Err == nil && len(o.Blocks) > 0 && s.setFlag(gen, flagLearn) {
-		s.ix.learn(s.st.id, o.Blocks)
+		s.ix.learn(s.st.id, o.Blocks, s.sampled)
 	}
 }
 
@@ -243,7 +244,7 @@ func (d *Decision) release() bool {
 		}
 	}
 	st, r, prefill := s.st, s.r, s.prefill
-	s.st, s.r, s.ix, s.prefill = nil, nil, nil, 0
+	s.st, s.r, s.ix, s.prefill, s.sampled = nil, nil, nil, 0, s.sampled[:0]
 	slots.Put(s)
 	if old&flagPrefill == 0 && prefill != 0 {
 		st.prefill.Add(-prefill)
@@ -387,24 +388,23 @@ func (r *Router) tryPick(req *Request) (Decision, int, error) {
 	// is visible to the others, so two picks can never both see room that
 	// only one of them may take (see acquire).
 	total := r.total.Add(1)
-	e := pickEnv{r: r, s: s, n: n, bound: s.bound(total+r.hints.Load(), n)}
+	e := pickEnv{r: r, s: s, n: n, bound: s.bound(total+r.hints.Load(), n), slot: slots.Get().(*releaseSlot)}
 	res := dispatch(&e, req)
-	switch res.status {
-	case saturated:
+	if res.status != picked {
+		slots.Put(e.slot)
 		r.total.Add(-1)
-		return Decision{}, n, ErrSaturated
-	case noCandidates:
-		r.total.Add(-1)
+		if res.status == saturated {
+			return Decision{}, n, ErrSaturated
+		}
 		return Decision{}, n, s.noCandidates(req.Model)
 	}
-	return r.decide(s, res), n, nil
+	return r.decide(s, res, e.slot), n, nil
 }
 
-// decide hands out a release slot for a pick res has charged and returns
-// its Decision.
-func (r *Router) decide(s *snapshot, res result) Decision {
+// decide fills slot, a release slot from the pool, for a pick res has
+// charged and returns its Decision.
+func (r *Router) decide(s *snapshot, res result, slot *releaseSlot) Decision {
 	m := &s.members[res.idx]
-	slot := slots.Get().(*releaseSlot)
 	slot.st, slot.r = m.st, r
 	slot.ix, slot.prefill = res.ix, res.prefill
 	slot.matched, slot.blocks = res.matched, res.blocks

@@ -228,7 +228,10 @@ func TestRingWalkOrder(t *testing.T) {
 // before its block table, batched lookups and in-place used bits) with the
 // same random members, picks (match, then insert for one candidate, as a
 // pick charges), learned answers and feedback, over 72 ids (two bitset
-// words) and capacities small enough that members evict all the time. Every
+// words) and capacities small enough that members evict all the time.
+// Answers are learned with the entries their pick held as hints (the
+// reference looks every block up), some at once, some after other members
+// evicted or reused those entries, and some with another prompt's hints. Every
 // match must return the same reach, walk and per-candidate matches, and
 // after every operation the members' clocks and every entry's holder and
 // used bits must be the same.
@@ -256,6 +259,14 @@ func TestIndexMatchesReference(t *testing.T) {
 		ids := 8 + int(seed%2)*64 // one word, then two
 		active := map[int32]bool{}
 		matches := 0
+		// picked are picks whose answer is not learned yet, with the
+		// entries their insert held (a Decision's hints).
+		type pick struct {
+			id     int32
+			blocks []uint64
+			hints  []uint32
+		}
+		var picked []pick
 		for step := range 2500 {
 			switch op := rng.IntN(100); {
 			case op < 4 || len(active) == 0:
@@ -272,11 +283,25 @@ func TestIndexMatchesReference(t *testing.T) {
 				id, k := int32(rng.IntN(ids)), 1+rng.IntN(6)
 				ix.forget(id, k)
 				ref.forget(id, k)
-			case op < 25:
+			case op < 18:
 				id, blocks := int32(rng.IntN(ids)), prompt()
 				ix.walk, ref.walk = ix.walk[:0], ref.walk[:0]
 				ix.insert(id, blocks, 0)
 				ref.insert(id, blocks, 0)
+			case op < 25:
+				if len(picked) == 0 {
+					continue
+				}
+				k := rng.IntN(len(picked))
+				p := picked[k]
+				picked = slices.Delete(picked, k, k+1)
+				answer := extend(p.blocks, rng.Uint64(), rng.IntN(30))
+				if rng.IntN(5) == 0 {
+					answer = prompt() // hints of another prompt
+				}
+				ix.learn(p.id, answer, p.hints)
+				ref.walk = ref.walk[:0]
+				ref.insert(p.id, answer, 0)
 			default:
 				blocks := prompt()
 				cand := make([]uint64, ix.words)
@@ -312,6 +337,7 @@ func TestIndexMatchesReference(t *testing.T) {
 				held := heldSamples(int(ix.matched[id]), len(blocks))
 				ix.insert(id, blocks, held)
 				ref.insert(id, blocks, held)
+				picked = append(picked, pick{id, blocks, slices.Clone(ix.sampled)})
 			}
 			compareWithReference(t, ix, ref)
 		}

@@ -40,7 +40,7 @@ func (r *Router) PickMember(name string, req Request, bounded bool) (Decision, e
 	}
 	if p, ok := s.policy.(*prefixIndexPolicy); ok && len(req.Blocks) > 0 {
 		// The member gets the prompt whatever chose it: index it there.
-		p.ix.learn(s.members[idx].st.id, req.Blocks)
+		p.ix.learn(s.members[idx].st.id, req.Blocks, nil)
 	}
-	return r.decide(s, res), nil
+	return r.decide(s, res, slots.Get().(*releaseSlot)), nil
 }

@@ -57,6 +57,7 @@ type pickEnv struct {
 	bound int64
 	dry   bool
 	ex    *Explanation
+	slot  *releaseSlot // the release slot the pick will fill (not in a dry run)
 }
 
 // healthNamer is implemented by targets that name their unhealthy state

@@ -451,6 +451,9 @@ func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens 
 	res.prefill = max(0, int64(req.PromptTokens-res.tokens))
 	st.prefill.Add(res.prefill)
 	ix.insert(st.id, req.Blocks, heldSamples(matched, len(req.Blocks)))
+	// Learning the answer holds the prompt's samples again: the entries
+	// just held spare it their lookups.
+	e.slot.sampled = append(e.slot.sampled[:0], ix.sampled...)
 	return res
 }
 
@@ -526,11 +529,14 @@ func (ix *prefixIndex) feedback(id int32, matched, nblocks, cached, promptTokens
 	ix.mu.Unlock()
 }
 
-// learn records that member id holds blocks.
-func (ix *prefixIndex) learn(id int32, blocks []uint64) {
+// learn records that member id holds blocks. hints, if any, are the
+// entries a pick held for the samples of its prompt, which blocks starts
+// with (see holdBatch).
+func (ix *prefixIndex) learn(id int32, blocks []uint64, hints []uint32) {
 	ix.mu.Lock()
-	ix.walk = ix.walk[:0]
+	ix.walk, ix.hints = ix.walk[:0], hints
 	ix.insert(id, blocks, 0)
+	ix.hints = nil
 	ix.mu.Unlock()
 }
 
