@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -279,13 +280,9 @@ type result struct {
 	dist   int
 	load   int64
 	bound  int64
-	// prefix-index: the charge and prediction kept in the release slot.
-	ix      *prefixIndex
-	prefill int64
-	matched int
-	blocks  int
-	tokens  int // predicted matched tokens
-	cost    int64
+	// prefix-index: the predicted matched tokens and cost.
+	tokens int
+	cost   int64
 }
 
 // TryPick picks a backend without waiting: when every candidate is full it
@@ -363,15 +360,10 @@ func (r *Router) wait(ctx context.Context, req *Request, n int) (Decision, error
 // ErrUnknownModel when no member lists model whatever its health, else
 // ErrNoCandidates. It runs on the error path only, so it scans.
 func (s *snapshot) noCandidates(model string) error {
-	if model == "" || len(s.members) == 0 {
-		return ErrNoCandidates
+	if model != "" && len(s.members) > 0 && !slices.ContainsFunc(s.members, func(m memberView) bool { return m.serves(model) }) {
+		return ErrUnknownModel
 	}
-	for i := range s.members {
-		if s.members[i].serves(model) {
-			return ErrNoCandidates
-		}
-	}
-	return ErrUnknownModel
+	return ErrNoCandidates
 }
 
 // tryPick is the lock-free, allocation-free fast path shared by Pick and
@@ -406,8 +398,6 @@ func (r *Router) tryPick(req *Request) (Decision, int, error) {
 func (r *Router) decide(s *snapshot, res result, slot *releaseSlot) Decision {
 	m := &s.members[res.idx]
 	slot.st, slot.r = m.st, r
-	slot.ix, slot.prefill = res.ix, res.prefill
-	slot.matched, slot.blocks = res.matched, res.blocks
 	d := Decision{
 		Backend:       m.name,
 		Member:        m.t,

@@ -433,14 +433,12 @@ func (p *prefixIndexPolicy) cost(st *memberState, promptTokens int, matched int6
 }
 
 // charge fills the pick's prediction into res and, unless this is a dry
-// run, charges the prefill and records the prompt in the chosen member's
-// index.
+// run, charges the prefill, records the prompt in the chosen member's
+// index and keeps in the pick's release slot what its outcome settles.
 func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens func(int) int64) result {
 	st := e.s.members[res.idx].st
 	ix := p.ix
 	matched := int(ix.matched[st.id])
-	res.ix = ix
-	res.matched, res.blocks = matched, len(req.Blocks)
 	res.tokens = int(tokens(matched))
 	if res.cost == 0 {
 		res.cost = p.cost(st, req.PromptTokens, int64(res.tokens))
@@ -448,12 +446,14 @@ func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens 
 	if e.dry {
 		return res
 	}
-	res.prefill = max(0, int64(req.PromptTokens-res.tokens))
-	st.prefill.Add(res.prefill)
+	sl := e.slot
+	sl.ix, sl.matched, sl.blocks = ix, matched, len(req.Blocks)
+	sl.prefill = max(0, int64(req.PromptTokens-res.tokens))
+	st.prefill.Add(sl.prefill)
 	ix.insert(st.id, req.Blocks, heldSamples(matched, len(req.Blocks)))
 	// Learning the answer holds the prompt's samples again: the entries
 	// just held spare it their lookups.
-	e.slot.sampled = append(e.slot.sampled[:0], ix.sampled...)
+	sl.sampled = append(sl.sampled[:0], ix.sampled...)
 	return res
 }
 
