@@ -87,7 +87,7 @@ func (r *Router) Explain(req Request) Explanation {
 		x.Err = s.noCandidates(req.Model)
 		return x
 	}
-	e := pickEnv{r: r, s: s, n: n, bound: bound, dry: true, ex: &x}
+	e := pickEnv{r: r, s: s, n: n, bound: bound, ex: &x}
 	res := s.policy.pick(&e, &req)
 	if res.home >= 0 && res.status != noCandidates {
 		x.Home = s.members[res.home].name

@@ -443,7 +443,7 @@ func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens 
 	if res.cost == 0 {
 		res.cost = p.cost(st, req.PromptTokens, int64(res.tokens))
 	}
-	if e.dry {
+	if e.ex != nil {
 		return res
 	}
 	sl := e.slot
