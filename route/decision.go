@@ -380,15 +380,17 @@ func (r *Router) tryPick(req *Request) (Decision, int, error) {
 	// is visible to the others, so two picks can never both see room that
 	// only one of them may take (see acquire).
 	total := r.total.Add(1)
-	e := pickEnv{r: r, s: s, n: n, bound: s.bound(total+r.hints.Load(), n), slot: slots.Get().(*releaseSlot)}
+	e := pickEnv{r: r, s: s, n: n, bound: s.bound(total+r.hints.Load(), n)}
 	res := dispatch(&e, req)
 	if res.status != picked {
-		slots.Put(e.slot)
 		r.total.Add(-1)
 		if res.status == saturated {
 			return Decision{}, n, ErrSaturated
 		}
 		return Decision{}, n, s.noCandidates(req.Model)
+	}
+	if e.slot == nil { // no prefix-index charge took one
+		e.slot = slots.Get().(*releaseSlot)
 	}
 	return r.decide(s, res, e.slot), n, nil
 }

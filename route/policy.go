@@ -57,7 +57,7 @@ type pickEnv struct {
 	n     int
 	bound int64
 	ex    *Explanation
-	slot  *releaseSlot // the release slot the pick will fill (not in a dry run)
+	slot  *releaseSlot // the release slot a prefix-index charge filled, else nil
 }
 
 // healthNamer is implemented by targets that name their unhealthy state

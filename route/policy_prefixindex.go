@@ -446,7 +446,10 @@ func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens 
 	if e.ex != nil {
 		return res
 	}
-	sl := e.slot
+	// The release slot is taken here so that it can carry what the
+	// outcome settles; tryPick takes one for the other picks.
+	sl := slots.Get().(*releaseSlot)
+	e.slot = sl
 	sl.ix, sl.matched, sl.blocks = ix, matched, len(req.Blocks)
 	sl.prefill = max(0, int64(req.PromptTokens-res.tokens))
 	st.prefill.Add(sl.prefill)
@@ -459,10 +462,7 @@ func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens 
 
 // zeroed returns b resized to n words, all zero, reusing its array.
 func zeroed(b []uint64, n int) []uint64 {
-	if cap(b) < n {
-		return make([]uint64, n)
-	}
-	b = b[:n]
+	b = slices.Grow(b[:0], n)[:n]
 	clear(b)
 	return b
 }
