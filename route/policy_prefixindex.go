@@ -455,8 +455,9 @@ func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens 
 	st.prefill.Add(sl.prefill)
 	ix.insert(st.id, req.Blocks, heldSamples(matched, len(req.Blocks)))
 	// Learning the answer holds the prompt's samples again: the entries
-	// just held spare it their lookups.
-	sl.sampled = append(sl.sampled[:0], ix.sampled...)
+	// just held spare it their lookups. The slot takes the list and
+	// leaves its old one to the index to fill next time.
+	sl.sampled, ix.sampled = ix.sampled, sl.sampled[:0]
 	return res
 }
 
