@@ -45,8 +45,9 @@ type prefixIndex struct {
 	// Pick scratch, valid while mu is held.
 	matched []int32  // by member id: blocks matched from the start
 	walk    []uint32 // entries of the blocks walked
-	// sampled is each sample's entry as the last insert held it; hints,
-	// set by learn for its insert, are those of the pick being learned.
+	// sampled is each sample's entry as the last insert without hints held
+	// it; hints, set by learn for its insert, are those of the pick being
+	// learned.
 	sampled, hints []uint32
 	cur            []uint64 // the walk's candidate set
 	scratch        pickScratch
@@ -391,8 +392,10 @@ func (ix *prefixIndex) insert(id int32, blocks []uint64, held int) {
 		}
 		ix.recs[o+uw] |= b
 	}
-	ix.sampled = append(ix.sampled[:0], ix.walk[:min(count, len(ix.walk))]...)
-	ix.sampled = append(ix.sampled, make([]uint32, count-len(ix.sampled))...)
+	if ix.hints == nil { // a learn from hints keeps no entries for a later one
+		ix.sampled = append(ix.sampled[:0], ix.walk[:min(count, len(ix.walk))]...)
+		ix.sampled = append(ix.sampled, make([]uint32, count-len(ix.sampled))...)
+	}
 	lo := max(held, len(ix.walk))
 	for i := count - 1; i >= lo; i -= matchBatch {
 		ix.holdBatch(id, blocks, i, lo)
@@ -438,7 +441,9 @@ func (ix *prefixIndex) holdBatch(id int32, blocks []uint64, top, lo int) {
 			e = ix.entry(h)
 		}
 		ix.hold(e, id)
-		ix.sampled[top-j] = e
+		if ix.hints == nil {
+			ix.sampled[top-j] = e
+		}
 	}
 }
 
