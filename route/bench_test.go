@@ -329,3 +329,44 @@ func BenchmarkPrefixIndexCold(b *testing.B) {
 		b.ReportMetric(float64(took[len(took)/2].Nanoseconds()), "median-ns")
 	}
 }
+
+// BenchmarkPrefixIndexSmallFleet is a request's route work as the
+// overhead harness (internal/overhead) makes it: three members, one model,
+// 64 prompts of 16 blocks (1 KiB of routing text) or 256 (16 KiB), each
+// picked, reported at its first byte and done with its answer learned (the
+// prompt's blocks but its last, then two new ones, as
+// normalize.RouteInfo.AnswerBlocks gives for a short answer).
+func BenchmarkPrefixIndexSmallFleet(b *testing.B) {
+	for _, blocks := range []int{16, 256} {
+		b.Run(fmt.Sprintf("blocks=%d", blocks), func(b *testing.B) {
+			r := mustNew(b, Config{Policy: "prefix-index", DefaultThreshold: MaxThreshold}, fleet(3))
+			const docs = 64
+			reqs := make([]Request, docs)
+			outs := make([]Outcome, docs)
+			for i := range reqs {
+				bl := make([]uint64, blocks)
+				h := splitmix(uint64(i) + 1)
+				for k := range bl {
+					h = splitmix(h ^ uint64(k))
+					bl[k] = h
+				}
+				reqs[i] = Request{Key: splitmix(uint64(i)), Blocks: bl, PromptTokens: blocks * IndexBlockTokens}
+				answer := append(slices.Clone(bl[:blocks-1]), splitmix(h+7), splitmix(h+9))
+				outs[i] = Outcome{FirstByte: true, Status: 200, PromptTokens: blocks * IndexBlockTokens, CachedTokens: -1, Blocks: answer}
+			}
+			first := Outcome{FirstByte: true, PromptTokens: -1, CachedTokens: -1}
+			b.ReportAllocs()
+			defer cpuPerOp(b)()
+			i := 0
+			for b.Loop() {
+				d, err := r.TryPick(reqs[i%docs])
+				if err != nil {
+					b.Fatal(err)
+				}
+				d.Report(first)
+				d.DoneWith(outs[i%docs])
+				i++
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,12 +124,11 @@ type releaseSlot struct {
 	st    *memberState
 	r     *Router
 	// What a prefix-index pick charged and predicted (zero otherwise).
-	ix       *prefixIndex
-	id       int32
-	prefill  int64 // tokens added to st.prefill
-	matched  int   // blocks predicted held
-	blocks   int   // blocks of the request
-	estimate int   // Request.PromptTokens
+	ix      *prefixIndex
+	prefill int64    // tokens added to st.prefill
+	matched int      // blocks predicted held
+	blocks  int      // blocks of the request
+	sampled []uint32 // the index entries held for the prompt's samples
 }
 
 const (
@@ -198,10 +198,10 @@ func (d *Decision) Report(o Outcome) {
 		return
 	}
 	if o.Err == nil && o.PromptTokens > 0 && o.CachedTokens >= 0 && s.setFlag(gen, flagFeedback) {
-		s.ix.feedback(s.id, s.matched, s.blocks, o.CachedTokens, o.PromptTokens)
+		s.ix.feedback(s.st.id, s.matched, s.blocks, o.CachedTokens, o.PromptTokens)
 	}
 	if o.Err == nil && len(o.Blocks) > 0 && s.setFlag(gen, flagLearn) {
-		s.ix.learn(s.id, o.Blocks)
+		s.ix.learn(s.st.id, o.Blocks, s.sampled)
 	}
 }
 
@@ -245,7 +245,7 @@ func (d *Decision) release() bool {
 		}
 	}
 	st, r, prefill := s.st, s.r, s.prefill
-	s.st, s.r, s.ix, s.prefill = nil, nil, nil, 0
+	s.st, s.r, s.ix, s.prefill, s.sampled = nil, nil, nil, 0, s.sampled[:0]
 	slots.Put(s)
 	if old&flagPrefill == 0 && prefill != 0 {
 		st.prefill.Add(-prefill)
@@ -280,28 +280,20 @@ type result struct {
 	dist   int
 	load   int64
 	bound  int64
-	// prefix-index: the charge and prediction kept in the release slot.
-	ix      *prefixIndex
-	id      int32
-	prefill int64
-	matched int
-	blocks  int
-	tokens  int // predicted matched tokens
-	cost    int64
+	// prefix-index: the predicted matched tokens and cost.
+	tokens int
+	cost   int64
 }
 
 // TryPick picks a backend without waiting: when every candidate is full it
 // fails at once with a *SaturatedError (QueueFull false, Waited 0). It is
 // what a discrete-event simulator running in virtual time calls.
 func (r *Router) TryPick(req Request) (Decision, error) {
-	d, st, n := r.tryPick(&req)
-	switch st {
-	case picked:
-		return d, nil
-	case noCandidates:
-		return Decision{}, r.snap.Load().noCandidates(req.Model)
+	d, n, err := r.tryPick(&req)
+	if err == ErrSaturated {
+		err = r.saturated(&req, n, false, 0)
 	}
-	return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), Candidates: n, Model: strings.Clone(req.Model)}
+	return d, err
 }
 
 // Pick picks a backend, waiting in the bounded queue for up to
@@ -309,21 +301,21 @@ func (r *Router) TryPick(req Request) (Decision, error) {
 // ErrNoCandidates, a *SaturatedError, or ctx's error; it never waits past ctx
 // or QueueWait.
 func (r *Router) Pick(ctx context.Context, req Request) (Decision, error) {
-	d, st, n := r.tryPick(&req)
-	switch st {
-	case picked:
-		return d, nil
-	case noCandidates:
-		return Decision{}, r.snap.Load().noCandidates(req.Model)
+	d, n, err := r.tryPick(&req)
+	if err == ErrSaturated {
+		return r.wait(ctx, &req, n)
 	}
-	return r.wait(ctx, &req, n)
+	return d, err
 }
 
-func (r *Router) retryAfter() time.Duration {
-	if w := r.snap.Load().cfg.QueueWait; w > 0 {
-		return w
+// saturated is the *SaturatedError for req after n candidates were full:
+// refused at once (queueFull) or after waiting waited.
+func (r *Router) saturated(req *Request, n int, queueFull bool, waited time.Duration) error {
+	retry := r.snap.Load().cfg.QueueWait
+	if retry <= 0 {
+		retry = time.Second
 	}
-	return time.Second
+	return &SaturatedError{RetryAfter: retry, Waited: waited, QueueFull: queueFull, Candidates: n, Model: strings.Clone(req.Model)}
 }
 
 // wait is the slow path: queue until a Done (or a membership or health
@@ -331,11 +323,11 @@ func (r *Router) retryAfter() time.Duration {
 func (r *Router) wait(ctx context.Context, req *Request, n int) (Decision, error) {
 	cfg := r.snap.Load().cfg
 	if cfg.QueueDepth < 0 || cfg.QueueWait < 0 {
-		return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), QueueFull: true, Candidates: n, Model: strings.Clone(req.Model)}
+		return Decision{}, r.saturated(req, n, true, 0)
 	}
 	if r.waiters.Add(1) > int64(cfg.QueueDepth) {
 		r.waiters.Add(-1)
-		return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), QueueFull: true, Candidates: n, Model: strings.Clone(req.Model)}
+		return Decision{}, r.saturated(req, n, true, 0)
 	}
 	defer r.waiters.Add(-1)
 	start := time.Now()
@@ -346,19 +338,18 @@ func (r *Router) wait(ctx context.Context, req *Request, n int) (Decision, error
 		// after our try closes this channel (we are counted in waiters), so
 		// no wake-up is lost.
 		wake := *r.wake.Load()
-		d, st, m := r.tryPick(req)
-		switch st {
-		case picked:
-			d.Queued = time.Since(start)
-			return d, nil
-		case noCandidates:
-			return Decision{}, r.snap.Load().noCandidates(req.Model)
+		d, m, err := r.tryPick(req)
+		if err != ErrSaturated {
+			if err == nil {
+				d.Queued = time.Since(start)
+			}
+			return d, err
 		}
 		n = m
 		select {
 		case <-wake:
 		case <-timer.C:
-			return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), Waited: time.Since(start), Candidates: n, Model: strings.Clone(req.Model)}
+			return Decision{}, r.saturated(req, n, false, time.Since(start))
 		case <-ctx.Done():
 			return Decision{}, fmt.Errorf("route: waiting for capacity: %w", context.Cause(ctx))
 		}
@@ -369,24 +360,20 @@ func (r *Router) wait(ctx context.Context, req *Request, n int) (Decision, error
 // ErrUnknownModel when no member lists model whatever its health, else
 // ErrNoCandidates. It runs on the error path only, so it scans.
 func (s *snapshot) noCandidates(model string) error {
-	if model == "" || len(s.members) == 0 {
-		return ErrNoCandidates
+	if model != "" && len(s.members) > 0 && !slices.ContainsFunc(s.members, func(m memberView) bool { return m.serves(model) }) {
+		return ErrUnknownModel
 	}
-	for i := range s.members {
-		if s.members[i].serves(model) {
-			return ErrNoCandidates
-		}
-	}
-	return ErrUnknownModel
+	return ErrNoCandidates
 }
 
 // tryPick is the lock-free, allocation-free fast path shared by Pick and
-// TryPick. It returns the number of candidates for error messages.
-func (r *Router) tryPick(req *Request) (Decision, pickStatus, int) {
+// TryPick. It returns the number of candidates for error messages, and
+// ErrSaturated itself (not a *SaturatedError) when every candidate is full.
+func (r *Router) tryPick(req *Request) (Decision, int, error) {
 	s := r.snap.Load()
 	n := s.candidates(req.Model)
 	if n == 0 {
-		return Decision{}, noCandidates, 0
+		return Decision{}, 0, s.noCandidates(req.Model)
 	}
 	// Reserve this request in the total first: the bound is computed from a
 	// total that already counts it, and every concurrent pick's reservation
@@ -397,13 +384,22 @@ func (r *Router) tryPick(req *Request) (Decision, pickStatus, int) {
 	res := dispatch(&e, req)
 	if res.status != picked {
 		r.total.Add(-1)
-		return Decision{}, res.status, n
+		if res.status == saturated {
+			return Decision{}, n, ErrSaturated
+		}
+		return Decision{}, n, s.noCandidates(req.Model)
 	}
+	if e.slot == nil { // no prefix-index charge took one
+		e.slot = slots.Get().(*releaseSlot)
+	}
+	return r.decide(s, res, e.slot), n, nil
+}
+
+// decide fills slot, a release slot from the pool, for a pick res has
+// charged and returns its Decision.
+func (r *Router) decide(s *snapshot, res result, slot *releaseSlot) Decision {
 	m := &s.members[res.idx]
-	slot := slots.Get().(*releaseSlot)
 	slot.st, slot.r = m.st, r
-	slot.ix, slot.id, slot.prefill = res.ix, res.id, res.prefill
-	slot.matched, slot.blocks, slot.estimate = res.matched, res.blocks, req.PromptTokens
 	d := Decision{
 		Backend:       m.name,
 		Member:        m.t,
@@ -418,5 +414,5 @@ func (r *Router) tryPick(req *Request) (Decision, pickStatus, int) {
 	if res.home >= 0 {
 		d.Home = s.members[res.home].name
 	}
-	return d, picked, n
+	return d
 }

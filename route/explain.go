@@ -78,7 +78,8 @@ func (r *Router) Explain(req Request) Explanation {
 	s := r.snap.Load()
 	n := s.candidates(req.Model)
 	total := r.total.Load() + r.hints.Load() + 1
-	x := Explanation{Policy: s.cfg.Policy, Candidates: n, TotalInFlight: int(total - 1), Bound: int(s.bound(total, n))}
+	bound := s.bound(total, n)
+	x := Explanation{Policy: s.cfg.Policy, Candidates: n, TotalInFlight: int(total - 1), Bound: int(bound)}
 	if req.Blocks != nil {
 		req.Blocks = slices.Clone(req.Blocks) // Explain may run while the caller reuses it
 	}
@@ -86,7 +87,7 @@ func (r *Router) Explain(req Request) Explanation {
 		x.Err = s.noCandidates(req.Model)
 		return x
 	}
-	e := pickEnv{r: r, s: s, n: n, bound: s.bound(total, n), dry: true, ex: &x}
+	e := pickEnv{r: r, s: s, n: n, bound: bound, ex: &x}
 	res := s.policy.pick(&e, &req)
 	if res.home >= 0 && res.status != noCandidates {
 		x.Home = s.members[res.home].name

@@ -2,6 +2,7 @@ package route
 
 import (
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -44,8 +45,12 @@ type prefixIndex struct {
 	// Pick scratch, valid while mu is held.
 	matched []int32  // by member id: blocks matched from the start
 	walk    []uint32 // entries of the blocks walked
-	cur     []uint64 // the walk's candidate set
-	scratch pickScratch
+	// sampled is each sample's entry as the last insert without hints held
+	// it; hints, set by learn for its insert, are those of the pick being
+	// learned.
+	sampled, hints []uint32
+	cur            []uint64 // the walk's candidate set
+	scratch        pickScratch
 
 	touched uint64 // touchClock's sum of what it read, otherwise unused
 
@@ -201,10 +206,7 @@ func (ix *prefixIndex) entry(h uint64) uint32 {
 		ix.recs[o] = h
 	} else {
 		e = uint32(ix.entries())
-		ix.recs = append(ix.recs, h)
-		for range 2 * ix.words {
-			ix.recs = append(ix.recs, 0)
-		}
+		ix.recs = append(append(ix.recs, h), make([]uint64, 2*ix.words)...)
 	}
 	ix.table.add(h, e)
 	return e
@@ -390,6 +392,10 @@ func (ix *prefixIndex) insert(id int32, blocks []uint64, held int) {
 		}
 		ix.recs[o+uw] |= b
 	}
+	if ix.hints == nil { // a learn from hints keeps no entries for a later one
+		ix.sampled = append(ix.sampled[:0], ix.walk[:min(count, len(ix.walk))]...)
+		ix.sampled = append(ix.sampled, make([]uint32, count-len(ix.sampled))...)
+	}
 	lo := max(held, len(ix.walk))
 	for i := count - 1; i >= lo; i -= matchBatch {
 		ix.holdBatch(id, blocks, i, lo)
@@ -404,6 +410,9 @@ func (ix *prefixIndex) insert(id int32, blocks []uint64, held int) {
 // would, with their lookups done first so that the cache misses overlap. A
 // hold may evict an entry looked up for a later sample of the batch and the
 // entry may be reused for another block; such an entry is looked up again.
+// A sample with a hint (the entry the pick held for it) is not looked up:
+// the hint passes the same check, and a block the pick did not have (the
+// prompt's last, the answer's) or an entry evicted since is looked up then.
 func (ix *prefixIndex) holdBatch(id int32, blocks []uint64, top, lo int) {
 	n := len(blocks)
 	t := &ix.table
@@ -412,11 +421,17 @@ func (ix *prefixIndex) holdBatch(id int32, blocks []uint64, top, lo int) {
 	var es [matchBatch]uint32
 	var found [matchBatch]bool
 	for j := range k {
+		if top-j < len(ix.hints) {
+			es[j], found[j] = ix.hints[top-j], true
+			continue
+		}
 		x := t.mix(blocks[samplePos(top-j, n)])
 		xs[j], ss[j] = x, t.slots[x>>t.shift]
 	}
 	for j := range k {
-		es[j], found[j] = ix.resolve(blocks[samplePos(top-j, n)], xs[j], ss[j])
+		if top-j >= len(ix.hints) {
+			es[j], found[j] = ix.resolve(blocks[samplePos(top-j, n)], xs[j], ss[j])
+		}
 	}
 	ix.touchClock(id, k)
 	for j := range k {
@@ -426,6 +441,9 @@ func (ix *prefixIndex) holdBatch(id int32, blocks []uint64, top, lo int) {
 			e = ix.entry(h)
 		}
 		ix.hold(e, id)
+		if ix.hints == nil {
+			ix.sampled[top-j] = e
+		}
 	}
 }
 
@@ -452,15 +470,9 @@ func (ix *prefixIndex) touchClock(id int32, k int) {
 	ix.touched = sum // kept so that the compiler keeps the reads
 }
 
-// live reports whether entry e has a holder (is in the table).
-func (ix *prefixIndex) live(e uint32) bool {
-	for _, w := range ix.holders(e) {
-		if w != 0 {
-			return true
-		}
-	}
-	return false
-}
+// live reports whether entry e has a holder (is in the table): whether
+// some word of its holder bitset (never empty) is non-zero.
+func (ix *prefixIndex) live(e uint32) bool { return slices.Max(ix.holders(e)) != 0 }
 
 // heldSamples is how many leading samples of an n-block prompt a member
 // matching matched blocks holds.

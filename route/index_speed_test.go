@@ -151,10 +151,27 @@ func TestMatchOneWord(t *testing.T) {
 	}
 }
 
+// naiveRingOrder walks every virtual node from key's position and lists
+// each candidate for model the first time it is met.
+func naiveRingOrder(e *pickEnv, model string, key uint64) []int32 {
+	var order []int32
+	seen := map[int32]bool{}
+	vn := e.s.ring.vn
+	for j, step := e.s.ring.search(key), 0; step < len(vn); j, step = (j+1)%len(vn), step+1 {
+		if o := int32(vn[j].owner); !seen[o] {
+			seen[o] = true
+			if e.candidate(o, model) {
+				order = append(order, o)
+			}
+		}
+	}
+	return order
+}
+
 // TestRingWalkOrder: the pick's candidate scan gives the candidates and
-// home that walking the ring until every candidate is met gives, and
-// ringWalk meets them in that walk's order, for fleets with models and
-// unhealthy members.
+// home that walking the ring until every candidate is met gives, the
+// explanation's list is that walk's order, and ringWalk meets a set in
+// that walk's order, for fleets with models and unhealthy members.
 func TestRingWalkOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	for _, n := range []int{1, 7, 64, 70} {
@@ -176,7 +193,12 @@ func TestRingWalkOrder(t *testing.T) {
 			e := pickEnv{r: r, s: s, n: s.candidates(model)}
 			req := Request{Key: rng.Uint64(), Model: model}
 			p.ix.mu.Lock()
-			full := slices.Clone(p.ringOrderInto(&p.ix.scratch.order, &e, model, req.Key, false))
+			full := naiveRingOrder(&e, model, req.Key)
+			ex := e
+			ex.ex = &Explanation{}
+			if explained, _ := p.candidates(&ex, &req); !slices.Equal(explained, full) {
+				t.Fatalf("n=%d model %q: explanation's order %v, ring walk %v", n, model, explained, full)
+			}
 			order, home := p.candidates(&e, &req)
 			if len(full) != e.n || len(order) != e.n {
 				t.Fatalf("n=%d model %q: %d candidates counted, ring walk %d, scan %d", n, model, e.n, len(full), len(order))
@@ -188,7 +210,7 @@ func TestRingWalkOrder(t *testing.T) {
 				t.Fatalf("n=%d: home %d, ring walk starts at %v", n, home, full)
 			}
 			key := rng.Uint64()
-			want := slices.Clone(p.ringOrderInto(&p.ix.scratch.order, &e, model, key, false))
+			want := naiveRingOrder(&e, model, key)
 			var got []int32
 			w.reset(&e, order, key)
 			for i := w.next(); i >= 0; i = w.next() {
@@ -206,7 +228,10 @@ func TestRingWalkOrder(t *testing.T) {
 // before its block table, batched lookups and in-place used bits) with the
 // same random members, picks (match, then insert for one candidate, as a
 // pick charges), learned answers and feedback, over 72 ids (two bitset
-// words) and capacities small enough that members evict all the time. Every
+// words) and capacities small enough that members evict all the time.
+// Answers are learned with the entries their pick held as hints (the
+// reference looks every block up), some at once, some after other members
+// evicted or reused those entries, and some with another prompt's hints. Every
 // match must return the same reach, walk and per-candidate matches, and
 // after every operation the members' clocks and every entry's holder and
 // used bits must be the same.
@@ -234,6 +259,14 @@ func TestIndexMatchesReference(t *testing.T) {
 		ids := 8 + int(seed%2)*64 // one word, then two
 		active := map[int32]bool{}
 		matches := 0
+		// picked are picks whose answer is not learned yet, with the
+		// entries their insert held (a Decision's hints).
+		type pick struct {
+			id     int32
+			blocks []uint64
+			hints  []uint32
+		}
+		var picked []pick
 		for step := range 2500 {
 			switch op := rng.IntN(100); {
 			case op < 4 || len(active) == 0:
@@ -250,11 +283,25 @@ func TestIndexMatchesReference(t *testing.T) {
 				id, k := int32(rng.IntN(ids)), 1+rng.IntN(6)
 				ix.forget(id, k)
 				ref.forget(id, k)
-			case op < 25:
+			case op < 18:
 				id, blocks := int32(rng.IntN(ids)), prompt()
 				ix.walk, ref.walk = ix.walk[:0], ref.walk[:0]
 				ix.insert(id, blocks, 0)
 				ref.insert(id, blocks, 0)
+			case op < 25:
+				if len(picked) == 0 {
+					continue
+				}
+				k := rng.IntN(len(picked))
+				p := picked[k]
+				picked = slices.Delete(picked, k, k+1)
+				answer := extend(p.blocks, rng.Uint64(), rng.IntN(30))
+				if rng.IntN(5) == 0 {
+					answer = prompt() // hints of another prompt
+				}
+				ix.learn(p.id, answer, p.hints)
+				ref.walk = ref.walk[:0]
+				ref.insert(p.id, answer, 0)
 			default:
 				blocks := prompt()
 				cand := make([]uint64, ix.words)
@@ -290,6 +337,7 @@ func TestIndexMatchesReference(t *testing.T) {
 				held := heldSamples(int(ix.matched[id]), len(blocks))
 				ix.insert(id, blocks, held)
 				ref.insert(id, blocks, held)
+				picked = append(picked, pick{id, blocks, slices.Clone(ix.sampled)})
 			}
 			compareWithReference(t, ix, ref)
 		}

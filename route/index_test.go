@@ -718,12 +718,12 @@ func TestMajorityPrefixIsShared(t *testing.T) {
 		for _, m := range ms {
 			if len(held) < holders && m.Name != home {
 				held[m.Name] = true
-				ix.learn(idOf(r, m.Name), shared)
+				ix.learn(idOf(r, m.Name), shared, nil)
 			}
 		}
 		if holders == 5 {
 			held[home] = true
-			ix.learn(idOf(r, home), shared)
+			ix.learn(idOf(r, home), shared, nil)
 		}
 		d, err := r.TryPick(Request{Key: 9, Blocks: blocks, PromptTokens: 768})
 		if err != nil {

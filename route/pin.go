@@ -1,7 +1,5 @@
 package route
 
-import "strings"
-
 // PickMember charges the named member for a request, bypassing the policy:
 // for a caller that must place a request on one given backend — the
 // endpoint a gateway reports it actually used, or a member of a subset the
@@ -31,24 +29,18 @@ func (r *Router) PickMember(name string, req Request, bounded bool) (Decision, e
 	load, ok := e.take(idx, lim, "member")
 	if !ok {
 		r.total.Add(-1)
-		return Decision{}, &SaturatedError{RetryAfter: r.retryAfter(), QueueFull: true, Candidates: 1, Model: strings.Clone(req.Model)}
+		return Decision{}, r.saturated(&req, 1, true, 0)
 	}
-	m := &s.members[idx]
-	slot := slots.Get().(*releaseSlot)
-	slot.st, slot.r = m.st, r
-	d := Decision{Backend: m.name, Member: m.t, Reason: ReasonSpill, Load: int(load), rel: release{slot: slot, gen: slot.state.Load() >> flagBits}}
+	res := result{idx: idx, reason: ReasonSpill, load: load}
+	if bounded {
+		res.bound = lim
+	}
+	if _, res.home = e.firstCandidate(req.Key, req.Model); res.home == idx {
+		res.reason = ReasonAffinity
+	}
 	if p, ok := s.policy.(*prefixIndexPolicy); ok && len(req.Blocks) > 0 {
 		// The member gets the prompt whatever chose it: index it there.
-		p.ix.learn(m.st.id, req.Blocks)
+		p.ix.learn(s.members[idx].st.id, req.Blocks, nil)
 	}
-	if bounded {
-		d.Bound = int(lim)
-	}
-	if _, home := e.firstCandidate(req.Key, req.Model); home >= 0 {
-		d.Home = s.members[home].name
-	}
-	if d.Home == d.Backend {
-		d.Reason = ReasonAffinity
-	}
-	return d, nil
+	return r.decide(s, res, slots.Get().(*releaseSlot)), nil
 }

@@ -48,15 +48,16 @@ func dispatch(e *pickEnv, req *Request) result {
 }
 
 // pickEnv is one pick's view: the snapshot, the candidate count n and the
-// bounded-load limit computed from the reserved total. In a dry run
-// (Explain) take checks without charging and skips are recorded.
+// bounded-load limit computed from the reserved total. A dry run is one
+// with an explanation (Explain): take checks without charging and skips
+// are recorded.
 type pickEnv struct {
 	r     *Router
 	s     *snapshot
 	n     int
 	bound int64
-	dry   bool
 	ex    *Explanation
+	slot  *releaseSlot // the release slot a prefix-index charge filled, else nil
 }
 
 // healthNamer is implemented by targets that name their unhealthy state
@@ -114,7 +115,7 @@ func (e *pickEnv) take(i int32, limit int64, via string) (int64, bool) {
 			}
 			return x, false
 		}
-		if e.dry {
+		if e.ex != nil {
 			return x + 1, true
 		}
 		if c.CompareAndSwap(l, l+1) {

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -120,17 +121,12 @@ type pickScratch struct {
 	cand    []uint64 // candidate ids
 	order   []int32  // candidate member indices (in ring order from home for Explain)
 	walk    ringWalk // candidates in ring order from the first block past the best match
-	seen    []uint64 // member indices met on the ring walk
 	matches []int32  // candidates' matched blocks, sorted (majorityMatch)
 }
 
 func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 	if len(req.Blocks) == 0 || req.PromptTokens <= 0 {
 		return p.ring.pick(e, req)
-	}
-	rg := e.s.ring
-	if len(rg.vn) == 0 {
-		return result{status: noCandidates, home: -1}
 	}
 	ix := p.ix
 	ix.mu.Lock()
@@ -140,8 +136,7 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 	if len(order) == 0 {
 		return result{status: noCandidates, home: -1}
 	}
-	words := ix.words
-	sc.cand = zeroed(sc.cand, words)
+	sc.cand = zeroed(sc.cand, ix.words)
 	for _, i := range order {
 		id := e.s.members[i].st.id
 		sc.cand[id>>6] |= 1 << (id & 63)
@@ -158,13 +153,10 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 			second = best
 			best, nBest = m, 1
 		case m == best:
-			nBest++
+			nBest, second = nBest+1, best
 		case m > second:
 			second = m
 		}
-	}
-	if nBest > 1 {
-		second = best
 	}
 	// A prefix more than half the candidates hold is shared (a system
 	// prompt every request starts with), even if this router has not yet
@@ -185,11 +177,7 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 		// Other routers that did not see it place the prompt by the block
 		// past the shared part, so this router does the same and they all
 		// agree.
-		key := req.Key
-		base := second
-		if base == 0 {
-			base = best
-		}
+		key, base := req.Key, cmp.Or(second, best)
 		if k := heldSamples(base, nb); base > 0 && k < samples(nb) {
 			// The start is held everywhere, or is too short to matter (a
 			// shared system prompt): place by the first sampled block past
@@ -198,9 +186,7 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 			key = req.Blocks[samplePos(k, nb)]
 		}
 		res, why := p.placeCold(e, req, order, key, nb)
-		if e.ex != nil {
-			p.explainCosts(e, req, order, res, why)
-		}
+		p.explainCosts(e, req, order, res, why)
 		if res.status != picked {
 			return res
 		}
@@ -232,9 +218,7 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 			}
 		}
 		if minCost < 0 {
-			if e.ex != nil {
-				p.explainCosts(e, req, order, result{status: saturated}, "")
-			}
+			p.explainCosts(e, req, order, result{status: saturated}, "")
 			return result{status: saturated, home: home}
 		}
 		bi := int32(-1)
@@ -262,9 +246,7 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 		if bi == home {
 			res.reason = ReasonAffinity
 		}
-		if e.ex != nil {
-			p.explainCosts(e, req, order, res, "")
-		}
+		p.explainCosts(e, req, order, res, "")
 		return p.charge(e, req, res, tokens)
 	}
 	return result{status: saturated, home: home}
@@ -451,76 +433,47 @@ func (p *prefixIndexPolicy) cost(st *memberState, promptTokens int, matched int6
 }
 
 // charge fills the pick's prediction into res and, unless this is a dry
-// run, charges the prefill and records the prompt in the chosen member's
-// index.
+// run, charges the prefill, records the prompt in the chosen member's
+// index and keeps in the pick's release slot what its outcome settles.
 func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens func(int) int64) result {
 	st := e.s.members[res.idx].st
 	ix := p.ix
 	matched := int(ix.matched[st.id])
-	res.ix, res.id = ix, st.id
-	res.matched, res.blocks = matched, len(req.Blocks)
 	res.tokens = int(tokens(matched))
 	if res.cost == 0 {
 		res.cost = p.cost(st, req.PromptTokens, int64(res.tokens))
 	}
-	if e.dry {
+	if e.ex != nil {
 		return res
 	}
-	res.prefill = max(0, int64(req.PromptTokens-res.tokens))
-	st.prefill.Add(res.prefill)
+	// The release slot is taken here so that it can carry what the
+	// outcome settles; tryPick takes one for the other picks.
+	sl := slots.Get().(*releaseSlot)
+	e.slot = sl
+	sl.ix, sl.matched, sl.blocks = ix, matched, len(req.Blocks)
+	sl.prefill = max(0, int64(req.PromptTokens-res.tokens))
+	st.prefill.Add(sl.prefill)
 	ix.insert(st.id, req.Blocks, heldSamples(matched, len(req.Blocks)))
+	// Learning the answer holds the prompt's samples again: the entries
+	// just held spare it their lookups. The slot takes the list and
+	// leaves its old one to the index to fill next time.
+	sl.sampled, ix.sampled = ix.sampled, sl.sampled[:0]
 	return res
-}
-
-// ringOrder lists the candidates in ring order from req.Key's home: the
-// order ties are broken in. The ring walk visits vnodes until every
-// candidate has been met once.
-func (p *prefixIndexPolicy) ringOrder(e *pickEnv, req *Request) []int32 {
-	return p.ringOrderInto(&p.ix.scratch.order, e, req.Model, req.Key, true)
-}
-
-// ringOrderInto lists into *dst the candidates for model in ring order from
-// key; explain records the non-candidates met (once per pick).
-func (p *prefixIndexPolicy) ringOrderInto(dst *[]int32, e *pickEnv, model string, key uint64, explain bool) []int32 {
-	sc := &p.ix.scratch
-	order := (*dst)[:0]
-	words := (len(e.s.members) + 63) / 64
-	sc.seen = zeroed(sc.seen, words)
-	seen := bitset(sc.seen)
-	rg := e.s.ring
-	n := len(rg.vn)
-	want := e.n
-	j := rg.search(key)
-	for step := 0; step < n && len(order) < want; step++ {
-		o := int32(rg.vn[j].owner)
-		if !seen.has(o) {
-			seen.set(o)
-			if e.candidate(o, model) {
-				order = append(order, o)
-			} else if explain && e.ex != nil {
-				e.ex.skipNot(e.s.members[o].name, "walk", e.notCandidate(o, model))
-			}
-		}
-		if j++; j == n {
-			j = 0
-		}
-	}
-	*dst = order
-	return order
 }
 
 // zeroed returns b resized to n words, all zero, reusing its array.
 func zeroed(b []uint64, n int) []uint64 {
-	if cap(b) < n {
-		return make([]uint64, n)
-	}
-	b = b[:n]
+	b = slices.Grow(b[:0], n)[:n]
 	clear(b)
 	return b
 }
 
-// explainCosts lists every candidate's prediction for Explain.
+// explainCosts lists every candidate's prediction for Explain (none
+// outside a dry run).
 func (p *prefixIndexPolicy) explainCosts(e *pickEnv, req *Request, order []int32, res result, cold string) {
+	if e.ex == nil {
+		return
+	}
 	ix := p.ix
 	nb := len(req.Blocks)
 	var winCost int64 = -1
@@ -577,11 +530,14 @@ func (ix *prefixIndex) feedback(id int32, matched, nblocks, cached, promptTokens
 	ix.mu.Unlock()
 }
 
-// learn records that member id holds blocks.
-func (ix *prefixIndex) learn(id int32, blocks []uint64) {
+// learn records that member id holds blocks. hints, if any, are the
+// entries a pick held for the samples of its prompt, which blocks starts
+// with (see holdBatch).
+func (ix *prefixIndex) learn(id int32, blocks []uint64, hints []uint32) {
 	ix.mu.Lock()
-	ix.walk = ix.walk[:0]
+	ix.walk, ix.hints = ix.walk[:0], hints
 	ix.insert(id, blocks, 0)
+	ix.hints = nil
 	ix.mu.Unlock()
 }
 

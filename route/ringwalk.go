@@ -1,8 +1,8 @@
 package route
 
-// ringWalk visits a set of members in ring order from a key, each once:
-// the order ringOrderInto lists, one member at a time, so that a caller
-// that stops at the first member it accepts walks the ring only that far.
+// ringWalk visits a set of members in ring order from a key, each once,
+// one member at a time, so that a caller that stops at the first member it
+// accepts walks the ring only that far.
 // Meeting every one of 64 members takes about 300 virtual nodes (the
 // coupon collector's 64·H(64)); meeting a given one, about 64.
 type ringWalk struct {
@@ -57,23 +57,34 @@ func (w *ringWalk) next() int32 {
 // the first candidate in ring order from req.Key. The pick needs the set
 // and the home, not the order: a scan of the members gives the set
 // without walking the ring until every candidate has been met. An
-// explanation lists candidates in ring order, so Explain still walks.
+// explanation lists candidates in ring order, and the members met on the
+// way that are not candidates, so Explain walks the ring over every member.
 func (p *prefixIndexPolicy) candidates(e *pickEnv, req *Request) (order []int32, home int32) {
+	sc := &p.ix.scratch
+	order = sc.order[:0]
+	for i := range e.s.members {
+		if e.ex != nil || e.candidate(int32(i), req.Model) {
+			order = append(order, int32(i))
+		}
+	}
+	sc.order = order
 	if e.ex != nil {
-		order = p.ringOrder(e, req)
+		// The walk has copied the members into its set, so order is
+		// rewritten from its start as candidates are met.
+		sc.walk.reset(e, order, req.Key)
+		order = order[:0]
+		for o := sc.walk.next(); o >= 0 && len(order) < e.n; o = sc.walk.next() {
+			if e.candidate(o, req.Model) {
+				order = append(order, o)
+			} else {
+				e.ex.skipNot(e.s.members[o].name, "walk", e.notCandidate(o, req.Model))
+			}
+		}
 		if len(order) == 0 {
 			return order, -1
 		}
 		return order, order[0]
 	}
-	sc := &p.ix.scratch
-	order = sc.order[:0]
-	for i := range e.s.members {
-		if e.candidate(int32(i), req.Model) {
-			order = append(order, int32(i))
-		}
-	}
-	sc.order = order
 	if len(order) == 0 {
 		return order, -1
 	}

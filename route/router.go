@@ -104,15 +104,7 @@ type memberView struct {
 }
 
 func (m *memberView) serves(model string) bool {
-	if model == "" || len(m.models) == 0 {
-		return true
-	}
-	for _, s := range m.models {
-		if s == model {
-			return true
-		}
-	}
-	return false
+	return model == "" || len(m.models) == 0 || slices.Contains(m.models, model)
 }
 
 // snapshot is immutable once published. Refresh publishes a copy that
@@ -180,13 +172,6 @@ type Router struct {
 	// mispredicted sums the index mispredictions of policies replaced by
 	// Reconfigure, so that IndexStats never goes back.
 	mispredicted uint64
-}
-
-// indexed is implemented by policies that keep per-member state keyed by
-// memberState.id; SetMembers tells them sizes and forgotten ids (under r.mu).
-type indexed interface {
-	setMember(id int32, cacheTokens int)
-	dropMember(id int32)
 }
 
 func (r *Router) newID() int32 {
@@ -315,6 +300,9 @@ func (r *Router) publish(cfg *Config, pol policy, members []Target) error {
 		names[i] = views[i].name
 	}
 	rg := buildRing(names, cfg.VirtualNodes)
+	// prefix-index keeps per-member state keyed by memberState.id: it is
+	// told each member's size and which ids are forgotten.
+	pix, _ := pol.(*prefixIndexPolicy)
 	byName := make(map[string]int32, len(views))
 	for i := range views {
 		st := r.states[views[i].name]
@@ -324,12 +312,8 @@ func (r *Router) publish(cfg *Config, pol policy, members []Target) error {
 		}
 		views[i].st = st
 		byName[views[i].name] = int32(i)
-		if ix, ok := pol.(indexed); ok {
-			c := caches[views[i].name]
-			if c == 0 {
-				c = cfg.DefaultCacheTokens
-			}
-			ix.setMember(st.id, c)
+		if pix != nil {
+			pix.setMember(st.id, cmp.Or(caches[views[i].name], cfg.DefaultCacheTokens))
 		}
 	}
 	// Forget removed members once idle; one removed with requests in flight
@@ -342,8 +326,8 @@ func (r *Router) publish(cfg *Config, pol policy, members []Target) error {
 		r.hints.Add(-st.hint.Swap(0))
 		if st.inflight.Load() == 0 {
 			delete(r.states, name)
-			if ix, ok := pol.(indexed); ok {
-				ix.dropMember(st.id)
+			if pix != nil {
+				pix.dropMember(st.id)
 			}
 			r.freeIDs = append(r.freeIDs, st.id)
 		}
@@ -362,10 +346,9 @@ func (r *Router) publish(cfg *Config, pol policy, members []Target) error {
 func (r *Router) Refresh() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	old := r.snap.Load()
-	s := &snapshot{cfg: old.cfg, policy: old.policy, ring: old.ring, members: old.members, byName: old.byName}
+	s := *r.snap.Load()
 	s.recount()
-	r.snap.Store(s)
+	r.snap.Store(&s)
 	r.wakeWaiters()
 }
 
