@@ -113,6 +113,9 @@ type observed struct {
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if x, ok := r.Context().(*frontContext); ok {
+			x.start = start // the request timeout counts from here
+		}
 		// The header names here are canonical: looked up as they are,
 		// without Get's canonicalization of each.
 		id := headerValue(r.Header, RequestIDHeader)

@@ -149,7 +149,10 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 	for attempt := 0; attempt <= *s.cfg.Retries; attempt++ {
 		start := time.Now()
 		d, err := s.rt().Pick(ctx, routeRequest(p.info))
-		s.metrics.decisionSeconds.Observe(time.Since(start).Seconds())
+		// One clock read ends the decision and starts the wait for the
+		// first byte: nothing but a check of the transport lies between.
+		sent := time.Now()
+		s.metrics.decisionSeconds.Observe(sent.Sub(start).Seconds())
 		if err != nil {
 			if lastErr != nil && errors.Is(err, errNoCandidates) {
 				return nil, nil, upstreamError(lastErr)
@@ -172,7 +175,6 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 			}
 			fctx = traced
 		}
-		sent := time.Now()
 		resp, err := s.pool.Forward(fctx, b, http.MethodPost, path, p.body, hdr)
 		if err != nil {
 			// The outcome ejects b if nothing came back (Backend.Observe).

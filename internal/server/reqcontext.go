@@ -30,6 +30,9 @@ type frontContext struct {
 	done     chan struct{} // made when first asked for
 	err      error
 	deadline time.Time // zero: none
+	// start is when observe began the request (zero: not observed); the
+	// request timeout counts from it rather than read the clock again.
+	start    time.Time
 	hooks    []frontHook
 	nextHook uint64
 	// hook0 holds the first hook (the forwarder registers one at a time)
@@ -153,10 +156,14 @@ func withRequestTimeout(ctx context.Context, timeout time.Duration) (context.Con
 	return context.WithTimeout(ctx, timeout)
 }
 
-// setTimeout sets x's deadline to timeout from now; false when x already
+// setTimeout sets x's deadline to timeout from the request's start; false when x already
 // has one (a second bound goes to a derived context).
 func (x *frontContext) setTimeout(timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
+	now := x.start // observe's clock read, when it set one
+	if now.IsZero() {
+		now = time.Now()
+	}
+	deadline := now.Add(timeout)
 	x.mu.Lock()
 	if !x.deadline.IsZero() {
 		x.mu.Unlock()
