@@ -200,14 +200,6 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 	return nil, nil, upstreamError(lastErr)
 }
 
-// setRoutingHeaders writes where the request went.
-func setRoutingHeaders(h http.Header, d *route.Decision, info normalize.RouteInfo) {
-	// The names are canonical already (Set would check each again), and
-	// the three values share one slice: one allocation, not three.
-	vs := []string{d.Backend, d.Reason.String(), info.KeyHex()}
-	h[BackendHeader], h[DecisionHeader], h[KeyHeader] = vs[0:1:1], vs[1:2:2], vs[2:3:3]
-}
-
 // copyBuffers recycles copyStream's buffers: one per request otherwise.
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
@@ -264,8 +256,10 @@ type exchange struct {
 	// can still read it.
 	lease *bodyLease
 	body  []byte
-	// leaseOf is lease's storage: one allocation for both.
+	// leaseOf is lease's storage, routing the routing headers' values:
+	// one allocation for all.
 	leaseOf bodyLease
+	routing [3]string
 }
 
 // open normalizes body, routes it and forwards it to path, then writes the
@@ -304,7 +298,11 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 	if span != nil {
 		span.SetAttributes(attribute.String("prefixgate.backend", d.Backend), attribute.String("prefixgate.decision", d.Reason.String()))
 	}
-	setRoutingHeaders(out, d, p.info)
+	// Where the request went. The names are canonical already (Set
+	// would check each again), and the values live in x: no allocation
+	// of their own.
+	x.routing = [3]string{d.Backend, d.Reason.String(), p.info.KeyHex()}
+	out[BackendHeader], out[DecisionHeader], out[KeyHeader] = x.routing[0:1:1], x.routing[1:2:2], x.routing[2:3:3]
 	x.resp, x.d, x.info, x.b, x.lease, x.body = resp, d, p.info, d.Member.(*backends.Backend), lease, p.body
 	return x, nil
 }
