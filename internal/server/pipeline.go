@@ -140,24 +140,26 @@ func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([
 }
 
 // dispatch routes a prepared request and forwards it, retrying on another
-// backend while nothing has come back. The caller must call the returned
-// decision's Done once the response body is finished. lease learns of
-// every write of p.body that may outlive Forward.
-func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http.Header, lease *bodyLease) (*http.Response, *route.Decision, error) {
+// backend while nothing has come back, with the pick in d (the caller's,
+// so that it needs no allocation of its own). The caller must call d's
+// Done once the response body is finished. lease learns of every write of
+// p.body that may outlive Forward.
+func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http.Header, lease *bodyLease, d *route.Decision) (*http.Response, error) {
 	var lastErr error
 	var traced context.Context // ctx with lease's trace, made once if needed
 	for attempt := 0; attempt <= *s.cfg.Retries; attempt++ {
 		start := time.Now()
-		d, err := s.rt().Pick(ctx, routeRequest(p.info))
+		var err error
+		*d, err = s.rt().Pick(ctx, routeRequest(p.info))
 		// One clock read ends the decision and starts the wait for the
 		// first byte: nothing but a check of the transport lies between.
 		sent := time.Now()
 		s.metrics.decisionSeconds.Observe(sent.Sub(start).Seconds())
 		if err != nil {
 			if lastErr != nil && errors.Is(err, errNoCandidates) {
-				return nil, nil, upstreamError(lastErr)
+				return nil, upstreamError(lastErr)
 			}
-			return nil, nil, s.pickError(err, p.info.Model)
+			return nil, s.pickError(err, p.info.Model)
 		}
 		if d.Queued > 0 {
 			s.metrics.queueSeconds.Observe(d.Queued.Seconds())
@@ -188,16 +190,16 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 				lastErr = err
 				continue
 			}
-			return nil, nil, upstreamError(err)
+			return nil, upstreamError(err)
 		}
 		s.metrics.firstByte(b.Name).Observe(time.Since(sent).Seconds())
 
 		if d.Reason == route.ReasonSpill || d.Reason == route.ReasonSpillChain {
 			s.metrics.spills.Inc()
 		}
-		return resp, &d, nil
+		return resp, nil
 	}
-	return nil, nil, upstreamError(lastErr)
+	return nil, upstreamError(lastErr)
 }
 
 // copyBuffers recycles copyStream's buffers: one per request otherwise.
@@ -256,9 +258,10 @@ type exchange struct {
 	// can still read it.
 	lease *bodyLease
 	body  []byte
-	// leaseOf is lease's storage, routing the routing headers' values:
-	// one allocation for all.
+	// leaseOf is lease's storage, dec d's, routing the routing headers'
+	// values: one allocation for all.
 	leaseOf bodyLease
+	dec     route.Decision
 	routing [3]string
 }
 
@@ -290,7 +293,8 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 		defer span.End()
 		injectTrace(fctx, fwd)
 	}
-	resp, d, err := s.dispatch(ctx, path, p, fwd, lease)
+	d := &x.dec
+	resp, err := s.dispatch(ctx, path, p, fwd, lease, d)
 	if err != nil {
 		lease.release(p.body)
 		return nil, err
