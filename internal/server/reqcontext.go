@@ -175,6 +175,12 @@ func (x *frontContext) setTimeout(timeout time.Duration) bool {
 		x.cancel(context.DeadlineExceeded)
 		return true
 	}
+	if timeout > h1WatchDelay && !x.body.read {
+		// deadlineSet's case of an unread body and a far deadline, known
+		// without its clock read and locks: the body's end (arm) sees to
+		// the timer.
+		return true
+	}
 	x.c.deadlineSet(x, false)
 	return true
 }
