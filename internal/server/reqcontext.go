@@ -32,7 +32,10 @@ type frontContext struct {
 	deadline time.Time // zero: none
 	// start is when observe began the request (zero: not observed); the
 	// request timeout counts from it rather than read the clock again.
-	start    time.Time
+	start time.Time
+	// armSees: the deadline was set before the body's end, where arm
+	// starts its timer if it is near (handler's goroutine only).
+	armSees  bool
 	hooks    []frontHook
 	nextHook uint64
 	// hook0 holds the first hook (the forwarder registers one at a time)
@@ -179,6 +182,7 @@ func (x *frontContext) setTimeout(timeout time.Duration) bool {
 		// deadlineSet's case of an unread body and a far deadline, known
 		// without its clock read and locks: the body's end (arm) sees to
 		// the timer.
+		x.armSees = true
 		return true
 	}
 	x.c.deadlineSet(x, false)
@@ -190,7 +194,9 @@ func (x *frontContext) setTimeout(timeout time.Duration) bool {
 // timer enforces the deadline (at the body's end the front door sees to
 // that itself).
 func bodyRead(ctx context.Context) {
-	if x, ok := ctx.(*frontContext); ok {
+	// A body read to its end after the deadline was set has had arm see
+	// to the deadline already.
+	if x, ok := ctx.(*frontContext); ok && !(x.armSees && x.body.read) {
 		x.c.deadlineSet(x, true)
 	}
 }
