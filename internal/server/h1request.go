@@ -119,7 +119,7 @@ func parsePlainHead(b []byte, maxBody int64) (h plainHead, n int, v headVerdict)
 		if !plainValue(value) {
 			return h, 0, headOther // control bytes (a bare CR among them), non-ASCII
 		}
-		key := canonicalName(name)
+		key := textproto.CanonicalMIMEHeaderKey(name)
 		switch key {
 		case "Host":
 			hosts++
@@ -163,25 +163,6 @@ func parsePlainHead(b []byte, maxBody int64) (h plainHead, n int, v headVerdict)
 		h.contentLength = 0
 	}
 	return h, n, headPlain
-}
-
-// commonNames are the header names clients send most, in canonical form.
-var commonNames = [...]string{
-	"Host", "Content-Type", "Content-Length", "User-Agent", "Accept", "Accept-Encoding",
-	"Connection", "Authorization", "Traceparent", "Tracestate", "X-Request-Id",
-}
-
-// canonicalName is textproto.CanonicalMIMEHeaderKey for a token, with the
-// common names found by comparison first: the general loop (and, for a
-// name in lower case, its copy) was a third of the head's parse. A name
-// equal to one of them but for case has that one as its canonical form.
-func canonicalName(name string) string {
-	for _, c := range commonNames {
-		if len(name) == len(c) && (name == c || strings.EqualFold(name, c)) {
-			return c
-		}
-	}
-	return textproto.CanonicalMIMEHeaderKey(name)
 }
 
 // trimOWS drops the spaces and tabs around a header value.
