@@ -140,21 +140,26 @@ func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([
 }
 
 // dispatch routes a prepared request and forwards it, retrying on another
-// backend while nothing has come back. The caller must call the returned
-// decision's Done once the response body is finished. lease learns of
-// every write of p.body that may outlive Forward.
-func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http.Header, lease *bodyLease) (*http.Response, *route.Decision, error) {
+// backend while nothing has come back, with the pick in d (the caller's,
+// so that it needs no allocation of its own). The caller must call d's
+// Done once the response body is finished. lease learns of every write of
+// p.body that may outlive Forward.
+func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http.Header, lease *bodyLease, d *route.Decision) (*http.Response, error) {
 	var lastErr error
 	var traced context.Context // ctx with lease's trace, made once if needed
 	for attempt := 0; attempt <= *s.cfg.Retries; attempt++ {
 		start := time.Now()
-		d, err := s.rt().Pick(ctx, routeRequest(p.info))
-		s.metrics.decisionSeconds.Observe(time.Since(start).Seconds())
+		var err error
+		*d, err = s.rt().Pick(ctx, routeRequest(p.info))
+		// One clock read ends the decision and starts the wait for the
+		// first byte: nothing but a check of the transport lies between.
+		sent := time.Now()
+		s.metrics.decisionSeconds.Observe(sent.Sub(start).Seconds())
 		if err != nil {
 			if lastErr != nil && errors.Is(err, errNoCandidates) {
-				return nil, nil, upstreamError(lastErr)
+				return nil, upstreamError(lastErr)
 			}
-			return nil, nil, s.pickError(err, p.info.Model)
+			return nil, s.pickError(err, p.info.Model)
 		}
 		if d.Queued > 0 {
 			s.metrics.queueSeconds.Observe(d.Queued.Seconds())
@@ -172,7 +177,6 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 			}
 			fctx = traced
 		}
-		sent := time.Now()
 		resp, err := s.pool.Forward(fctx, b, http.MethodPost, path, p.body, hdr)
 		if err != nil {
 			// The outcome ejects b if nothing came back (Backend.Observe).
@@ -186,24 +190,16 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 				lastErr = err
 				continue
 			}
-			return nil, nil, upstreamError(err)
+			return nil, upstreamError(err)
 		}
 		s.metrics.firstByte(b.Name).Observe(time.Since(sent).Seconds())
 
 		if d.Reason == route.ReasonSpill || d.Reason == route.ReasonSpillChain {
 			s.metrics.spills.Inc()
 		}
-		return resp, &d, nil
+		return resp, nil
 	}
-	return nil, nil, upstreamError(lastErr)
-}
-
-// setRoutingHeaders writes where the request went.
-func setRoutingHeaders(h http.Header, d *route.Decision, info normalize.RouteInfo) {
-	// The names are canonical already (Set would check each again), and
-	// the three values share one slice: one allocation, not three.
-	vs := []string{d.Backend, d.Reason.String(), info.KeyHex()}
-	h[BackendHeader], h[DecisionHeader], h[KeyHeader] = vs[0:1:1], vs[1:2:2], vs[2:3:3]
+	return nil, upstreamError(lastErr)
 }
 
 // copyBuffers recycles copyStream's buffers: one per request otherwise.
@@ -262,8 +258,11 @@ type exchange struct {
 	// can still read it.
 	lease *bodyLease
 	body  []byte
-	// leaseOf is lease's storage: one allocation for both.
+	// leaseOf is lease's storage, dec d's, routing the routing headers'
+	// values: one allocation for all.
 	leaseOf bodyLease
+	dec     route.Decision
+	routing [3]string
 }
 
 // open normalizes body, routes it and forwards it to path, then writes the
@@ -294,7 +293,8 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 		defer span.End()
 		injectTrace(fctx, fwd)
 	}
-	resp, d, err := s.dispatch(ctx, path, p, fwd, lease)
+	d := &x.dec
+	resp, err := s.dispatch(ctx, path, p, fwd, lease, d)
 	if err != nil {
 		lease.release(p.body)
 		return nil, err
@@ -302,7 +302,11 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 	if span != nil {
 		span.SetAttributes(attribute.String("prefixgate.backend", d.Backend), attribute.String("prefixgate.decision", d.Reason.String()))
 	}
-	setRoutingHeaders(out, d, p.info)
+	// Where the request went. The names are canonical already (Set
+	// would check each again), and the values live in x: no allocation
+	// of their own.
+	x.routing = [3]string{d.Backend, d.Reason.String(), p.info.KeyHex()}
+	out[BackendHeader], out[DecisionHeader], out[KeyHeader] = x.routing[0:1:1], x.routing[1:2:2], x.routing[2:3:3]
 	x.resp, x.d, x.info, x.b, x.lease, x.body = resp, d, p.info, d.Member.(*backends.Backend), lease, p.body
 	return x, nil
 }

@@ -30,6 +30,12 @@ type frontContext struct {
 	done     chan struct{} // made when first asked for
 	err      error
 	deadline time.Time // zero: none
+	// start is when observe began the request (zero: not observed); the
+	// request timeout counts from it rather than read the clock again.
+	start time.Time
+	// armSees: the deadline was set before the body's end, where arm
+	// starts its timer if it is near (handler's goroutine only).
+	armSees  bool
 	hooks    []frontHook
 	nextHook uint64
 	// hook0 holds the first hook (the forwarder registers one at a time)
@@ -153,10 +159,14 @@ func withRequestTimeout(ctx context.Context, timeout time.Duration) (context.Con
 	return context.WithTimeout(ctx, timeout)
 }
 
-// setTimeout sets x's deadline to timeout from now; false when x already
+// setTimeout sets x's deadline to timeout from the request's start; false when x already
 // has one (a second bound goes to a derived context).
 func (x *frontContext) setTimeout(timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
+	now := x.start // observe's clock read, when it set one
+	if now.IsZero() {
+		now = time.Now()
+	}
+	deadline := now.Add(timeout)
 	x.mu.Lock()
 	if !x.deadline.IsZero() {
 		x.mu.Unlock()
@@ -168,6 +178,13 @@ func (x *frontContext) setTimeout(timeout time.Duration) bool {
 		x.cancel(context.DeadlineExceeded)
 		return true
 	}
+	if timeout > h1WatchDelay && !x.body.read {
+		// deadlineSet's case of an unread body and a far deadline, known
+		// without its clock read and locks: the body's end (arm) sees to
+		// the timer.
+		x.armSees = true
+		return true
+	}
 	x.c.deadlineSet(x, false)
 	return true
 }
@@ -177,7 +194,9 @@ func (x *frontContext) setTimeout(timeout time.Duration) bool {
 // timer enforces the deadline (at the body's end the front door sees to
 // that itself).
 func bodyRead(ctx context.Context) {
-	if x, ok := ctx.(*frontContext); ok {
+	// A body read to its end after the deadline was set has had arm see
+	// to the deadline already.
+	if x, ok := ctx.(*frontContext); ok && !(x.armSees && x.body.read) {
 		x.c.deadlineSet(x, true)
 	}
 }
