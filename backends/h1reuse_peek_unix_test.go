@@ -46,3 +46,39 @@ func TestH1AwaitSeesABackendThatHalfClosedWhileIdle(t *testing.T) {
 		t.Fatalf("second request: %q", got)
 	}
 }
+
+// TestH1StrayAnswerReachesNoLaterRequest: a backend that sends a second,
+// unasked answer a moment after the first. Once it has arrived, a request
+// that reused the connection would read it as its own answer; the peek
+// before reuse finds the stray bytes and the request goes on a new
+// connection.
+func TestH1StrayAnswerReachesNoLaterRequest(t *testing.T) {
+	strayed := make(chan struct{}, 1)
+	url := rawServer(t, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		for i := 0; ; i++ {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			if n > 0 {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond")
+				continue
+			}
+			io.WriteString(c, okAnswer)
+			time.Sleep(time.Millisecond) // after the client has read the first
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray")
+			strayed <- struct{}{}
+		}
+	})
+	p, b := newTestPool(t, url, Options{})
+	if got := forwardBody(t, p, b, "/", []byte("x"), nil); got != "ok" {
+		t.Fatalf("first request: %q", got)
+	}
+	<-strayed
+	time.Sleep(5 * time.Millisecond) // the stray answer crosses loopback
+	if got := forwardBody(t, p, b, "/", []byte("y"), nil); got != "second" {
+		t.Fatalf("second request got %q, want the answer to it (\"second\"), not the stray one", got)
+	}
+}
