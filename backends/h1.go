@@ -449,12 +449,19 @@ func (t *h1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
 }
 
 // peekAfter is how long a connection may sit idle and be reused without
-// the peek: backends close idle keep-alive connections after seconds
-// (uvicorn, under vLLM and SGLang: 5s), and under load a connection is
-// idle for microseconds, where the peek's system call would be spent on
-// every request. A connection that ends anyway (a backend restarting)
-// ends before a byte of answer, and exchange sends the request again.
-const peekAfter = 100 * time.Millisecond
+// the peek: under load a connection is idle for microseconds, where the
+// peek's system call would be spent on every request. A connection that
+// a backend closed whole (a restart, an idle keep-alive timing out) meets
+// the write with a reset, which ends writeAndAwait's wait, and exchange
+// sends the request again. One the backend only half-closed (its end of
+// stream sent, its reads still open, as a server draining before its
+// close does) gives no such reset: its end arrived before the wait began,
+// which the wait cannot see (the poller's readiness is reset first), so
+// without the peek the request would wait out the header timeout
+// (TestH1AwaitSeesABackendThatHalfClosedWhileIdle). Hence a short bound:
+// only a half-close within this long of the last answer still goes
+// unseen.
+const peekAfter = time.Millisecond
 
 // put returns c to the idle set, within the per-host bound, and now and
 // then closes connections idle past the timeout (those of backends that

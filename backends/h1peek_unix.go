@@ -62,6 +62,9 @@ func (c *h1Conn) alive() bool {
 // byte of the answer, which the backend sends only after the request's
 // bytes reach it, arrives after that reset and wakes the wait, as does an
 // end of the connection (the RST a write to a closed connection brings).
+// What arrived before the reset makes no new event: an end of stream
+// from a backend that half-closed the idle connection and reads on (no
+// RST), or stray bytes; the peek before reuse (peekAfter) finds those.
 // A wait while the deadline is expired or the connection closes ends
 // with an error, which the following read meets again and reports.
 func (c *h1Conn) writeAndAwait(msg []byte) int {

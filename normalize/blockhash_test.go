@@ -34,3 +34,23 @@ func TestHashBlockMatchesXXH3(t *testing.T) {
 		}
 	}
 }
+
+// FuzzHashBlockMatchesXXH3 holds hashBlock to the library on any 64 bytes
+// and seed the fuzzer finds (go test -fuzz FuzzHashBlockMatchesXXH3);
+// shorter inputs are padded with their own bytes, longer ones cut.
+func FuzzHashBlockMatchesXXH3(f *testing.F) {
+	f.Add([]byte("x"), uint64(0))
+	f.Add(make([]byte, BlockSize), uint64(1<<64-1))
+	f.Add([]byte("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"), uint64(xxhSecret3))
+	f.Fuzz(func(t *testing.T, in []byte, seed uint64) {
+		b := make([]byte, BlockSize)
+		for i := range b {
+			if len(in) > 0 {
+				b[i] = in[i%len(in)]
+			}
+		}
+		if got, want := hashBlock(b, seed), xxh3.HashSeed(b, seed); got != want {
+			t.Fatalf("block %x, seed %#x: %#x, want %#x", b, seed, got, want)
+		}
+	})
+}

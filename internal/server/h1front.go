@@ -460,6 +460,18 @@ func (c *h1Conn) readBigStep(fd uintptr) bool {
 	}
 }
 
+// dropDrainedBig gives back the big buffer once every byte read into it
+// is consumed, before a body read waits for the client: a body has no
+// read deadline, and a client sending it slowly (or not at all) would
+// otherwise pin a 64 KiB buffer per connection for as long as it likes
+// (TestFrontSlowBodyPinsNoBigBuffer).
+func (c *h1Conn) dropDrainedBig() {
+	if c.big != nil && c.start == len(c.in) {
+		c.in, c.start = c.own[:0], 0
+		c.releaseBig()
+	}
+}
+
 // releaseBig returns the pooled buffer, once c.in no longer lies in it.
 func (c *h1Conn) releaseBig() {
 	if c.big != nil {
@@ -716,7 +728,9 @@ func (b *h1Body) Read(p []byte) (int, error) {
 	if c.start < len(c.in) {
 		n = copy(p, c.in[c.start:])
 		c.start += n
+		c.dropDrainedBig()
 	} else {
+		c.dropDrainedBig()
 		var err error
 		n, err = c.nc.Read(p)
 		if err != nil {
