@@ -152,3 +152,61 @@ func sameIndex(t *testing.T, a, b *prefixIndex, at string) {
 		}
 	}
 }
+
+// TestExplainChangesNothing: a prefix-index router that explains every
+// request (cold and warm, with the members saturated now and then) before
+// picking it must pick as its twin that never explains, with the same
+// index, loads and prefill charges: a dry run charges, holds and learns
+// nothing.
+func TestExplainChangesNothing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	cfg := Config{VirtualNodes: 32, DefaultThreshold: 3, DefaultCacheTokens: 24 * indexStride * IndexBlockTokens}
+	a, b := indexRouter(t, cfg, fleet(5)), indexRouter(t, cfg, fleet(5))
+	var docs [][]uint64
+	for i := range 12 {
+		docs = append(docs, chain(uint64(i)+7, 8+rng.IntN(90)))
+	}
+	var held []Decision
+	explained := 0
+	for step := range 800 {
+		d := docs[rng.IntN(len(docs))]
+		req := Request{Key: rng.Uint64(), Blocks: extend(d, rng.Uint64(), rng.IntN(8)), PromptTokens: 16 * len(d)}
+		if rng.IntN(5) == 0 {
+			req.Blocks = nil // by the ring
+		}
+		x := a.Explain(req)
+		if x.Err == nil {
+			explained++
+		}
+		da, errA := a.TryPick(req)
+		db, errB := b.TryPick(req)
+		if (errA == nil) != (errB == nil) || da.Backend != db.Backend || da.MatchedTokens != db.MatchedTokens || da.Load != db.Load {
+			t.Fatalf("step %d: %s/%d load %d %v against %s/%d load %d %v", step, da.Backend, da.MatchedTokens, da.Load, errA, db.Backend, db.MatchedTokens, db.Load, errB)
+		}
+		if errA == nil {
+			held = append(held, da, db)
+		}
+		for len(held) > 0 && rng.IntN(3) > 0 {
+			k := rng.IntN(len(held)/2) * 2
+			held[k].Done()
+			held[k+1].Done()
+			held = slices.Delete(held, k, k+2)
+		}
+		sa, sb := a.Status(), b.Status()
+		for i := range sa {
+			if sa[i].InFlight != sb[i].InFlight || a.snap.Load().members[i].st.prefill.Load() != b.snap.Load().members[i].st.prefill.Load() {
+				t.Fatalf("step %d: %s in flight %d against %d, or its prefill differs", step, sa[i].Name, sa[i].InFlight, sb[i].InFlight)
+			}
+		}
+		sameIndex(t, idxOf(a), idxOf(b), fmt.Sprintf("step %d", step))
+	}
+	if explained < 200 {
+		t.Fatalf("only %d explanations found a backend: the comparison is too weak", explained)
+	}
+	for _, d := range held {
+		d.Done()
+	}
+	if a.InFlight() != 0 || b.InFlight() != 0 {
+		t.Fatalf("in flight %d and %d after every Done", a.InFlight(), b.InFlight())
+	}
+}
