@@ -154,7 +154,7 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 		// One clock read ends the decision and starts the wait for the
 		// first byte: between them lie only the queue wait's observation,
 		// a check of the transport and, for a transport that holds the
-		// body, the lease's trace (made once): well under a microsecond.
+		// body, the lease's trace (made once per request).
 		sent := time.Now()
 		s.metrics.decisionSeconds.Observe(sent.Sub(start).Seconds())
 		if err != nil {
