@@ -191,6 +191,11 @@ func (d *Decision) Report(o Outcome) {
 		return
 	}
 	gen := d.rel.gen
+	if s.state.Load()>>flagBits != gen {
+		// Done already: the slot may be a later pick's by now, its fields
+		// being written, so none of them is read.
+		return
+	}
 	if (o.FirstByte || o.Err != nil) && s.setFlag(gen, flagPrefill) {
 		s.st.prefill.Add(-s.prefill)
 	}

@@ -148,3 +148,49 @@ func TestTraceContextPassesThroughWithoutTracing(t *testing.T) {
 		t.Errorf("request id: answer %q, backend saw %q; want the same 16 hex digits", id, gotID)
 	}
 }
+
+// TestRequestIDsDistinct: ids made for requests that send none, on
+// connections served at once (so on different threads, whose generators
+// are separate), are 16 hex digits (docs/configuration.md) and never
+// repeat.
+func TestRequestIDsDistinct(t *testing.T) {
+	addr := frontRouterWith(t, server.Config{Backends: []string{answeringBackend(t).URL}})
+	const conns, each = 8, 250
+	ids := make([][]string, conns)
+	var wg sync.WaitGroup
+	for c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tr := &http.Transport{}
+			defer tr.CloseIdleConnections()
+			client := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+			for range each {
+				resp, err := client.Get("http://" + addr + "/healthz")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				ids[c] = append(ids[c], resp.Header.Get(server.RequestIDHeader))
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, list := range ids {
+		for _, id := range list {
+			if _, err := hex.DecodeString(id); len(id) != 16 || err != nil {
+				t.Fatalf("request id %q: want 16 hex digits", id)
+			}
+			if seen[id] {
+				t.Fatalf("request id %s given twice", id)
+			}
+			seen[id] = true
+		}
+	}
+	if len(seen) != conns*each {
+		t.Fatalf("%d ids for %d requests", len(seen), conns*each)
+	}
+}

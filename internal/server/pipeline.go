@@ -152,7 +152,9 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 		var err error
 		*d, err = s.rt().Pick(ctx, routeRequest(p.info))
 		// One clock read ends the decision and starts the wait for the
-		// first byte: nothing but a check of the transport lies between.
+		// first byte: between them lie only the queue wait's observation,
+		// a check of the transport and, for a transport that holds the
+		// body, the lease's trace (made once per request).
 		sent := time.Now()
 		s.metrics.decisionSeconds.Observe(sent.Sub(start).Seconds())
 		if err != nil {
