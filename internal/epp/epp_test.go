@@ -506,3 +506,44 @@ func TestHealthServices(t *testing.T) {
 		}
 	}
 }
+
+// A subset that leaves out the policy's own choice sends the request
+// elsewhere; the prefix index must then record the prompt only at the
+// member the request goes to, or later requests sharing the prefix follow
+// a cache that is not there.
+func TestSubsetIndexesOnlyTheMemberUsed(t *testing.T) {
+	h := newHarness(t, server.Config{})
+	subset := func(ep string) *corev3.Metadata {
+		st, err := structpb.NewStruct(map[string]any{SubsetKey: []any{ep}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{SubsetNamespace: st}}
+	}
+	// One shared document: after the first request its member holds the
+	// prefix, so the policy's choice for the next ones is that member,
+	// which their one-member subsets leave out.
+	doc := strings.Repeat("A document that every request of this test begins with. ", 40)
+	for i, only := range h.names {
+		before, ok := h.srv.Router().IndexStats()
+		if !ok {
+			t.Fatal("the default policy keeps no prefix index")
+		}
+		s, r := h.buffered(t, chatBody(doc, "question "+strconv.Itoa(i)), subset(only))
+		if dest, _ := headerValue(r.GetRequestBody().GetResponse().GetHeaderMutation(), DestinationHeader); dest != only {
+			t.Fatalf("subset [%s] picked %q", only, dest)
+		}
+		after, _ := h.srv.Router().IndexStats()
+		for _, name := range h.names {
+			if name != only && after.MemberEntries[name] != before.MemberEntries[name] {
+				t.Errorf("request %d, subset [%s]: %s's index entries went from %d to %d; the request never goes there",
+					i, only, name, before.MemberEntries[name], after.MemberEntries[name])
+			}
+		}
+		if after.MemberEntries[only] <= before.MemberEntries[only] {
+			t.Errorf("request %d: %s, where it goes, gained no index entries (%d)", i, only, after.MemberEntries[only])
+		}
+		s.CloseSend()
+	}
+	waitInFlight(t, h, 0)
+}
