@@ -11,12 +11,12 @@ import (
 	"testing"
 )
 
-// A Go or Python snippet in README.md or docs/*.md is a whole program a
-// reader can paste: TestDocsGoSnippets builds every ```go block in a module
-// of its own outside the repository, as docs/sdk.md tells a user to, and
-// runs it against a router; TestDocsPythonSnippets compiles and runs every
-// ```python block when PREFIXGATE_E2E_PYTHON names the Python that `make
-// test` sets up.
+// A Go or Python snippet in README.md, docs/*.md or an SDK's README is a
+// whole program a reader can paste: TestDocsGoSnippets builds every ```go
+// block in a module of its own outside the repository, as docs/sdk.md tells
+// a user to, and runs it against a router; TestDocsPythonSnippets compiles
+// and runs every ```python block when PREFIXGATE_E2E_PYTHON names the Python
+// that `make test` sets up.
 
 type snippet struct {
 	name string // file:line of the block's first line
@@ -69,15 +69,20 @@ func fencedBlocks(t *testing.T, path, lang, mark string) (blocks []snippet, mark
 	return blocks, marked
 }
 
-// docFiles lists README.md and docs/*.md, relative to this package.
+// docFiles lists README.md, docs/*.md and the SDKs' READMEs, relative to
+// this package.
 func docFiles(t *testing.T) []string {
 	t.Helper()
 	files, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append([]string{"../../README.md"}, files...)
+	return append([]string{"../../README.md", "../../clients/go/README.md", "../../clients/python/README.md"}, files...)
 }
+
+// quickStartURL is the router address the docs' programs use; the tests
+// point it at their own router.
+const quickStartURL = "http://127.0.0.1:8080"
 
 // docsRouter starts a two-replica simulated fleet and `prefixgate serve`
 // in front of it, for the snippets' live calls.
@@ -91,7 +96,7 @@ func docsRouter(t *testing.T) string {
 // TestDocsGoSnippets builds every Go snippet in the docs as a program of a
 // module outside the repository whose go.mod is the one docs/sdk.md shows,
 // its replace pointed at this repository, and runs it with PREFIXGATE_URL
-// set. The module proxy is off: the SDK's dependencies come from the module
+// set (and quickStartURL replaced) to reach a router. The module proxy is off: the SDK's dependencies come from the module
 // cache this repository's own build fills, checked against its go.sum.
 func TestDocsGoSnippets(t *testing.T) {
 	if testing.Short() {
@@ -139,10 +144,11 @@ func TestDocsGoSnippets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	base := docsRouter(t)
 	write("go.mod", mod)
 	write("go.sum", string(sum))
 	for i, p := range progs {
-		write(fmt.Sprintf("s%d/main.go", i), p.body)
+		write(fmt.Sprintf("s%d/main.go", i), strings.ReplaceAll(p.body, quickStartURL, base))
 	}
 	build := exec.CommandContext(t.Context(), "go", "build", "-o", filepath.Join(dir, "bin")+string(os.PathSeparator), "./...")
 	build.Dir = dir
@@ -150,7 +156,6 @@ func TestDocsGoSnippets(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build of the docs' Go snippets in a module of their own: %v\n%s", err, out)
 	}
-	base := docsRouter(t)
 	for i, p := range progs {
 		t.Run(p.name, func(t *testing.T) {
 			cmd := exec.CommandContext(t.Context(), filepath.Join(dir, "bin", fmt.Sprintf("s%d", i)))
@@ -166,8 +171,8 @@ func TestDocsGoSnippets(t *testing.T) {
 
 // TestDocsPythonSnippets compiles every Python snippet in the docs, checks
 // it with ruff's pyflakes rules (an undefined name fails), and runs it with
-// PREFIXGATE_URL set; a snippet that talks to the quick start's router on
-// 127.0.0.1:8080 is pointed at the test's router instead.
+// PREFIXGATE_URL set; a snippet that talks to the quick start's router
+// (quickStartURL) is pointed at the test's router instead.
 func TestDocsPythonSnippets(t *testing.T) {
 	py := os.Getenv("PREFIXGATE_E2E_PYTHON")
 	if py == "" {
@@ -202,7 +207,7 @@ func TestDocsPythonSnippets(t *testing.T) {
 	base := docsRouter(t)
 	for i, p := range progs {
 		t.Run(p.name, func(t *testing.T) {
-			body := strings.ReplaceAll(p.body, "http://127.0.0.1:8080", base)
+			body := strings.ReplaceAll(p.body, quickStartURL, base)
 			f := filepath.Join(dir, fmt.Sprintf("run%d.py", i))
 			if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
 				t.Fatal(err)
