@@ -152,7 +152,7 @@ func TestDocsGoSnippets(t *testing.T) {
 	}
 	build := exec.CommandContext(t.Context(), "go", "build", "-o", filepath.Join(dir, "bin")+string(os.PathSeparator), "./...")
 	build.Dir = dir
-	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod "+os.Getenv("GOFLAGS"), "GOPROXY=off", "GOWORK=off")
+	build.Env = append(os.Environ(), "GOFLAGS="+withModMod(os.Getenv("GOFLAGS")), "GOPROXY=off", "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build of the docs' Go snippets in a module of their own: %v\n%s", err, out)
 	}
@@ -221,6 +221,19 @@ func TestDocsPythonSnippets(t *testing.T) {
 	}
 }
 
+// withModMod returns GOFLAGS with -mod=mod in place of any -mod setting:
+// the snippets' module lists only the SDK, and the go command adds the
+// requirements it implies from the module cache.
+func withModMod(goflags string) string {
+	flags := []string{"-mod=mod"}
+	for _, f := range strings.Fields(goflags) {
+		if !strings.HasPrefix(f, "-mod=") && !strings.HasPrefix(f, "--mod=") {
+			flags = append(flags, f)
+		}
+	}
+	return strings.Join(flags, " ")
+}
+
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
@@ -232,6 +245,19 @@ func snippetNames(s []snippet) []string {
 		names[i] = p.name
 	}
 	return names
+}
+
+func TestWithModMod(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                           "-mod=mod",
+		"-buildvcs=false":            "-mod=mod -buildvcs=false",
+		"-mod=readonly -trimpath":    "-mod=mod -trimpath",
+		"--mod=vendor -mod=readonly": "-mod=mod",
+	} {
+		if got := withModMod(in); got != want {
+			t.Errorf("withModMod(%q) = %q, want %q", in, got, want)
+		}
+	}
 }
 
 // TestFencedBlocks checks the fence scanner on a small page.
