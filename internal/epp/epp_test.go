@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/prefixgate/prefixgate/route"
 	"net"
 	"slices"
 	"strconv"
@@ -326,7 +327,7 @@ func TestSubsetHint(t *testing.T) {
 }
 
 func TestSaturationIs429WithRetryAfter(t *testing.T) {
-	h := newHarness(t, server.Config{Threshold: 1, QueueWait: 20 * time.Millisecond})
+	h := newHarness(t, server.Config{Route: route.Config{DefaultThreshold: 1, QueueWait: 20 * time.Millisecond}})
 	var open []extprocv3.ExternalProcessor_ProcessClient
 	for i := range 3 {
 		s, r := h.buffered(t, chatBody("busy", strconv.Itoa(i)), nil)
