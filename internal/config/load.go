@@ -170,6 +170,13 @@ func (s *Settings) check(lookup func(string) (string, bool)) error {
 	if len(s.Server.Tenants) == 0 {
 		return nil
 	}
+	// Short keys are guessed; the server takes any key, the operator's
+	// file does not.
+	for key, tenant := range s.Server.Tenants {
+		if len(key) < 16 {
+			return fmt.Errorf("Server.Tenants: a key for tenant %q is shorter than 16 characters", tenant)
+		}
+	}
 	if s.TenantSecretEnv == "" {
 		return errors.New("TenantSecretEnv: required when tenants.api_keys is set")
 	}

@@ -393,6 +393,19 @@ func TestBadBodyIs400(t *testing.T) {
 	waitInFlight(t, h, 0)
 }
 
+// TestBodyOverLimitNamesItsSetting: a body over the limit is 413, and the
+// message says which setting raises the limit.
+func TestBodyOverLimitNamesItsSetting(t *testing.T) {
+	h := newHarness(t, server.Config{MaxBodyBytes: 2048, SettingName: func(f string) string { return "setting " + f }})
+	s, r := h.buffered(t, chatBody("x", strings.Repeat("y", 4096)), nil)
+	ir := r.GetImmediateResponse()
+	if ir.GetStatus().GetCode() != 413 || !bytes.Contains(ir.GetBody(), []byte("raise it with setting MaxBodyBytes")) {
+		t.Fatalf("body over the limit answered %v, want 413 naming the setting", r)
+	}
+	s.CloseSend()
+	waitInFlight(t, h, 0)
+}
+
 func TestUsage(t *testing.T) {
 	sse := []byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":30,\"prompt_tokens_details\":{\"cached_tokens\":16}}}\n\ndata: [DONE]\n\n")
 	if p, c := usage(sse, true, true); p != 30 || c != 16 {

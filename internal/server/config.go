@@ -150,10 +150,7 @@ func (c Config) validateTenants() error {
 	if len(c.Tenants) == 0 {
 		return nil
 	}
-	for key, tenant := range c.Tenants {
-		if len(key) < 16 {
-			return fmt.Errorf("Tenants: a key for tenant %q is shorter than 16 characters", tenant)
-		}
+	for _, tenant := range c.Tenants {
 		if tenant == "" {
 			return errors.New("Tenants: a key maps to an empty tenant name")
 		}
