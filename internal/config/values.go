@@ -81,10 +81,9 @@ func setScalar(f reflect.Value, v string) error {
 func (e Entry) wants() string {
 	f := field(&Settings{}, e.Field)
 	switch {
+	case e.set != nil && e.Default != "true" && e.Default != "false":
+		return "a string"
 	case e.set != nil || f.Kind() == reflect.Bool:
-		if e.Flag == "admin-listen" {
-			return "an address"
-		}
 		return "true or false"
 	case f.Type() == durationType:
 		return "a duration"
