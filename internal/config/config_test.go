@@ -70,6 +70,18 @@ tenants:
 	}
 }
 
+// TestEmptyMeansDefault: an empty variable or a zero in the file leaves
+// the default, as before; --config-poll 0 is a value (only SIGHUP).
+func TestEmptyMeansDefault(t *testing.T) {
+	s, err := load(t, "backends: [http://a:1]\ndrain_timeout: 0s\nlisten: \"\"\n", map[string]string{"PREFIXGATE_LOG_FORMAT": "", "PREFIXGATE_LOG_LEVEL": ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.DrainTimeout != 30*time.Second || s.Listen != "127.0.0.1:8080" || s.LogFormat != "text" || s.LogLevel != "info" || s.ConfigPoll != 2*time.Second {
+		t.Errorf("settings = %+v", s)
+	}
+}
+
 // TestFlagsKeepTheirMeaning: the flags that set more than a plain field.
 func TestFlagsKeepTheirMeaning(t *testing.T) {
 	s, err := load(t, "", nil, "--backend", "http://a:1,http://b:1", "--backend", "http://c:1", "--log-json", "--admin-listen", "127.0.0.1:0",

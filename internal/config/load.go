@@ -141,10 +141,14 @@ func applyEnv(s *Settings, lookup func(string) (string, bool), given map[string]
 }
 
 // fillDefaults gives the command's own settings (not the server's, whose
-// packages apply their defaults) their defaults when nothing set them.
+// packages apply their defaults) their defaults where they are zero, as
+// an empty or zero value of the server's settings means its default.
 func (s *Settings) fillDefaults(given map[string]origin) {
 	for _, e := range Table {
-		if _, set := given[e.Field]; set || e.set != nil || e.Default == "" || strings.HasPrefix(e.Field, "Server.") || !field(s, e.Field).IsZero() {
+		if e.set != nil || e.Default == "" || strings.HasPrefix(e.Field, "Server.") || !field(s, e.Field).IsZero() {
+			continue
+		}
+		if _, set := given[e.Field]; set && e.keepZero {
 			continue
 		}
 		_ = e.setString(s, e.Default)

@@ -33,6 +33,9 @@ type Entry struct {
 	Doc     string // what it does, one line
 	Cmds    Cmd    // the commands that have Flag
 	Reload  bool   // applies on reload, without a restart
+	// keepZero keeps a zero given for a setting of the command's own,
+	// which otherwise means its default (as the server's settings do).
+	keepZero bool
 	// set, when not nil, applies a value in place of the field's plain
 	// parse (a flag that sets two fields, or one inverted).
 	set func(s *Settings, v string) error
@@ -43,7 +46,7 @@ type Entry struct {
 // to the table.
 var Table = []Entry{
 	{Flag: "config", Field: "ConfigPath", Cmds: Both, Doc: "YAML configuration file; reloaded on SIGHUP and when its content changes"},
-	{Flag: "config-poll", Field: "ConfigPoll", Default: "2s", Cmds: Both, Doc: "how often to check --config for changes (0: only on SIGHUP)"},
+	{Flag: "config-poll", Field: "ConfigPoll", Default: "2s", Cmds: Both, keepZero: true, Doc: "how often to check --config for changes (0: only on SIGHUP)"},
 	{Key: "listen", Flag: "listen", Env: "PREFIXGATE_LISTEN", Field: "Listen", Default: "127.0.0.1:8080", Cmds: Serve, Doc: "address to serve HTTP/1.1 and h2c (or TLS) on"},
 	{Key: "tls.cert_file", Flag: "tls-cert", Field: "TLSCertFile", Cmds: Serve, Doc: "TLS certificate file (with the key: serve HTTPS and HTTP/2)"},
 	{Key: "tls.key_file", Flag: "tls-key", Field: "TLSKeyFile", Cmds: Serve, Doc: "TLS private key file"},
