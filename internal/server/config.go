@@ -4,8 +4,11 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/normalize"
@@ -193,3 +196,20 @@ func (c *Config) LimitHint(code string) string {
 // BodyLimitHint says what raises the request body limit, as the end of a
 // 413's message.
 func (s *Server) BodyLimitHint() string { return s.cfg.raises("MaxBodyBytes") }
+
+// namedReadLimit refuses a Connect, gRPC or gRPC-Web request whose
+// declared length is over the body limit as connect does (resource
+// exhausted), with a message that names the setting that raises the
+// limit; connect's own check, which stays for bodies of unknown length,
+// says only the sizes. The 5 bytes allow one message's envelope.
+func (s *Server) namedReadLimit(path string, h http.Handler) (string, http.Handler) {
+	ew := connect.NewErrorWriter()
+	return path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.cfg.MaxBodyBytes+5 && ew.IsSupported(r) {
+			msg := fmt.Sprintf("request body of %d bytes is larger than the limit of %d bytes", r.ContentLength, s.cfg.MaxBodyBytes)
+			_ = ew.Write(w, r, connect.NewError(connect.CodeResourceExhausted, errors.New(msg+s.BodyLimitHint())))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

@@ -95,3 +95,19 @@ func TestPrepareLimitErrorsNameTheirSetting(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectBodyLimitNamesItsSetting: a Connect call over the body limit
+// is resource_exhausted, and the message names the setting.
+func TestConnectBodyLimitNamesItsSetting(t *testing.T) {
+	base := startRouter(t, 1, server.Config{MaxBodyBytes: 4096, SettingName: settingName})
+	body := `{"model":"vllmsim/tiny","body":"` + strings.Repeat("a", 8000) + `"}`
+	resp, err := http.Post(base+"/prefixgate.v1.InferenceService/Invoke", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(got), `"code":"resource_exhausted"`) || !strings.Contains(string(got), "raise it with [MaxBodyBytes]") {
+		t.Errorf("%d %s; want resource_exhausted naming the setting", resp.StatusCode, got)
+	}
+}

@@ -148,9 +148,9 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	// The same body limit as REST, for Connect, gRPC and gRPC-Web messages.
 	opts := append(compressionOptions(), connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)))
-	mux.Handle(prefixgatev1connect.NewInferenceServiceHandler(inferenceService{s}, opts...))
-	mux.Handle(prefixgatev1connect.NewNormalizeServiceHandler(normalizeService{s}, opts...))
-	mux.Handle(prefixgatev1connect.NewAdminServiceHandler(adminService{s}, opts...))
+	mux.Handle(s.namedReadLimit(prefixgatev1connect.NewInferenceServiceHandler(inferenceService{s}, opts...)))
+	mux.Handle(s.namedReadLimit(prefixgatev1connect.NewNormalizeServiceHandler(normalizeService{s}, opts...)))
+	mux.Handle(s.namedReadLimit(prefixgatev1connect.NewAdminServiceHandler(adminService{s}, opts...)))
 	services := []string{
 		prefixgatev1connect.InferenceServiceName,
 		prefixgatev1connect.NormalizeServiceName,
