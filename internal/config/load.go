@@ -101,7 +101,10 @@ func (fl *Flags) Load(lookup func(string) (string, bool)) (Settings, error) {
 	}
 	var errs []error
 	fl.fs.Visit(func(f *flag.Flag) {
-		e, _ := entryByFlag(f.Name, fl.cmd)
+		e, ok := entryByFlag(f.Name, fl.cmd)
+		if !ok {
+			return // a flag of the command's own, not a setting
+		}
 		given[e.Field] = origin{flag: f.Name}
 		if err := e.setString(&s, f.Value.String()); err != nil {
 			errs = append(errs, fmt.Errorf("--%s: %w", f.Name, err))
