@@ -224,6 +224,7 @@ func TestLoadErrorsNameKeyAndLine(t *testing.T) {
 		{"listen: a\nrouting:\n  threshold: 5\n  threshold: 6\n", ":4: routing.threshold: key already given on line 3"},
 		{"tls: x\n", `:1: tls: "x" is not a mapping`},
 		{"cors:\n  allowed_origins: x\n", `:2: cors.allowed_origins: "x" is not a list of strings`},
+		{"limits: &l\n  max_depth: 9\nrouting: *l\n", ":2: routing.max_depth: unknown key"},
 	} {
 		_, err := load(t, tc.yaml, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -61,6 +61,9 @@ func syntaxError(path string, raw []byte, err error) error {
 // mapping reads a mapping node whose keys start with prefix.
 func (d *fileDecoder) mapping(n *yaml.Node, prefix string) error {
 	where := strings.TrimSuffix(prefix, ".")
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
 	if n.Kind != yaml.MappingNode {
 		return d.fail(n, where, wrongKind(n, "a mapping"))
 	}
