@@ -79,6 +79,9 @@ func (b *Backend) Models() []string {
 	return nil
 }
 
+// DefaultProbeInterval is Options.ProbeInterval when it is 0.
+const DefaultProbeInterval = 2 * time.Second
+
 // Options tune the pool. Zero values take the defaults in parentheses.
 type Options struct {
 	ConnectTimeout   time.Duration // dial timeout (2s)
@@ -135,7 +138,7 @@ func (o *Options) defaults() {
 	}
 	def(&o.ConnectTimeout, 2*time.Second)
 	def(&o.FirstByteTimeout, 60*time.Second)
-	def(&o.ProbeInterval, 2*time.Second)
+	def(&o.ProbeInterval, DefaultProbeInterval)
 	def(&o.ProbeTimeout, time.Second)
 	def(&o.EjectBackoff, time.Second)
 	def(&o.MaxEjectBackoff, 30*time.Second)

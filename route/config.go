@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -57,8 +58,8 @@ type Config struct {
 	// "prefix-aware", "least-outstanding", "random" or "consistent-hash".
 	// See Policies.
 	Policy string
-	// LoadFactor is c in the load bound ceil(c·(total+1)/n); 0 means 1.25.
-	// It must be at least 1.
+	// LoadFactor is c in the load bound ceil(c·(total+1)/n); 0 means
+	// DefaultLoadFactor. It must be at least 1.
 	LoadFactor float64
 	// Slack keeps the bound at least Slack above the mean: the limit is
 	// max(ceil(c·(total+1)/n), ceil((total+1)/n) + Slack). The load factor
@@ -74,13 +75,14 @@ type Config struct {
 	// DefaultVirtualNodes. Changing it moves keys.
 	VirtualNodes int
 	// DefaultThreshold is the concurrency threshold for members whose
-	// Threshold is 0; 0 means 64. Range 1..1024.
+	// Threshold is 0; 0 means DefaultThreshold. Range 1..MaxThreshold.
 	DefaultThreshold int
 	// QueueDepth is how many Pick calls may wait for capacity at once; 0
-	// means 256, negative disables waiting (saturation fails at once).
+	// means DefaultQueueDepth, negative disables waiting (saturation fails
+	// at once).
 	QueueDepth int
-	// QueueWait is the longest a Pick waits for capacity; 0 means 250ms,
-	// negative disables waiting.
+	// QueueWait is the longest a Pick waits for capacity; 0 means
+	// DefaultQueueWait, negative disables waiting.
 	QueueWait time.Duration
 	// DisableSpillChain makes prefix-aware skip Request.SpillKeys and walk
 	// clockwise from the key's home at once (for measuring the chain's gain).
@@ -97,15 +99,22 @@ type Config struct {
 	Seed uint64
 }
 
+// Validate reports the first invalid field of c, its message starting
+// with the field's name (LoadFactor: ...).
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 // withDefaults validates c and returns it with zero fields filled in.
 func (c Config) withDefaults() (Config, error) {
 	c.Policy = cmp.Or(c.Policy, DefaultPolicy)
 	if _, ok := policies[c.Policy]; !ok {
-		return c, fmt.Errorf("route: config Policy %q unknown (have %v)", c.Policy, Policies())
+		return c, fmt.Errorf("Policy: %q is not a routing policy (have %s)", c.Policy, strings.Join(Policies(), ", "))
 	}
 	c.LoadFactor = cmp.Or(c.LoadFactor, DefaultLoadFactor)
 	if math.IsNaN(c.LoadFactor) || math.IsInf(c.LoadFactor, 0) || c.LoadFactor < 1 {
-		return c, fmt.Errorf("route: config LoadFactor %v must be a finite number >= 1", c.LoadFactor)
+		return c, fmt.Errorf("LoadFactor: %v is below 1", c.LoadFactor)
 	}
 	if c.Slack == 0 {
 		c.Slack = DefaultSlack
@@ -114,19 +123,19 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.Slack > MaxThreshold {
-		return c, fmt.Errorf("route: config Slack %d above %d", c.Slack, MaxThreshold)
+		return c, fmt.Errorf("Slack: %d is above %d", c.Slack, MaxThreshold)
 	}
 	c.VirtualNodes = cmp.Or(c.VirtualNodes, DefaultVirtualNodes)
 	if c.VirtualNodes < 1 || c.VirtualNodes > MaxVirtualNodes {
-		return c, fmt.Errorf("route: config VirtualNodes %d out of range 1..%d", c.VirtualNodes, MaxVirtualNodes)
+		return c, fmt.Errorf("VirtualNodes: %d is outside 1..%d", c.VirtualNodes, MaxVirtualNodes)
 	}
 	c.DefaultThreshold = cmp.Or(c.DefaultThreshold, DefaultThreshold)
 	if c.DefaultThreshold < 1 || c.DefaultThreshold > MaxThreshold {
-		return c, fmt.Errorf("route: config DefaultThreshold %d out of range 1..%d", c.DefaultThreshold, MaxThreshold)
+		return c, fmt.Errorf("DefaultThreshold: %d is outside 1..%d", c.DefaultThreshold, MaxThreshold)
 	}
 	c.DefaultCacheTokens = cmp.Or(c.DefaultCacheTokens, DefaultCacheTokens)
 	if c.DefaultCacheTokens < 0 || c.DefaultCacheTokens > MaxCacheTokens {
-		return c, fmt.Errorf("route: config DefaultCacheTokens %d out of range 1..%d", c.DefaultCacheTokens, MaxCacheTokens)
+		return c, fmt.Errorf("DefaultCacheTokens: %d is outside 1..%d (0 = default)", c.DefaultCacheTokens, MaxCacheTokens)
 	}
 	c.DecodeWeight = cmp.Or(c.DecodeWeight, DefaultDecodeWeight)
 	c.QueueDepth = cmp.Or(c.QueueDepth, DefaultQueueDepth)

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,7 @@ import (
 
 func write(t *testing.T, body string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "prefixgate.yaml")
+	p := filepath.Join(t.TempDir(), "c.yaml")
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -23,13 +24,29 @@ func env(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
-func TestLoadAndConvert(t *testing.T) {
-	p := write(t, `
+// load loads serve's settings from a file holding yaml (none when empty),
+// the variables in vars and the flags in args.
+func load(t *testing.T, yaml string, vars map[string]string, args ...string) (Settings, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fl := RegisterFlags(fs, Serve)
+	if yaml != "" {
+		args = append([]string{"--config", write(t, yaml)}, args...)
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return fl.Load(env(vars))
+}
+
+func TestLoadFileEnvAndFlags(t *testing.T) {
+	s, err := load(t, `
 listen: 127.0.0.1:9000
 backends: [http://a:8000, http://b:8000]
 routing:
   policy: least-outstanding
   load_factor: 1.5
+  threshold: 300
   queue_wait: 250ms
 limits:
   request_timeout: 30s
@@ -38,51 +55,77 @@ tenants:
   secret_env: TEST_SECRET
   api_keys:
     key-for-tenant-a-0001: tenant-a
-`)
-	f, err := Load(p)
+`, map[string]string{"PREFIXGATE_POLICY": "random", "PREFIXGATE_THRESHOLD": "200", "TEST_SECRET": "0123456789abcdef0123"}, "--threshold", "100")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ApplyEnv(&f, env(map[string]string{"PREFIXGATE_POLICY": "random"})); err != nil {
-		t.Fatal(err)
-	}
-	c, err := f.ServerConfig(env(map[string]string{"TEST_SECRET": "0123456789abcdef0123"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Policy != "random" || c.LoadFactor != 1.5 || c.QueueWait != 250*time.Millisecond || c.RequestTimeout != 30*time.Second || c.ClientIdleTimeout != 45*time.Second ||
+	c := s.Server
+	if c.Route.Policy != "random" || c.Route.LoadFactor != 1.5 || c.Route.DefaultThreshold != 100 || c.Route.QueueWait != 250*time.Millisecond ||
+		c.RequestTimeout != 30*time.Second || c.ClientIdleTimeout != 45*time.Second ||
 		len(c.Backends) != 2 || c.Tenants["key-for-tenant-a-0001"] != "tenant-a" || string(c.TenantSecret) != "0123456789abcdef0123" {
 		t.Errorf("config = %+v", c)
+	}
+	if s.Listen != "127.0.0.1:9000" || s.DrainTimeout != 30*time.Second || s.LogLevel != "info" || s.LogFormat != "text" || s.ConfigPoll != 2*time.Second {
+		t.Errorf("settings = %+v", s)
+	}
+}
+
+// TestEmptyMeansDefault: an empty variable or a zero in the file leaves
+// the default, as before; --config-poll 0 is a value (only SIGHUP).
+func TestEmptyMeansDefault(t *testing.T) {
+	s, err := load(t, "backends: [http://a:1]\ndrain_timeout: 0s\nlisten: \"\"\n", map[string]string{"PREFIXGATE_LOG_FORMAT": "", "PREFIXGATE_LOG_LEVEL": ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.DrainTimeout != 30*time.Second || s.Listen != "127.0.0.1:8080" || s.LogFormat != "text" || s.LogLevel != "info" || s.ConfigPoll != 2*time.Second {
+		t.Errorf("settings = %+v", s)
+	}
+}
+
+// TestFlagsKeepTheirMeaning: the flags that set more than a plain field.
+func TestFlagsKeepTheirMeaning(t *testing.T) {
+	s, err := load(t, "", nil, "--backend", "http://a:1,http://b:1", "--backend", "http://c:1", "--log-json", "--admin-listen", "127.0.0.1:0",
+		"--fast-http1=false", "--config-poll", "0", "--retries", "0", "--probe-interval", "5s", "--backend-idle-timeout", "1m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(s.Server.Backends, " ") != "http://a:1 http://b:1 http://c:1" || s.LogFormat != "json" || !s.AdminPprof || s.AdminListen != "127.0.0.1:0" ||
+		!s.Server.StdlibHTTP1 || s.ConfigPoll != 0 || *s.Server.Retries != 0 || s.Server.Pool.ProbeInterval != 5*time.Second || s.Server.Pool.IdleTimeout != time.Minute {
+		t.Errorf("settings = %+v", s)
 	}
 }
 
 func TestErrorsNameTheField(t *testing.T) {
+	const b = "backends: [http://a:8000]\n"
 	for _, tc := range []struct {
 		name, yaml string
 		env        map[string]string
+		args       []string
 		want       string
 	}{
-		{"unknown field", "routing:\n  polcy: random\n", nil, "polcy"},
-		{"bad duration", "drain_timeout: soon\n", nil, "soon"},
-		{"half tls", "tls:\n  cert_file: a.pem\n", nil, "tls"},
-		{"log format", "log:\n  format: xml\n", nil, "log.format"},
-		{"tenants without secret", "tenants:\n  api_keys:\n    key-for-tenant-a-0001: a\n", nil, "tenants.secret_env"},
-		{"short secret", "tenants:\n  secret_env: S\n  api_keys:\n    key-for-tenant-a-0001: a\n", map[string]string{"S": "short"}, "at least 16"},
-		{"short api key", "tenants:\n  secret_env: S\n  api_keys:\n    k: a\n", nil, "shorter than 16"},
-		{"otlp endpoint", "tracing:\n  otlp_endpoint: collector:4318\n", nil, "tracing.otlp_endpoint"},
-		{"cors origin", "cors:\n  allowed_origins: [example.com]\n", nil, "cors.allowed_origins"},
-		{"env not a number", "", map[string]string{"PREFIXGATE_THRESHOLD": "many"}, "PREFIXGATE_THRESHOLD"},
+		{"unknown field", b + "routing:\n  polcy: random\n", nil, nil, ":3: routing.polcy: unknown key (did you mean routing.policy?)"},
+		{"bad duration", b + "drain_timeout: soon\n", nil, nil, `:2: drain_timeout: "soon" is not a duration`},
+		{"half tls", b + "tls:\n  cert_file: a.pem\n", nil, nil, "tls: set both"},
+		{"log format", b + "log:\n  format: xml\n", nil, nil, `:3: log.format: "xml" is not text or json`},
+		{"tenants without secret", b + "tenants:\n  api_keys:\n    key-for-tenant-a-0001: a\n", nil, nil, "tenants.secret_env: required"},
+		{"short secret", b + "tenants:\n  secret_env: S\n  api_keys:\n    key-for-tenant-a-0001: a\n", map[string]string{"S": "short"}, nil, "at least 16"},
+		{"short api key", b + "tenants:\n  secret_env: S\n  api_keys:\n    k: a\n", map[string]string{"S": "0123456789abcdef"}, nil, ":4: tenants.api_keys: a key for tenant \"a\" is shorter than 16"},
+		{"otlp endpoint", b + "tracing:\n  otlp_endpoint: collector:4318\n", nil, nil, ":3: tracing.otlp_endpoint: \"collector:4318\" is not"},
+		{"cors origin", b + "cors:\n  allowed_origins: [example.com]\n", nil, nil, ":3: cors.allowed_origins:"},
+		{"env not a number", b, map[string]string{"PREFIXGATE_THRESHOLD": "many"}, nil, `PREFIXGATE_THRESHOLD: "many" is not an integer`},
+		{"env out of range", b, map[string]string{"PREFIXGATE_THRESHOLD": "5000"}, nil, "PREFIXGATE_THRESHOLD: 5000 is outside 1..1024"},
+		{"flag out of range", b + "routing:\n  load_factor: 2\n", nil, []string{"--load-factor", "0.5"}, "--load-factor: 0.5 is below 1"},
+		{"file out of range", b + "routing:\n  load_factor: 0.5\n", nil, nil, ":3: routing.load_factor: 0.5 is below 1"},
+		{"policy", b + "routing:\n  policy: fastest\n", nil, nil, `:3: routing.policy: "fastest" is not a routing policy (have consistent-hash,`},
+		{"no backend", "listen: :1\n", nil, nil, "backends: at least one backend URL is required"},
+		{"string limit", b + "limits:\n  max_string_bytes: 8\n", nil, nil, ":3: limits.max_string_bytes: 8 is outside 16.."},
+		{"drain", b + "drain: [\"http://b:8000/\"]\n", nil, nil, ":2: drain: entry 0"},
+		{"int given a float", b + "limits:\n  max_depth: 1.5\n", nil, nil, `:3: limits.max_depth: "1.5" is not an integer`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, err := Load(write(t, tc.yaml))
-			if err == nil {
-				err = ApplyEnv(&f, env(tc.env))
-			}
-			if err == nil {
-				_, err = f.ServerConfig(env(tc.env))
-			}
+			_, err := load(t, tc.yaml, tc.env, tc.args...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v; want one naming %q", err, tc.want)
+				t.Errorf("err = %v; want one containing %q", err, tc.want)
 			}
 		})
 	}
@@ -101,74 +144,35 @@ func TestRetriesZeroMeansNone(t *testing.T) {
 		{"routing:\n  retries: -1\n", server.DefaultRetries},
 		{"routing:\n  policy: random\n", server.DefaultRetries},
 	} {
-		f, err := Load(write(t, "backends: [http://a:8000]\n"+tc.yaml))
+		s, err := load(t, "backends: [http://a:8000]\n"+tc.yaml, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := f.ServerConfig(env(nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c = c.Defaults()
-		if err := c.Validate(); err != nil {
-			t.Fatalf("%q: %v", tc.yaml, err)
-		}
+		c := s.Server.Defaults()
 		if *c.Retries != tc.want {
 			t.Errorf("%q: retries = %d, want %d", tc.yaml, *c.Retries, tc.want)
 		}
-		if c.QueueWait != 0 {
-			t.Errorf("%q: queue wait = %v; the server must leave it to route", tc.yaml, c.QueueWait)
-		}
-	}
-}
-
-func TestLimitsAndDrain(t *testing.T) {
-	f, err := Load(write(t, "backends: [http://a:8000, http://b:8000]\ndrain: [b:8000]\nlimits:\n  max_string_bytes: 65536\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := f.ServerConfig(env(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.MaxStringBytes != 65536 || len(c.Drain) != 1 || c.Drain[0] != "b:8000" {
-		t.Errorf("config = %+v", c)
-	}
-	for _, bad := range []string{"limits:\n  max_string_bytes: 8\n", "drain: [\"http://b:8000/\"]\n"} {
-		f, err := Load(write(t, "backends: [http://a:8000]\n"+bad))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := f.ServerConfig(env(nil))
-		if err == nil {
-			err = c.Defaults().Validate()
-		}
-		want := strings.SplitN(strings.TrimSpace(bad), ":", 2)[0]
-		if want == "limits" {
-			want = "max_string_bytes"
-		}
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: err = %v; want one naming %s", bad, err, want)
+		if c.Route.QueueWait != 0 {
+			t.Errorf("%q: queue wait = %v; the server must leave it to route", tc.yaml, c.Route.QueueWait)
 		}
 	}
 }
 
 func TestEPPSection(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(path, []byte("backends: [http://10.0.0.1:8000]\nepp:\n  listen: 127.0.0.1:9102\n  health_listen: 127.0.0.1:9103\n  metrics_listen: \"off\"\n"), 0o600); err != nil {
+	fs := flag.NewFlagSet("epp", flag.ContinueOnError)
+	fl := RegisterFlags(fs, EPP)
+	p := write(t, "backends: [http://10.0.0.1:8000]\nepp:\n  listen: 127.0.0.1:9102\n  health_listen: 127.0.0.1:9103\n")
+	if err := fs.Parse([]string{"--config", p, "--metrics-listen", "off"}); err != nil {
 		t.Fatal(err)
 	}
-	f, err := Load(path)
+	s, err := fl.Load(env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.EPP != (EPP{Listen: "127.0.0.1:9102", HealthListen: "127.0.0.1:9103", MetricsListen: "off"}) {
-		t.Fatalf("epp section = %+v", f.EPP)
+	if s.EPPListen != "127.0.0.1:9102" || s.EPPHealthListen != "127.0.0.1:9103" || s.EPPMetricsListen != "off" {
+		t.Fatalf("epp settings = %+v", s)
 	}
-	if err := os.WriteFile(path, []byte("epp:\n  grpc_listen: :1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "grpc_listen") {
+	if _, err := load(t, "epp:\n  grpc_listen: :1\n", nil); err == nil || !strings.Contains(err.Error(), "epp.grpc_listen: unknown key") {
 		t.Fatalf("unknown epp field: err = %v, want one naming grpc_listen", err)
 	}
 }
@@ -177,7 +181,7 @@ func TestEPPSection(t *testing.T) {
 // ENGINE+URL) or a url/engine mapping; both become the ENGINE+URL spec the
 // server takes, and mistakes name the entry.
 func TestBackendEngines(t *testing.T) {
-	f, err := Load(write(t, `
+	s, err := load(t, `
 backends:
   - http://10.0.0.4:8000
   - sglang+http://10.0.0.5:30000
@@ -185,24 +189,69 @@ backends:
     engine: llamacpp
   - url: dns://vllm.svc:8000
     engine: auto
-`))
+`, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"http://10.0.0.4:8000", "sglang+http://10.0.0.5:30000", "llamacpp+http://10.0.0.6:8080", "dns://vllm.svc:8000"}
-	if strings.Join(f.Backends, " ") != strings.Join(want, " ") {
-		t.Fatalf("backends %q, want %q", f.Backends, want)
+	if strings.Join(s.Server.Backends, " ") != strings.Join(want, " ") {
+		t.Fatalf("backends %q, want %q", s.Server.Backends, want)
 	}
 	for _, tc := range []struct{ yaml, want string }{
-		{"backends:\n  - url: http://a:1\n    engine: tgi\n", "backends[0].engine"},
-		{"backends:\n  - x\n  - engine: vllm\n", "backends[1]: url is required"},
-		{"backends:\n  - url: http://a:1\n    engin: vllm\n", "backends[0]"},
+		{"backends:\n  - url: http://a:1\n    engine: tgi\n", ":2: backends[0].engine"},
+		{"backends:\n  - x\n  - engine: vllm\n", ":3: backends[1]: url is required"},
+		{"backends:\n  - url: http://a:1\n    engin: vllm\n", ":3: backends[0]: unknown key \"engin\""},
 		{"backends:\n  - url: sglang+http://a:1\n    engine: vllm\n", "give one"},
-		{"backends: http://a:1\n", "must be a list"},
-		{"backends:\n  - [a]\n", "neither a URL"},
+		{"backends: http://a:1\n", ":1: backends must be a list"},
+		{"backends:\n  - [a]\n", ":2: backends[0] is neither a URL"},
 	} {
-		if _, err := Load(write(t, tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: error %v, want one naming %q", tc.yaml, err, tc.want)
+		if _, err := load(t, tc.yaml, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want one containing %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+// TestLoadErrorsNameKeyAndLine: errors name the YAML key (dotted) and the
+// line the mistake is on, never a Go type or field.
+func TestLoadErrorsNameKeyAndLine(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"listen: :8080\nrouting:\n  polcy: random\n", ":3: routing.polcy: unknown key (did you mean routing.policy?)"},
+		{"routing:\n  threshold: lots\n", `:2: routing.threshold: "lots" is not an integer`},
+		{"limits:\n  request_timeout: soon\n", `:2: limits.request_timeout: "soon" is not a duration`},
+		{"backends: [a]\nfoo: 1\n", ":2: foo: unknown key; the keys at the top level are admin, backends,"},
+		{"routing: [1, 2]\n", ":1: routing: a list where a mapping is wanted"},
+		{"routing:\n  policy: [\n", "c.yaml:2: did not find expected node content"},
+		{"listen: a\nrouting:\n  threshold: 5\n  threshold: 6\n", ":4: routing.threshold: key already given on line 3"},
+		{"tls: x\n", `:1: tls: "x" is not a mapping`},
+		{"cors:\n  allowed_origins: x\n", `:2: cors.allowed_origins: "x" is not a list of strings`},
+		{"limits: &l\n  max_depth: 9\nrouting: *l\n", ":2: routing.max_depth: unknown key"},
+	} {
+		_, err := load(t, tc.yaml, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tc.yaml, err, tc.want)
+			continue
+		}
+		for _, goName := range []string{"config.", "not found in type", "!!", "Server.", "Route."} {
+			if strings.Contains(err.Error(), goName) {
+				t.Errorf("%q: error %q shows a Go name (%s)", tc.yaml, err, goName)
+			}
+		}
+	}
+}
+
+// TestYAMLSyntaxErrorLine: a syntax error is reported on the line it is
+// on, not the line where the block around it began (the parser's own
+// message says line 1 for each of these).
+func TestYAMLSyntaxErrorLine(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"listen: a\n- b\n", ":2: did not find expected key"},
+		{"listen: a\n]\n", ":2: did not find expected key"},
+		{"listen: a\nbackends: [http://a:1]\nrouting:\n  policy: random\n  - x\n", ":5: "},
+		{"listen: a\nb: @x\n", ":2: found character that cannot start any token"},
+	} {
+		_, err := load(t, tc.yaml, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tc.yaml, err, tc.want)
 		}
 	}
 }

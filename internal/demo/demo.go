@@ -122,7 +122,7 @@ func runPolicy(ctx context.Context, opts Options, policy string, docs []Document
 	}
 	defer fleet.Close()
 
-	srv, err := server.New(server.Config{Backends: fleet.URLs(), Policy: policy, CacheTokens: opts.CacheBlocks * vllmsim.BlockSize},
+	srv, err := server.New(server.Config{Backends: fleet.URLs(), Route: route.Config{Policy: policy, DefaultCacheTokens: opts.CacheBlocks * vllmsim.BlockSize}},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return Result{}, err

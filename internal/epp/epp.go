@@ -248,7 +248,7 @@ func (x *exchange) requestBody(b *extprocv3.HttpBody) error {
 	limit := x.p.srv.MaxBodyBytes()
 	if int64(len(x.body))+int64(len(b.GetBody())) > limit {
 		return x.refuse(server.NewRequestError(http.StatusRequestEntityTooLarge, "body_too_large",
-			fmt.Sprintf("request body is larger than the limit of %d bytes", limit)))
+			fmt.Sprintf("request body is larger than the limit of %d bytes", limit)+x.p.srv.BodyLimitHint()))
 	}
 	x.body = append(x.body, b.GetBody()...)
 	if x.requestMode == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED && !b.GetEndOfStream() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/prefixgate/prefixgate/route"
 	"net"
 	"slices"
 	"strconv"
@@ -326,7 +327,7 @@ func TestSubsetHint(t *testing.T) {
 }
 
 func TestSaturationIs429WithRetryAfter(t *testing.T) {
-	h := newHarness(t, server.Config{Threshold: 1, QueueWait: 20 * time.Millisecond})
+	h := newHarness(t, server.Config{Route: route.Config{DefaultThreshold: 1, QueueWait: 20 * time.Millisecond}})
 	var open []extprocv3.ExternalProcessor_ProcessClient
 	for i := range 3 {
 		s, r := h.buffered(t, chatBody("busy", strconv.Itoa(i)), nil)
@@ -387,6 +388,19 @@ func TestBadBodyIs400(t *testing.T) {
 	ir := r.GetImmediateResponse()
 	if ir.GetStatus().GetCode() != 400 || !bytes.Contains(ir.GetBody(), []byte("offset")) {
 		t.Fatalf("truncated body answered %v, want 400 naming the offset", r)
+	}
+	s.CloseSend()
+	waitInFlight(t, h, 0)
+}
+
+// TestBodyOverLimitNamesItsSetting: a body over the limit is 413, and the
+// message says which setting raises the limit.
+func TestBodyOverLimitNamesItsSetting(t *testing.T) {
+	h := newHarness(t, server.Config{MaxBodyBytes: 2048, SettingName: func(f string) string { return "setting " + f }})
+	s, r := h.buffered(t, chatBody("x", strings.Repeat("y", 4096)), nil)
+	ir := r.GetImmediateResponse()
+	if ir.GetStatus().GetCode() != 413 || !bytes.Contains(ir.GetBody(), []byte("raise it with setting MaxBodyBytes")) {
+		t.Fatalf("body over the limit answered %v, want 413 naming the setting", r)
 	}
 	s.CloseSend()
 	waitInFlight(t, h, 0)

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/prefixgate/prefixgate/route"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -27,7 +28,7 @@ import (
 // a Connect Chat and a Connect ChatStream, each over a real vllmsim
 // replica.
 func TestAnswerBlocksLearned(t *testing.T) {
-	h := startHarness(t, 2, server.Config{Policy: "prefix-index"}, vllmsim.Config{})
+	h := startHarness(t, 2, server.Config{Route: route.Config{Policy: "prefix-index"}}, vllmsim.Config{})
 	client := prefixgatev1connect.NewInferenceServiceClient(http.DefaultClient, h.base)
 	doc := strings.Repeat("Shared handbook text for the answer test. ", 20)
 	matched := regexp.MustCompile(`(\S+) matched (\d+),`)

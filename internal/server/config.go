@@ -4,16 +4,21 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
+
+	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
 
 // The server's own defaults. Routing defaults (policy, load factor,
-// threshold, queue depth and wait) belong to package route, which applies
-// them; the routing window's to package normalize.
+// threshold, cache size, queue depth and wait) belong to package route,
+// which applies them; the pool's (probe interval) to package backends; the
+// routing window's to package normalize.
 const (
 	DefaultMaxBodyBytes    = 32 << 20
 	DefaultMaxDecodedBytes = 64 << 20
@@ -25,34 +30,28 @@ const (
 	// wait for its next request before the router closes it.
 	DefaultClientIdleTimeout = 2 * time.Minute
 	DefaultRetries           = 2
-	DefaultIdleTimeout       = 5 * time.Minute
-	DefaultProbeInterval     = 2 * time.Second
+	// DefaultIdleTimeout is Pool.IdleTimeout when it is 0: the server
+	// never lets a stalled backend stream hold a request forever, where
+	// the pool on its own has no limit.
+	DefaultIdleTimeout = 5 * time.Minute
 )
 
 // Config is everything the server needs. The zero value of every field but
-// Backends takes a default (see Defaults).
+// Backends takes a default (see Defaults). Errors of Validate start with
+// the field's name (Route.LoadFactor: ...), so that a caller can say where
+// the value came from.
 type Config struct {
 	// Backends are the base URLs of OpenAI-compatible replicas.
 	Backends []string
-	// Policy is prefix-index, prefix-aware, least-outstanding, random or
-	// consistent-hash; empty is route.DefaultPolicy (prefix-index).
-	Policy string
-	// LoadFactor is c in the bound ceil(c·(total+1)/n); 0 is
-	// route.DefaultLoadFactor.
-	LoadFactor float64
-	// Threshold is the per-backend concurrency threshold (1..1024); 0 is
-	// route.DefaultThreshold.
-	Threshold int
-	// CacheTokens is each backend's KV cache in tokens (for vLLM:
-	// num_gpu_blocks × block_size); prefix-index remembers about that much
-	// of what it sent to each. 0 means route.DefaultCacheTokens.
-	CacheTokens int
+	// Route configures the router; route.Config documents its defaults and
+	// validates it.
+	Route route.Config
+	// Pool tunes the backend pool; backends.Options documents its
+	// defaults. Its callbacks (OnState, OnMembership, OnScrape) are the
+	// server's own and are replaced.
+	Pool backends.Options
 	// PrefixLength is the routing window N (1024..65536).
 	PrefixLength int
-	// QueueDepth and QueueWait bound the wait when every backend is full;
-	// 0 is route.DefaultQueueDepth and route.DefaultQueueWait.
-	QueueDepth int
-	QueueWait  time.Duration
 	// MaxBodyBytes bounds the request body as received (413 above it).
 	MaxBodyBytes int64
 	// MaxDecodedBytes and MaxRatio bound a compressed body once decoded.
@@ -72,10 +71,6 @@ type Config struct {
 	// Retries is how many other backends to try when one sends nothing
 	// back: 0 tries none; nil or negative is DefaultRetries.
 	Retries *int
-	// IdleTimeout fails a backend stream that sends nothing for this long.
-	IdleTimeout time.Duration
-	// ProbeInterval is how often backends' /health is probed.
-	ProbeInterval time.Duration
 	// TraceEndpoint is an OTLP/HTTP collector base URL; empty disables
 	// tracing.
 	TraceEndpoint string
@@ -94,6 +89,10 @@ type Config struct {
 	// off the HTTP/1.1 front door's own loop for plain requests
 	// (h1front.go); for comparison and as a way out.
 	StdlibHTTP1 bool
+	// SettingName names a field (MaxStringBytes) as an operator sets it
+	// (a flag and a file key), so that a limit error says what raises the
+	// limit; nil names the Config field.
+	SettingName func(field string) string
 }
 
 // Defaults returns c with every unset field at its default.
@@ -109,41 +108,108 @@ func (c Config) Defaults() Config {
 	if c.Retries == nil || *c.Retries < 0 {
 		c.Retries = new(DefaultRetries)
 	}
-	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
-	c.ProbeInterval = cmp.Or(c.ProbeInterval, DefaultProbeInterval)
+	c.Pool.IdleTimeout = cmp.Or(c.Pool.IdleTimeout, DefaultIdleTimeout)
 	return c
 }
 
-// Validate reports the first invalid field by name.
+// Validate reports the first invalid field, its message starting with the
+// field's name; route validates Route.
 func (c Config) Validate() error {
 	if len(c.Backends) == 0 {
-		return errors.New("backends: at least one backend URL is required")
+		return errors.New("Backends: at least one backend URL is required")
 	}
-	if c.LoadFactor != 0 && !(c.LoadFactor >= 1) {
-		return fmt.Errorf("load_factor: %v is below 1", c.LoadFactor)
-	}
-	if c.CacheTokens < 0 || c.CacheTokens > route.MaxCacheTokens {
-		return fmt.Errorf("cache_tokens: %d is outside 1..%d (0 = default)", c.CacheTokens, route.MaxCacheTokens)
-	}
-	if c.Threshold < 0 || c.Threshold > route.MaxThreshold {
-		return fmt.Errorf("threshold: %d is outside 1..%d", c.Threshold, route.MaxThreshold)
+	if err := c.Route.Validate(); err != nil {
+		return fmt.Errorf("Route.%w", err)
 	}
 	if c.PrefixLength < normalize.MinPrefixLength || c.PrefixLength > normalize.MaxPrefixLength {
-		return fmt.Errorf("prefix_length: %d is outside %d..%d", c.PrefixLength, normalize.MinPrefixLength, normalize.MaxPrefixLength)
+		return fmt.Errorf("PrefixLength: %d is outside %d..%d", c.PrefixLength, normalize.MinPrefixLength, normalize.MaxPrefixLength)
 	}
 	if c.MaxBodyBytes < 1024 {
-		return fmt.Errorf("max_body_bytes: %d is below 1024", c.MaxBodyBytes)
-	}
-	if len(c.Tenants) > 0 && len(c.TenantSecret) < 16 {
-		return errors.New("tenants: a secret of at least 16 bytes is required")
+		return fmt.Errorf("MaxBodyBytes: %d is below 1024", c.MaxBodyBytes)
 	}
 	if c.MaxStringBytes < 16 || int64(c.MaxStringBytes) > c.MaxDecodedBytes {
-		return fmt.Errorf("max_string_bytes: %d is outside 16..max_decoded_bytes (%d)", c.MaxStringBytes, c.MaxDecodedBytes)
+		return fmt.Errorf("MaxStringBytes: %d is outside 16..%d (the decoded body limit)", c.MaxStringBytes, c.MaxDecodedBytes)
+	}
+	if err := c.validateTenants(); err != nil {
+		return err
+	}
+	if e := c.TraceEndpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+		return fmt.Errorf("TraceEndpoint: %q is not an http:// or https:// URL", e)
+	}
+	for _, o := range c.CORSOrigins {
+		if o != "*" && !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
+			return fmt.Errorf("CORSOrigins: %q is not \"*\" or an http(s) origin", o)
+		}
 	}
 	for i, name := range c.Drain {
 		if name == "" || strings.ContainsAny(name, "/ ") {
-			return fmt.Errorf("drain[%d]: %q is not a backend name (host:port, as ListBackends shows it)", i, name)
+			return fmt.Errorf("Drain: entry %d, %q, is not a backend name (host:port, as ListBackends shows it)", i, name)
 		}
 	}
 	return nil
+}
+
+func (c Config) validateTenants() error {
+	if len(c.Tenants) == 0 {
+		return nil
+	}
+	for _, tenant := range c.Tenants {
+		if tenant == "" {
+			return errors.New("Tenants: a key maps to an empty tenant name")
+		}
+	}
+	if len(c.TenantSecret) < 16 {
+		return errors.New("TenantSecret: a secret of at least 16 bytes is required")
+	}
+	return nil
+}
+
+// limitFields maps a normalizer's limit error code to the Config field
+// that sets the limit.
+var limitFields = map[string]string{
+	normalize.CodeSizeLimit:        "MaxBodyBytes",
+	normalize.CodeDecodedSize:      "MaxDecodedBytes",
+	normalize.CodeCompressionRatio: "MaxRatio",
+	normalize.CodeDepthLimit:       "MaxDepth",
+	normalize.CodeStringLimit:      "MaxStringBytes",
+}
+
+// raises says what raises the limit set by field, as the end of a limit
+// error's message.
+func (c *Config) raises(field string) string {
+	name := "server.Config." + field
+	if c.SettingName != nil {
+		name = c.SettingName(field)
+	}
+	return " (raise it with " + name + ")"
+}
+
+// LimitHint is raises for a normalizer error: what raises the limit it
+// hit, or "" when it is no limit error.
+func (c *Config) LimitHint(code string) string {
+	if f, ok := limitFields[code]; ok {
+		return c.raises(f)
+	}
+	return ""
+}
+
+// BodyLimitHint says what raises the request body limit, as the end of a
+// 413's message.
+func (s *Server) BodyLimitHint() string { return s.cfg.raises("MaxBodyBytes") }
+
+// namedReadLimit refuses a Connect, gRPC or gRPC-Web request whose
+// declared length is over the body limit as connect does (resource
+// exhausted), with a message that names the setting that raises the
+// limit; connect's own check, which stays for bodies of unknown length,
+// says only the sizes. The 5 bytes allow one message's envelope.
+func (s *Server) namedReadLimit(path string, h http.Handler) (string, http.Handler) {
+	ew := connect.NewErrorWriter()
+	return path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.cfg.MaxBodyBytes+5 && ew.IsSupported(r) {
+			msg := fmt.Sprintf("request body of %d bytes is larger than the limit of %d bytes", r.ContentLength, s.cfg.MaxBodyBytes)
+			_ = ew.Write(w, r, connect.NewError(connect.CodeResourceExhausted, errors.New(msg+s.BodyLimitHint())))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -35,7 +35,7 @@ func (e *requestError) Error() string { return e.msg }
 
 // normalizeError maps a normalizer error: a body over a limit is 413, an
 // unknown encoding 415, anything else invalid input (400).
-func normalizeError(err error) error {
+func (s *Server) normalizeError(err error) error {
 	status := http.StatusBadRequest
 	switch {
 	case errors.Is(err, normalize.ErrTooLarge):
@@ -43,7 +43,8 @@ func normalizeError(err error) error {
 	case errors.Is(err, normalize.ErrUnsupportedEncoding):
 		status = http.StatusUnsupportedMediaType
 	}
-	return &requestError{status: status, code: normalize.ErrorCode(err), msg: "invalid request body: " + err.Error()}
+	code := normalize.ErrorCode(err)
+	return &requestError{status: status, code: code, msg: "invalid request body: " + err.Error() + s.cfg.LimitHint(code)}
 }
 
 // pickError maps a routing failure: saturation is 429 with Retry-After, a

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"fmt"
+	"github.com/prefixgate/prefixgate/backends"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -46,7 +47,7 @@ func TestFrontRequestTimeoutIsNotASuccess(t *testing.T) {
 			}
 		}))
 		addr := frontRouterWith(t, server.Config{Backends: []string{hs.URL}, StdlibHTTP1: stdlib,
-			RequestTimeout: 300 * time.Millisecond, ProbeInterval: time.Hour})
+			RequestTimeout: 300 * time.Millisecond, Pool: backends.Options{ProbeInterval: time.Hour}})
 		// A probe's success ends a failure streak too: the requests come
 		// after Serve's two probes at its start (the next is an hour
 		// away), which the router's model list shows.

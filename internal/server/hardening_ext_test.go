@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/route"
 	"io"
 	"log/slog"
 	"net"
@@ -340,7 +342,7 @@ func TestReadinessFollowsFleet(t *testing.T) {
 // TestReadinessAfterEjection: when every backend stops answering its
 // probes, the router reports not ready by itself.
 func TestReadinessAfterEjection(t *testing.T) {
-	h := startHarness(t, 1, server.Config{ProbeInterval: 20 * time.Millisecond}, vllmsim.Config{})
+	h := startHarness(t, 1, server.Config{Pool: backends.Options{ProbeInterval: 20 * time.Millisecond}}, vllmsim.Config{})
 	if status, _, _ := call(t, http.MethodGet, h.base+"/readyz", "", nil, nil); status != 200 {
 		t.Fatalf("/readyz = %d before the fleet stopped; want 200", status)
 	}
@@ -511,7 +513,7 @@ func TestDrainFinishesInFlight(t *testing.T) {
 	// prefix-aware: the test checks that an undrained backend gets its keys
 	// back by affinity; prefix-index would keep the prompt where it was
 	// cached while its home drained.
-	h := startHarness(t, 2, server.Config{Policy: "prefix-aware"}, vllmsim.Config{Preset: "tiny", Speed: 2})
+	h := startHarness(t, 2, server.Config{Route: route.Config{Policy: "prefix-aware"}}, vllmsim.Config{Preset: "tiny", Speed: 2})
 	doc := strings.Repeat("Shared handbook text for the drain test. ", 40)
 	streamBody, _ := json.Marshal(map[string]any{
 		"model": "vllmsim/tiny", "stream": true, "max_tokens": 400, "ignore_eos": true,
@@ -591,7 +593,7 @@ func TestDrainFromConfig(t *testing.T) {
 	drained := strings.TrimPrefix(fleet.URLs()[1], "http://")
 	// prefix-aware: prefix-index would keep these prompts on the backend
 	// that cached them while the other was drained.
-	cfg := server.Config{Backends: fleet.URLs(), Drain: []string{drained}, Policy: "prefix-aware"}
+	cfg := server.Config{Backends: fleet.URLs(), Drain: []string{drained}, Route: route.Config{Policy: "prefix-aware"}}
 	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"github.com/prefixgate/prefixgate/route"
 	"io"
 	"log/slog"
 	"net"
@@ -37,7 +38,7 @@ func metricsBackend(t *testing.T, running int) *httptest.Server {
 // its threshold (as its /metrics says) gets no more requests from this one.
 func TestScrapedLoadSteersRouting(t *testing.T) {
 	busy, idle := metricsBackend(t, 1000), metricsBackend(t, 0)
-	srv, err := server.New(server.Config{Backends: []string{busy.URL, idle.URL}, Threshold: 64},
+	srv, err := server.New(server.Config{Backends: []string{busy.URL, idle.URL}, Route: route.Config{DefaultThreshold: 64}},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

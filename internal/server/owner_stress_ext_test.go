@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/route"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -92,11 +94,10 @@ func TestOwnerStress(t *testing.T) {
 	name := func(i int) string { return strings.TrimPrefix(url(i), "http://") }
 	retries := 2
 	base := server.Config{
-		Backends:      []string{url(0), url(1), url(2), url(3), url(4)},
-		Threshold:     4,
-		QueueWait:     20 * time.Millisecond,
-		ProbeInterval: 10 * time.Millisecond,
-		Retries:       &retries,
+		Backends: []string{url(0), url(1), url(2), url(3), url(4)},
+		Route:    route.Config{DefaultThreshold: 4, QueueWait: 20 * time.Millisecond},
+		Pool:     backends.Options{ProbeInterval: 10 * time.Millisecond},
+		Retries:  &retries,
 	}
 	srv, err := server.New(base, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -139,7 +140,7 @@ func TestOwnerStress(t *testing.T) {
 				cfg := base
 				cfg.Backends = []string{url(0), url(1), url(2), url(3)}
 				cfg.Backends = append(cfg.Backends, url(4+i/4%2)) // 4 or 5: the other leaves
-				cfg.Policy = policies[i/4%len(policies)]
+				cfg.Route.Policy = policies[i/4%len(policies)]
 				if i/4%3 == 0 {
 					cfg.Drain = []string{name(2)}
 				}
@@ -300,7 +301,7 @@ func TestReloadKeepsInFlight(t *testing.T) {
 	}))
 	defer held.Close()
 	other := newStressBackend(t, time.Millisecond)
-	cfg := server.Config{Backends: []string{held.URL}, Policy: "consistent-hash"}
+	cfg := server.Config{Backends: []string{held.URL}, Route: route.Config{Policy: "consistent-hash"}}
 	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +325,7 @@ func TestReloadKeepsInFlight(t *testing.T) {
 		t.Fatalf("%d requests reached the backend, want %d", active.Load(), n)
 	}
 	cfg.Backends = []string{held.URL, other.srv.URL}
-	cfg.Policy = "least-outstanding"
+	cfg.Route.Policy = "least-outstanding"
 	if err := srv.Reload(cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -40,13 +40,13 @@ func (p Prepared) RouteRequest() route.Request { return routeRequest(p.Info) }
 func (s *Server) Prepare(ctx context.Context, raw []byte, encoding string, mode normalize.Mode, group, authorization string) (Prepared, error) {
 	if int64(len(raw)) > s.cfg.MaxBodyBytes {
 		return Prepared{}, &requestError{status: http.StatusRequestEntityTooLarge, code: "body_too_large",
-			msg: "request body is larger than the limit of " + strconv.FormatInt(s.cfg.MaxBodyBytes, 10) + " bytes"}
+			msg: "request body is larger than the limit of " + strconv.FormatInt(s.cfg.MaxBodyBytes, 10) + " bytes" + s.BodyLimitHint()}
 	}
 	if e := strings.TrimSpace(encoding); e != "" && !strings.EqualFold(e, "identity") {
 		lim := bodydecode.Limits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}
 		decoded, err := bodydecode.DecodeInto(nil, encoding, bytes.NewReader(raw), lim)
 		if err != nil {
-			return Prepared{}, normalizeError(err)
+			return Prepared{}, s.normalizeError(err)
 		}
 		raw = decoded
 	}

@@ -83,7 +83,7 @@ func (s *Server) prepareInto(ctx context.Context, dst, raw []byte, mode normaliz
 		if normalize.ErrorCode(err) == normalize.CodeInvalidScope && !jsonObject(raw) {
 			return prepared{}, errNotAnObject
 		}
-		return prepared{}, normalizeError(err)
+		return prepared{}, s.normalizeError(err)
 	}
 	return prepared{body: body, info: info}, nil
 }
@@ -117,7 +117,7 @@ func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([
 	if r.ContentLength > s.cfg.MaxBodyBytes {
 		// Refuse at once rather than read up to the limit first.
 		return nil, &requestError{status: http.StatusRequestEntityTooLarge, code: "body_too_large", bodyUnread: true,
-			msg: fmt.Sprintf("request body of %d bytes is larger than the limit of %d bytes", r.ContentLength, s.cfg.MaxBodyBytes)}
+			msg: fmt.Sprintf("request body of %d bytes is larger than the limit of %d bytes", r.ContentLength, s.cfg.MaxBodyBytes) + s.BodyLimitHint()}
 	}
 	// The front door's body ends at its Content-Length, which is within
 	// the limit (checked above): it needs no reader to bound it.
@@ -132,9 +132,9 @@ func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, &requestError{status: http.StatusRequestEntityTooLarge, code: "body_too_large",
-				msg: fmt.Sprintf("request body is larger than the limit of %d bytes", mbe.Limit)}
+				msg: fmt.Sprintf("request body is larger than the limit of %d bytes", mbe.Limit) + s.BodyLimitHint()}
 		}
-		return nil, normalizeError(err)
+		return nil, s.normalizeError(err)
 	}
 	return body, nil
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"github.com/prefixgate/prefixgate/route"
 	"io"
 	"log/slog"
 	"net/http"
@@ -38,7 +39,7 @@ func TestSaturationAndTimeout(t *testing.T) {
 	release := make(chan struct{})
 	backend := blockingBackend(t, release)
 	srv, err := server.New(server.Config{
-		Backends: []string{backend.URL}, Threshold: 1, QueueWait: 20 * time.Millisecond, RequestTimeout: 2 * time.Second,
+		Backends: []string{backend.URL}, Route: route.Config{DefaultThreshold: 1, QueueWait: 20 * time.Millisecond}, RequestTimeout: 2 * time.Second,
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -67,18 +67,14 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.tracing = tr
-	pool, err := backends.NewPool(cfg.Backends, backends.Options{
-		ProbeInterval: cfg.ProbeInterval,
-		IdleTimeout:   cfg.IdleTimeout,
-		OnState:       s.onState,
-		OnMembership:  s.onMembership,
-		OnScrape:      s.onScrape,
-	})
+	opts := cfg.Pool
+	opts.OnState, opts.OnMembership, opts.OnScrape = s.onState, s.onMembership, s.onScrape
+	pool, err := backends.NewPool(cfg.Backends, opts)
 	if err != nil {
 		return nil, err
 	}
 	s.pool = pool
-	router, err := route.NewTargets(routerConfig(cfg), targets(pool.Backends()))
+	router, err := route.NewTargets(cfg.Route, targets(pool.Backends()))
 	if err != nil {
 		return nil, err
 	}
@@ -152,9 +148,9 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	// The same body limit as REST, for Connect, gRPC and gRPC-Web messages.
 	opts := append(compressionOptions(), connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)))
-	mux.Handle(prefixgatev1connect.NewInferenceServiceHandler(inferenceService{s}, opts...))
-	mux.Handle(prefixgatev1connect.NewNormalizeServiceHandler(normalizeService{s}, opts...))
-	mux.Handle(prefixgatev1connect.NewAdminServiceHandler(adminService{s}, opts...))
+	mux.Handle(s.namedReadLimit(prefixgatev1connect.NewInferenceServiceHandler(inferenceService{s}, opts...)))
+	mux.Handle(s.namedReadLimit(prefixgatev1connect.NewNormalizeServiceHandler(normalizeService{s}, opts...)))
+	mux.Handle(s.namedReadLimit(prefixgatev1connect.NewAdminServiceHandler(adminService{s}, opts...)))
 	services := []string{
 		prefixgatev1connect.InferenceServiceName,
 		prefixgatev1connect.NormalizeServiceName,
@@ -266,19 +262,6 @@ func (s *Server) updateReadiness() {
 // rt is the router.
 func (s *Server) rt() *route.Router { return s.router }
 
-// routerConfig is the router's part of cfg.
-func routerConfig(cfg Config) route.Config {
-	return route.Config{
-		Policy:           cfg.Policy,
-		LoadFactor:       cfg.LoadFactor,
-		DefaultThreshold: cfg.Threshold,
-		QueueDepth:       cfg.QueueDepth,
-		QueueWait:        cfg.QueueWait,
-		// DefaultCacheTokens 0 is route's default.
-		DefaultCacheTokens: cfg.CacheTokens,
-	}
-}
-
 // Reload applies a new configuration without dropping requests: backends
 // are added and removed in place (those that stay keep their state), and
 // the routing settings change in place (route.Router.Reconfigure), so the
@@ -296,7 +279,7 @@ func (s *Server) Reload(next Config) error {
 		return err
 	}
 	s.applyDrain(next.Drain)
-	if err := s.router.Reconfigure(routerConfig(next)); err != nil {
+	if err := s.router.Reconfigure(next.Route); err != nil {
 		return err
 	}
 	s.log.Info("configuration reloaded", "backends", len(next.Backends), "policy", s.rt().Config().Policy)

@@ -1,0 +1,170 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/internal/server"
+	"github.com/prefixgate/prefixgate/normalize"
+	"github.com/prefixgate/prefixgate/route"
+)
+
+// Cmd is a set of commands whose flags include a setting.
+type Cmd uint8
+
+// The commands that read the configuration.
+const (
+	Serve Cmd = 1 << iota
+	EPP
+	Both = Serve | EPP
+)
+
+// Entry is one setting under its three names. Field is the Settings field
+// it sets; its type says how a value is read (a duration, an integer, a
+// comma-separated list ...).
+type Entry struct {
+	Key     string // dotted file key (routing.policy); "" for a flag only
+	Flag    string // flag name without dashes; "" for none
+	Env     string // environment variable; "" for none
+	Field   string // Settings field, dotted (Server.Route.LoadFactor)
+	Default string // as --help and docs/configuration.md show it
+	Doc     string // what it does, one line
+	Cmds    Cmd    // the commands that have Flag
+	Reload  bool   // applies on reload, without a restart
+	// keepZero keeps a zero given for a setting of the command's own,
+	// which otherwise means its default (as the server's settings do).
+	keepZero bool
+	// set, when not nil, applies a value in place of the field's plain
+	// parse (a flag that sets two fields, or one inverted).
+	set func(s *Settings, v string) error
+}
+
+// Table is every setting. A Settings field that no entry sets is listed
+// in Internal; a test holds both to the structs and docs/configuration.md
+// to the table.
+var Table = []Entry{
+	{Flag: "config", Field: "ConfigPath", Cmds: Both, Doc: "YAML configuration file; reloaded on SIGHUP and when its content changes"},
+	{Flag: "config-poll", Field: "ConfigPoll", Default: "2s", Cmds: Both, keepZero: true, Doc: "how often to check --config for changes (0: only on SIGHUP)"},
+	{Key: "listen", Flag: "listen", Env: "PREFIXGATE_LISTEN", Field: "Listen", Default: "127.0.0.1:8080", Cmds: Serve, Doc: "address to serve HTTP/1.1 and h2c (or TLS) on"},
+	{Key: "tls.cert_file", Flag: "tls-cert", Field: "TLSCertFile", Cmds: Serve, Doc: "TLS certificate file (with the key: serve HTTPS and HTTP/2)"},
+	{Key: "tls.key_file", Flag: "tls-key", Field: "TLSKeyFile", Cmds: Serve, Doc: "TLS private key file"},
+	{Key: "backends", Flag: "backend", Env: "PREFIXGATE_BACKENDS", Field: "Server.Backends", Cmds: Both, Reload: true,
+		Doc: "backend base URLs, optionally ENGINE+URL with ENGINE auto, vllm, sglang or llamacpp (flag repeatable; flag and variable comma-separated)"},
+	{Key: "drain", Field: "Server.Drain", Reload: true, Doc: "backends (host:port) that take no new requests"},
+	{Key: "routing.policy", Flag: "policy", Env: "PREFIXGATE_POLICY", Field: "Server.Route.Policy", Default: route.DefaultPolicy, Cmds: Both, Reload: true,
+		Doc: "routing policy: prefix-index, prefix-aware, least-outstanding, random or consistent-hash"},
+	{Key: "routing.load_factor", Flag: "load-factor", Env: "PREFIXGATE_LOAD_FACTOR", Field: "Server.Route.LoadFactor", Default: ftoa(route.DefaultLoadFactor), Cmds: Both, Reload: true,
+		Doc: "bounded-load factor c (>= 1)"},
+	{Key: "routing.threshold", Flag: "threshold", Env: "PREFIXGATE_THRESHOLD", Field: "Server.Route.DefaultThreshold", Default: strconv.Itoa(route.DefaultThreshold), Cmds: Both, Reload: true,
+		Doc: fmt.Sprintf("per-backend concurrency threshold (1..%d)", route.MaxThreshold)},
+	{Key: "routing.cache_tokens", Flag: "cache-tokens", Env: "PREFIXGATE_CACHE_TOKENS", Field: "Server.Route.DefaultCacheTokens", Default: strconv.Itoa(route.DefaultCacheTokens), Cmds: Both, Reload: true,
+		Doc: "each backend's KV cache in tokens, which prefix-index remembers about"},
+	{Key: "routing.prefix_length", Flag: "prefix-length", Env: "PREFIXGATE_PREFIX_LENGTH", Field: "Server.PrefixLength", Default: strconv.Itoa(normalize.DefaultPrefixLength), Cmds: Both,
+		Doc: fmt.Sprintf("routing window N in characters (%d..%d)", normalize.MinPrefixLength, normalize.MaxPrefixLength)},
+	{Key: "routing.queue_depth", Flag: "queue-depth", Env: "PREFIXGATE_QUEUE_DEPTH", Field: "Server.Route.QueueDepth", Default: strconv.Itoa(route.DefaultQueueDepth), Cmds: Both, Reload: true,
+		Doc: "requests that may wait when every backend is full (negative: none)"},
+	{Key: "routing.queue_wait", Flag: "queue-wait", Env: "PREFIXGATE_QUEUE_WAIT", Field: "Server.Route.QueueWait", Default: route.DefaultQueueWait.String(), Cmds: Both, Reload: true,
+		Doc: "longest wait for a free backend before 429 (negative: none)"},
+	{Key: "routing.retries", Flag: "retries", Env: "PREFIXGATE_RETRIES", Field: "Server.Retries", Default: strconv.Itoa(server.DefaultRetries), Cmds: Both,
+		Doc: "other backends to try when one sends nothing back (0: none; negative: the default)"},
+	{Key: "health.probe_interval", Flag: "probe-interval", Env: "PREFIXGATE_PROBE_INTERVAL", Field: "Server.Pool.ProbeInterval", Default: backends.DefaultProbeInterval.String(), Cmds: Both,
+		Doc: "how often each backend's /health is probed"},
+	{Key: "limits.max_body_bytes", Flag: "max-body-bytes", Env: "PREFIXGATE_MAX_BODY_BYTES", Field: "Server.MaxBodyBytes", Default: strconv.Itoa(server.DefaultMaxBodyBytes), Cmds: Both,
+		Doc: "largest request body accepted (413 above)"},
+	{Key: "limits.max_decoded_bytes", Flag: "max-decoded-bytes", Env: "PREFIXGATE_MAX_DECODED_BYTES", Field: "Server.MaxDecodedBytes", Default: strconv.Itoa(server.DefaultMaxDecodedBytes), Cmds: Both,
+		Doc: "largest body once its Content-Encoding is decoded (413 above)"},
+	{Key: "limits.max_ratio", Flag: "max-ratio", Env: "PREFIXGATE_MAX_RATIO", Field: "Server.MaxRatio", Default: strconv.Itoa(server.DefaultMaxRatio), Cmds: Both,
+		Doc: "largest decoded/encoded size ratio of a compressed body (413 above)"},
+	{Key: "limits.max_depth", Flag: "max-depth", Env: "PREFIXGATE_MAX_DEPTH", Field: "Server.MaxDepth", Default: strconv.Itoa(server.DefaultMaxDepth), Cmds: Both,
+		Doc: "deepest JSON nesting accepted (400 above)"},
+	{Key: "limits.max_string_bytes", Flag: "max-string-bytes", Env: "PREFIXGATE_MAX_STRING_BYTES", Field: "Server.MaxStringBytes", Default: strconv.Itoa(server.DefaultMaxStringBytes), Cmds: Both,
+		Doc: "largest JSON string or number literal in a body, in input bytes (400 above; at most the decoded body limit)"},
+	{Key: "limits.request_timeout", Flag: "request-timeout", Env: "PREFIXGATE_REQUEST_TIMEOUT", Field: "Server.RequestTimeout", Default: durString(server.DefaultRequestTimeout), Cmds: Both,
+		Doc: "end-to-end limit per request (504 past it)"},
+	{Key: "limits.client_idle_timeout", Flag: "client-idle-timeout", Env: "PREFIXGATE_CLIENT_IDLE_TIMEOUT", Field: "Server.ClientIdleTimeout", Default: durString(server.DefaultClientIdleTimeout), Cmds: Both,
+		Doc: "close a client connection that waits this long for its next request"},
+	{Key: "limits.backend_idle_timeout", Flag: "backend-idle-timeout", Env: "PREFIXGATE_BACKEND_IDLE_TIMEOUT", Field: "Server.Pool.IdleTimeout", Default: durString(server.DefaultIdleTimeout), Cmds: Both,
+		Doc: "fail a backend response that sends nothing for this long"},
+	{Key: "tenants.secret_env", Field: "TenantSecretEnv", Doc: "environment variable holding the tenants' HMAC secret (at least 16 characters)"},
+	{Key: "tenants.api_keys", Field: "Server.Tenants", Doc: "API keys (at least 16 characters) mapped to tenant names; with any set, every request needs one"},
+	{Key: "cors.allowed_origins", Flag: "cors-origin", Field: "Server.CORSOrigins", Cmds: Serve,
+		Doc: "browser origins allowed to call the router, or * (flag repeatable)"},
+	{Key: "admin.listen", Field: "AdminListen", Doc: "the operator's listener for /admin/backends (off when empty)"},
+	{Key: "admin.pprof", Field: "AdminPprof", Default: "false", Doc: "serve /debug/pprof on the admin listener"},
+	{Flag: "admin-listen", Field: "AdminListen", Cmds: Serve, set: setAdmin,
+		Doc: "admin listener for /admin/backends and /debug/pprof (sets admin.listen and admin.pprof)"},
+	{Key: "log.format", Env: "PREFIXGATE_LOG_FORMAT", Field: "LogFormat", Default: "text", Doc: "log format: text or json"},
+	{Flag: "log-json", Field: "LogFormat", Default: "false", Cmds: Both, set: setLogJSON, Doc: "write logs as JSON (sets log.format)"},
+	{Key: "log.level", Flag: "log-level", Env: "PREFIXGATE_LOG_LEVEL", Field: "LogLevel", Default: "info", Cmds: Both,
+		Doc: "debug, info, warn or error; info logs one line per request"},
+	{Key: "tracing.otlp_endpoint", Flag: "otlp-endpoint", Env: "PREFIXGATE_OTLP_ENDPOINT", Field: "Server.TraceEndpoint", Cmds: Both,
+		Doc: "export OpenTelemetry traces to this OTLP/HTTP collector, e.g. http://localhost:4318"},
+	{Key: "drain_timeout", Flag: "drain-timeout", Env: "PREFIXGATE_DRAIN_TIMEOUT", Field: "DrainTimeout", Default: "30s", Cmds: Both,
+		Doc: "how long in-flight requests may finish after SIGTERM"},
+	{Flag: "fast-http1", Field: "Server.StdlibHTTP1", Default: "true", Cmds: Serve, set: setFastHTTP1,
+		Doc: "serve plain HTTP/1.1 REST requests with prefixgate's own connection loop (false: net/http serves every connection)"},
+	{Key: "epp.listen", Flag: "listen", Field: "EPPListen", Default: ":9002", Cmds: EPP, Doc: "epp: address of the ext_proc gRPC service (and gRPC health)"},
+	{Key: "epp.health_listen", Flag: "health-listen", Field: "EPPHealthListen", Default: ":9003", Cmds: EPP, Doc: "epp: address of the gRPC health service alone"},
+	{Key: "epp.metrics_listen", Flag: "metrics-listen", Field: "EPPMetricsListen", Default: ":9090", Cmds: EPP, Doc: "epp: address of /metrics over HTTP, or off"},
+}
+
+// Internal lists the Settings fields no entry sets, and why.
+var Internal = map[string]string{
+	"Server.TenantSecret":            "read from the variable tenants.secret_env names",
+	"Server.SettingName":             "set by this package from the table",
+	"Server.Route.Slack":             "tuned per policy (docs/routing.md)",
+	"Server.Route.VirtualNodes":      "changing it moves keys",
+	"Server.Route.DisableSpillChain": "for measurement only",
+	"Server.Route.DecodeWeight":      "tuned with the prefix index (docs/routing.md)",
+	"Server.Route.Seed":              "for reproducible tests",
+	"Server.Pool.ConnectTimeout":     "the pool's default",
+	"Server.Pool.FirstByteTimeout":   "the pool's default",
+	"Server.Pool.H2C":                "for benchmarks against h2c backends",
+	"Server.Pool.ProbeTimeout":       "the pool's default",
+	"Server.Pool.FailThreshold":      "the pool's default",
+	"Server.Pool.RiseThreshold":      "the pool's default",
+	"Server.Pool.EjectBackoff":       "the pool's default",
+	"Server.Pool.MaxEjectBackoff":    "the pool's default",
+	"Server.Pool.ScrapeInterval":     "the pool's default",
+	"Server.Pool.DiscoveryInterval":  "the pool's default",
+	"Server.Pool.ResolveTimeout":     "the pool's default",
+	"Server.Pool.Resolver":           "for tests",
+	"Server.Pool.OnState":            "the server's callback",
+	"Server.Pool.OnMembership":       "the server's callback",
+	"Server.Pool.OnScrape":           "the server's callback",
+}
+
+func setAdmin(s *Settings, v string) error {
+	s.AdminListen, s.AdminPprof = v, true
+	return nil
+}
+
+func setLogJSON(s *Settings, v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%q is not true or false", v)
+	}
+	s.LogFormat = map[bool]string{true: "json", false: "text"}[b]
+	return nil
+}
+
+func setFastHTTP1(s *Settings, v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%q is not true or false", v)
+	}
+	s.Server.StdlibHTTP1 = !b
+	return nil
+}
+
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// durString writes whole minutes as 5m rather than time's 5m0s.
+func durString(d time.Duration) string {
+	if d%time.Minute == 0 && d >= time.Minute {
+		return strconv.Itoa(int(d/time.Minute)) + "m"
+	}
+	return d.String()
+}
