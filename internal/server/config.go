@@ -7,19 +7,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
 
 // The server's own defaults. Routing defaults (policy, load factor,
 // threshold, queue depth and wait) belong to package route, which applies
-// them; the routing window's to package normalize.
+// them; the routing window's to package normalize; the body limits' to
+// package pipeline.
 const (
-	DefaultMaxBodyBytes    = 32 << 20
-	DefaultMaxDecodedBytes = 64 << 20
-	DefaultMaxStringBytes  = normalize.DefaultMaxStringBytes
-	DefaultMaxRatio        = 100
-	DefaultMaxDepth        = 128
+	DefaultMaxBodyBytes    = pipeline.DefaultMaxBodyBytes
+	DefaultMaxDecodedBytes = pipeline.DefaultMaxDecodedBytes
+	DefaultMaxStringBytes  = pipeline.DefaultMaxStringBytes
+	DefaultMaxRatio        = pipeline.DefaultMaxRatio
+	DefaultMaxDepth        = pipeline.DefaultMaxDepth
 	DefaultRequestTimeout  = 5 * time.Minute
 	// DefaultClientIdleTimeout: how long a keep-alive client connection may
 	// wait for its next request before the router closes it.
@@ -128,17 +130,10 @@ func (c Config) Validate() error {
 	if c.Threshold < 0 || c.Threshold > route.MaxThreshold {
 		return fmt.Errorf("threshold: %d is outside 1..%d", c.Threshold, route.MaxThreshold)
 	}
-	if c.PrefixLength < normalize.MinPrefixLength || c.PrefixLength > normalize.MaxPrefixLength {
-		return fmt.Errorf("prefix_length: %d is outside %d..%d", c.PrefixLength, normalize.MinPrefixLength, normalize.MaxPrefixLength)
-	}
-	if c.MaxBodyBytes < 1024 {
-		return fmt.Errorf("max_body_bytes: %d is below 1024", c.MaxBodyBytes)
-	}
-	if len(c.Tenants) > 0 && len(c.TenantSecret) < 16 {
-		return errors.New("tenants: a secret of at least 16 bytes is required")
-	}
-	if c.MaxStringBytes < 16 || int64(c.MaxStringBytes) > c.MaxDecodedBytes {
-		return fmt.Errorf("max_string_bytes: %d is outside 16..max_decoded_bytes (%d)", c.MaxStringBytes, c.MaxDecodedBytes)
+	// The pipeline's limits and tenants (prefix_length, max_body_bytes,
+	// tenants, max_string_bytes).
+	if err := pipelineConfig(c).Validate(); err != nil {
+		return err
 	}
 	for i, name := range c.Drain {
 		if name == "" || strings.ContainsAny(name, "/ ") {
