@@ -499,18 +499,11 @@ func (x *exchange) sendBody(body []byte, endOfStream bool) error {
 // refuse answers with an immediate response in OpenAI's error shape.
 func (x *exchange) refuse(err error) error {
 	e := pipeline.AsError(err)
-	code, errCode, msg, retryAfter := e.Status, e.Code, e.Message, e.RetryAfter
-	typ := "invalid_request_error"
-	switch {
-	case code == http.StatusTooManyRequests:
-		typ = "rate_limit_error"
-	case code >= 500:
-		typ = "server_error"
-	}
-	body := fmt.Appendf(nil, `{"error":{"message":%s,"type":%q,"code":%q}}`, strconv.Quote(msg), typ, errCode)
+	code, errCode, msg := e.Status, e.Code, e.Message
+	body := fmt.Appendf(nil, `{"error":{"message":%s,"type":%q,"code":%q}}`, strconv.Quote(msg), e.Type(), errCode)
 	set := []*corev3.HeaderValueOption{header("content-type", "application/json")}
-	if retryAfter > 0 {
-		set = append(set, header("retry-after", strconv.Itoa(int((retryAfter+time.Second-1)/time.Second))))
+	if s := e.RetryAfterSeconds(); s > 0 {
+		set = append(set, header("retry-after", strconv.Itoa(s)))
 	}
 	x.p.metrics.refusals.WithLabelValues(strconv.Itoa(code)).Inc()
 	x.p.log.Info("refused", "path", x.path, "status", code, "code", errCode, "err", msg)

@@ -32,6 +32,26 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// Type is the OpenAI error type for e's status.
+func (e *Error) Type() string {
+	switch {
+	case e.Status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case e.Status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+// RetryAfterSeconds is RetryAfter in whole seconds, rounded up, for a
+// Retry-After header; 0 when the client need not wait.
+func (e *Error) RetryAfterSeconds() int {
+	if e.RetryAfter <= 0 {
+		return 0
+	}
+	return int((e.RetryAfter + time.Second - 1) / time.Second)
+}
+
 // NewError is an error with the status and code a client should see, for a
 // front door's own refusals. A status outside 400..599 gives a plain error,
 // which AsError maps to 500.

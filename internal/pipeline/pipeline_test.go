@@ -211,4 +211,20 @@ func TestErrors(t *testing.T) {
 	if got := pipeline.Status(pipeline.NewError(http.StatusNotFound, "x", "y")); got != http.StatusNotFound {
 		t.Errorf("Status = %d", got)
 	}
+	for _, tc := range []struct {
+		e       pipeline.Error
+		typ     string
+		seconds int
+	}{
+		{pipeline.Error{Status: 400}, "invalid_request_error", 0},
+		{pipeline.Error{Status: 404}, "invalid_request_error", 0},
+		{pipeline.Error{Status: 429, RetryAfter: 1500 * time.Millisecond}, "rate_limit_error", 2},
+		{pipeline.Error{Status: 429, RetryAfter: time.Second}, "rate_limit_error", 1},
+		{pipeline.Error{Status: 499}, "invalid_request_error", 0},
+		{pipeline.Error{Status: 503}, "server_error", 0},
+	} {
+		if typ, s := tc.e.Type(), tc.e.RetryAfterSeconds(); typ != tc.typ || s != tc.seconds {
+			t.Errorf("%d after %v: type %s, Retry-After %d; want %s, %d", tc.e.Status, tc.e.RetryAfter, typ, s, tc.typ, tc.seconds)
+		}
+	}
 }

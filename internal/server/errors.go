@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -33,22 +32,15 @@ func upstreamError(err error) error {
 // writeError writes err in OpenAI's error shape.
 func writeError(w http.ResponseWriter, err error) {
 	re := pipeline.AsError(err)
-	typ := "invalid_request_error"
-	switch {
-	case re.Status == http.StatusTooManyRequests:
-		typ = "rate_limit_error"
-	case re.Status >= 500:
-		typ = "server_error"
-	}
-	if re.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int((re.RetryAfter+time.Second-1)/time.Second)))
+	if s := re.RetryAfterSeconds(); s > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(s))
 	}
 	var param any // null unless a field is at fault, as OpenAI answers
 	if re.Param != "" {
 		param = re.Param
 	}
 	writeJSON(w, re.Status, map[string]any{
-		"error": map[string]any{"message": re.Message, "type": typ, "param": param, "code": re.Code},
+		"error": map[string]any{"message": re.Message, "type": re.Type(), "param": param, "code": re.Code},
 	})
 }
 
@@ -60,8 +52,8 @@ func connectError(err error) *connect.Error {
 	}
 	re := pipeline.AsError(err)
 	cerr := connect.NewError(codeForStatus(re.Status), errors.New(re.Message))
-	if re.RetryAfter > 0 {
-		cerr.Meta().Set("Retry-After", strconv.Itoa(int((re.RetryAfter+time.Second-1)/time.Second)))
+	if s := re.RetryAfterSeconds(); s > 0 {
+		cerr.Meta().Set("Retry-After", strconv.Itoa(s))
 	}
 	return cerr
 }

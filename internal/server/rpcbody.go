@@ -14,9 +14,9 @@ import (
 // message: strings through normalize's canonical string writer, embedded
 // JSON (extra_json, parameters_json, tool_calls_json) validated and
 // written in canonical form by normalize, with no map and no encoding/json
-// round trip. prepare's one pass then puts the members in schema order and
-// keys the body, so an RPC's canonical body is the one the REST path makes
-// of the same request (rpcbody_test.go).
+// round trip. The pipeline's one pass (Normalize) then puts the members in
+// schema order and keys the body, so an RPC's canonical body is the one the
+// REST path makes of the same request (rpcbody_test.go).
 
 // rpcBody is the body being written and the first error met.
 type rpcBody struct {
