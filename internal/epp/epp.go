@@ -1,11 +1,12 @@
 // Package epp is prefixgate as an endpoint picker: the Gateway API
 // Inference Extension protocol over Envoy's external processing (ext_proc)
 // gRPC API. The gateway streams each request's headers and body to the
-// picker; the picker runs serve's pipeline (tenant, normalize, key, route)
-// and answers with the chosen endpoint in the x-gateway-destination-endpoint
-// header and in the envoy.lb dynamic metadata, and the canonical body. The
-// gateway then moves the bytes; the picker follows the response to release
-// the pick and learn from the backend's usage.
+// picker; the picker runs the request pipeline serve runs (package
+// pipeline: tenant, decode, normalize, key), picks a backend, and answers
+// with the chosen endpoint in the x-gateway-destination-endpoint header and
+// in the envoy.lb dynamic metadata, and the canonical body. The gateway
+// then moves the bytes; the picker follows the response to release the
+// pick and learn from the backend's usage.
 package epp
 
 import (
@@ -26,13 +27,14 @@ import (
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/prefixgate/prefixgate/internal/server"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -59,22 +61,39 @@ const ChunkSize = 62 << 10
 // an OpenAI answer reports usage in its last JSON object or SSE event.
 const usageTail = 64 << 10
 
+// Fleet is what the picker runs on: the request pipeline with its router,
+// the backends' background work (probes, load hints) and their metrics.
+// The HTTP server (internal/server) is one, so that serve and epp share
+// their wiring.
+type Fleet interface {
+	// Pipeline prepares each request and maps errors to statuses.
+	Pipeline() *pipeline.Pipeline
+	// RequestTimeout bounds a decision, queue wait included.
+	RequestTimeout() time.Duration
+	// RunBackground probes the backends once, then keeps probing them in
+	// the background until ctx ends.
+	RunBackground(ctx context.Context)
+	// Gatherer holds the pool's, router's and pipeline's series.
+	Gatherer() prometheus.Gatherer
+}
+
 // Picker serves envoy.service.ext_proc.v3.ExternalProcessor.
 type Picker struct {
 	extprocv3.UnimplementedExternalProcessorServer
-	srv     *server.Server
+	fleet   Fleet
+	pipe    *pipeline.Pipeline
 	log     *slog.Logger
 	metrics *metrics
 	seed    maphash.Seed
 }
 
-// New returns a picker over srv's pipeline, backend pool and router. srv's
-// background work (probes, load hints) must be running (RunBackground).
-func New(srv *server.Server, log *slog.Logger) *Picker {
+// New returns a picker over fleet's pipeline, router and backends. Serve
+// starts fleet's background work.
+func New(fleet Fleet, log *slog.Logger) *Picker {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Picker{srv: srv, log: log, metrics: newMetrics(), seed: maphash.MakeSeed()}
+	return &Picker{fleet: fleet, pipe: fleet.Pipeline(), log: log, metrics: newMetrics(), seed: maphash.MakeSeed()}
 }
 
 // Register adds the ext_proc service to g.
@@ -195,7 +214,7 @@ func (x *exchange) correctServed(served string) {
 	if served == "" || served == x.d.Backend || x.d.Released() {
 		return
 	}
-	d, err := x.p.srv.Router().PickMember(served, x.req, false)
+	d, err := x.p.pipe.Router().PickMember(served, x.req, false)
 	x.p.metrics.servedCorrections.Inc()
 	if err != nil {
 		// The served endpoint is not (or no longer) a member: the request
@@ -227,7 +246,7 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) error {
 	case filterv3.ProcessingMode_STREAMED, filterv3.ProcessingMode_BUFFERED_PARTIAL, filterv3.ProcessingMode_GRPC:
 		// The decision needs the whole body before the headers leave; in
 		// these modes they leave first, or the body comes in part.
-		return x.refuse(server.NewRequestError(http.StatusInternalServerError, "unsupported_body_mode",
+		return x.refuse(pipeline.NewError(http.StatusInternalServerError, "unsupported_body_mode",
 			"the gateway's ext_proc request_body_mode is "+x.requestMode.String()+"; prefixgate epp needs BUFFERED or FULL_DUPLEX_STREAMED (docs/epp.md)"))
 	}
 	if h.GetEndOfStream() || x.requestMode == filterv3.ProcessingMode_NONE {
@@ -245,10 +264,8 @@ func (x *exchange) requestHeaders(h *extprocv3.HttpHeaders) error {
 }
 
 func (x *exchange) requestBody(b *extprocv3.HttpBody) error {
-	limit := x.p.srv.MaxBodyBytes()
-	if int64(len(x.body))+int64(len(b.GetBody())) > limit {
-		return x.refuse(server.NewRequestError(http.StatusRequestEntityTooLarge, "body_too_large",
-			fmt.Sprintf("request body is larger than the limit of %d bytes", limit)+x.p.srv.BodyLimitHint()))
+	if err := x.p.pipe.CheckSize(int64(len(x.body)) + int64(len(b.GetBody()))); err != nil {
+		return x.refuse(err)
 	}
 	x.body = append(x.body, b.GetBody()...)
 	if x.requestMode == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED && !b.GetEndOfStream() {
@@ -288,30 +305,16 @@ func mode(path string) (normalize.Mode, bool) {
 // body came (headersOnly), else with the canonical body. endOfStream says
 // whether the body ended the request (no trailers follow).
 func (x *exchange) decide(headersOnly, endOfStream bool) error {
-	ctx, cancel := context.WithTimeout(x.stream.Context(), x.p.srv.RequestTimeout())
+	ctx, cancel := context.WithTimeout(x.stream.Context(), x.p.fleet.RequestTimeout())
 	defer cancel()
-	var body []byte
-	var keyed bool
-	m, inference := mode(x.path)
-	if inference && !headersOnly {
-		prep, err := x.p.srv.Prepare(ctx, x.body, x.headers["content-encoding"], m, x.headers[strings.ToLower(server.GroupHeader)], x.headers["authorization"])
-		if err != nil {
-			return x.refuse(err)
-		}
-		body, x.req, keyed = prep.Body, prep.RouteRequest(), true
-		x.key = prep.Info.KeyHex()
-	} else {
-		// Not an inference body (GET /v1/models, health): spread by path,
-		// behind the same tenant check.
-		if err := x.p.srv.CheckTenant(x.headers["authorization"]); err != nil {
-			return x.refuse(err)
-		}
-		x.req = route.Request{Key: maphash.String(x.p.seed, x.path)}
-		body = x.body
+	body, keyed, err := x.prepare(ctx, headersOnly)
+	if err != nil {
+		return x.refuse(err)
 	}
 	start := time.Now()
 	d, err := x.pick(ctx)
-	x.p.srv.ObserveDecision(time.Since(start), &d)
+	x.p.pipe.ObservePick(time.Since(start), &d)
+	x.p.pipe.CountSpill(&d)
 	if err != nil {
 		return x.refuse(err)
 	}
@@ -319,15 +322,15 @@ func (x *exchange) decide(headersOnly, endOfStream bool) error {
 
 	set := []*corev3.HeaderValueOption{
 		header(DestinationHeader, d.Backend),
-		header(server.BackendHeader, d.Backend),
-		header(server.DecisionHeader, d.Reason.String()),
+		header(pipeline.BackendHeader, d.Backend),
+		header(pipeline.DecisionHeader, d.Reason.String()),
 	}
 	var remove []string
 	if keyed {
-		set = append(set, header(server.KeyHeader, x.key))
+		set = append(set, header(pipeline.KeyHeader, x.key))
 	} else {
 		// No key was computed: a client's own must not reach the backend.
-		remove = append(remove, strings.ToLower(server.KeyHeader))
+		remove = append(remove, strings.ToLower(pipeline.KeyHeader))
 	}
 	if !headersOnly && keyed {
 		// The backend gets the canonical body, decoded, as from serve.
@@ -336,7 +339,7 @@ func (x *exchange) decide(headersOnly, endOfStream bool) error {
 			remove = append(remove, "content-encoding")
 		}
 	}
-	if x.p.srv.TenantsEnabled() {
+	if x.p.pipe.TenantsEnabled() {
 		// The API key identifies the caller to prefixgate, not the backend.
 		remove = append(remove, "authorization")
 	}
@@ -372,19 +375,41 @@ func (x *exchange) decide(headersOnly, endOfStream bool) error {
 	}
 }
 
+// prepare runs the pipeline over the request: an inference body is
+// authenticated, decoded, canonicalized and keyed (keyed is true, body is
+// the canonical body); anything else (GET /v1/models, health) is spread by
+// path behind the same tenant check.
+func (x *exchange) prepare(ctx context.Context, headersOnly bool) (body []byte, keyed bool, err error) {
+	m, inference := mode(x.path)
+	if !inference || headersOnly {
+		if _, err := x.p.pipe.Authenticate(x.headers["authorization"]); err != nil {
+			return nil, false, err
+		}
+		x.req = route.Request{Key: maphash.String(x.p.seed, x.path)}
+		return x.body, false, nil
+	}
+	prep, err := x.p.pipe.Prepare(ctx, pipeline.Request{Body: x.body, Encoding: x.headers["content-encoding"], Mode: m,
+		Group: x.headers[strings.ToLower(pipeline.GroupHeader)], Authorization: x.headers["authorization"]})
+	if err != nil {
+		return nil, false, err
+	}
+	x.req, x.key = prep.RouteRequest(), prep.Info.KeyHex()
+	return prep.Body, true, nil
+}
+
 // pick asks the router, restricted to the gateway's subset when it sent
 // one.
 func (x *exchange) pick(ctx context.Context) (route.Decision, error) {
-	rt := x.p.srv.Router()
+	rt := x.p.pipe.Router()
 	if !x.hinted {
 		d, err := rt.Pick(ctx, x.req)
 		if err != nil {
-			return d, x.p.srv.PickError(err, x.req.Model)
+			return d, x.p.pipe.PickError(err, x.req.Model)
 		}
 		return d, nil
 	}
 	if len(x.subset) == 0 {
-		return route.Decision{}, server.NewRequestError(http.StatusServiceUnavailable, "no_backend",
+		return route.Decision{}, pipeline.NewError(http.StatusServiceUnavailable, "no_backend",
 			"the gateway's endpoint subset hint is empty")
 	}
 	// The policy's own choice stands when the subset allows it, so a
@@ -433,9 +458,9 @@ func (x *exchange) pick(ctx context.Context) (route.Decision, error) {
 		}
 	}
 	if saturated != nil {
-		return route.Decision{}, x.p.srv.PickError(saturated, x.req.Model)
+		return route.Decision{}, x.p.pipe.PickError(saturated, x.req.Model)
 	}
-	return route.Decision{}, server.NewRequestError(http.StatusServiceUnavailable, "no_backend",
+	return route.Decision{}, pipeline.NewError(http.StatusServiceUnavailable, "no_backend",
 		fmt.Sprintf("none of the %d endpoints in the gateway's subset hint is a healthy backend serving this request", len(order)))
 }
 
@@ -473,18 +498,12 @@ func (x *exchange) sendBody(body []byte, endOfStream bool) error {
 
 // refuse answers with an immediate response in OpenAI's error shape.
 func (x *exchange) refuse(err error) error {
-	code, errCode, msg, retryAfter := server.ErrorStatus(err)
-	typ := "invalid_request_error"
-	switch {
-	case code == http.StatusTooManyRequests:
-		typ = "rate_limit_error"
-	case code >= 500:
-		typ = "server_error"
-	}
-	body := fmt.Appendf(nil, `{"error":{"message":%s,"type":%q,"code":%q}}`, strconv.Quote(msg), typ, errCode)
+	e := pipeline.AsError(err)
+	code, errCode, msg := e.Status, e.Code, e.Message
+	body := fmt.Appendf(nil, `{"error":{"message":%s,"type":%q,"code":%q}}`, strconv.Quote(msg), e.Type(), errCode)
 	set := []*corev3.HeaderValueOption{header("content-type", "application/json")}
-	if retryAfter > 0 {
-		set = append(set, header("retry-after", strconv.Itoa(int((retryAfter+time.Second-1)/time.Second))))
+	if s := e.RetryAfterSeconds(); s > 0 {
+		set = append(set, header("retry-after", strconv.Itoa(s)))
 	}
 	x.p.metrics.refusals.WithLabelValues(strconv.Itoa(code)).Inc()
 	x.p.log.Info("refused", "path", x.path, "status", code, "code", errCode, "err", msg)

@@ -4,49 +4,103 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/prefixgate/prefixgate/route"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/backends/vllmsim"
-	"github.com/prefixgate/prefixgate/internal/server"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/route"
 )
 
-// harness is a picker over a real server and simulated replicas, served
-// over an in-process gRPC connection.
+// harness is a picker over a fleet of simulated replicas, served over an
+// in-process gRPC connection.
 type harness struct {
-	srv    *server.Server
+	fleet  *testFleet
 	client extprocv3.ExternalProcessorClient
 	health healthpb.HealthClient
 	names  []string
 }
 
-func newHarness(t *testing.T, cfg server.Config) *harness {
+// testFleet is the picker's Fleet as serve wires it: a backend pool whose
+// health and membership reach the router, and the pipeline in front of
+// the router.
+type testFleet struct {
+	pool   *backends.Pool
+	router atomic.Pointer[route.Router]
+	pipe   *pipeline.Pipeline
+}
+
+func (f *testFleet) Pipeline() *pipeline.Pipeline      { return f.pipe }
+func (f *testFleet) RequestTimeout() time.Duration     { return time.Minute }
+func (f *testFleet) Gatherer() prometheus.Gatherer     { return prometheus.NewRegistry() }
+func (f *testFleet) RunBackground(ctx context.Context) { f.pool.ProbeAll(ctx); go f.pool.Run(ctx) }
+func (f *testFleet) Router() *route.Router             { return f.router.Load() }
+
+func targets(bs []*backends.Backend) []route.Target {
+	ts := make([]route.Target, len(bs))
+	for i, b := range bs {
+		ts[i] = b
+	}
+	return ts
+}
+
+func newFleet(t *testing.T, urls []string, rc route.Config, pc pipeline.Config) *testFleet {
+	t.Helper()
+	f := &testFleet{}
+	pool, err := backends.NewPool(urls, backends.Options{
+		OnState: func(*backends.Backend, backends.State) {
+			if rt := f.router.Load(); rt != nil {
+				rt.Refresh()
+			}
+		},
+		OnMembership: func(bs []*backends.Backend) {
+			if rt := f.router.Load(); rt != nil {
+				if err := rt.SetTargets(targets(bs)); err != nil {
+					t.Errorf("membership: %v", err)
+				}
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := route.NewTargets(rc, targets(pool.Backends()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.pool = pool
+	f.router.Store(rt)
+	if f.pipe, err = pipeline.New(pc, rt); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func newHarness(t *testing.T, rc route.Config, pc pipeline.Config) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	fleet, err := vllmsim.StartFleet(ctx, "127.0.0.1:0", 3, vllmsim.Config{Preset: "tiny", Speed: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Backends = fleet.URLs()
-	srv, err := server.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := New(srv, nil)
+	f := newFleet(t, fleet.URLs(), rc, pc)
+	p := New(f, nil)
 	grpcLn, healthLn := bufconn.Listen(1<<20), bufconn.Listen(1<<20)
 	done := make(chan error, 1)
 	go func() { done <- p.Serve(ctx, Listeners{GRPC: grpcLn, Health: healthLn}, 5*time.Second) }()
@@ -68,7 +122,7 @@ func newHarness(t *testing.T, cfg server.Config) *harness {
 		}
 		fleet.Close()
 	})
-	h := &harness{srv: srv, client: extprocv3.NewExternalProcessorClient(cc), health: healthpb.NewHealthClient(hc)}
+	h := &harness{fleet: f, client: extprocv3.NewExternalProcessorClient(cc), health: healthpb.NewHealthClient(hc)}
 	for _, u := range fleet.URLs() {
 		h.names = append(h.names, strings.TrimPrefix(u, "http://"))
 	}
@@ -159,7 +213,7 @@ func (h *harness) buffered(t *testing.T, body []byte, meta *corev3.Metadata, ext
 }
 
 func TestBufferedPicksByPrefixAndSendsTheCanonicalBody(t *testing.T) {
-	h := newHarness(t, server.Config{})
+	h := newHarness(t, route.Config{}, pipeline.Config{})
 	var endpoints []string
 	for i := range 6 {
 		// Same system prompt, different user turns, with non-canonical
@@ -180,7 +234,7 @@ func TestBufferedPicksByPrefixAndSendsTheCanonicalBody(t *testing.T) {
 		if !common.GetClearRouteCache() {
 			t.Fatal("clear_route_cache not set")
 		}
-		for _, k := range []string{server.BackendHeader, server.DecisionHeader, server.KeyHeader} {
+		for _, k := range []string{pipeline.BackendHeader, pipeline.DecisionHeader, pipeline.KeyHeader} {
 			if v, ok := headerValue(common.GetHeaderMutation(), k); !ok || v == "" {
 				t.Fatalf("decision header %s missing from %v", k, common.GetHeaderMutation())
 			}
@@ -209,18 +263,18 @@ func TestBufferedPicksByPrefixAndSendsTheCanonicalBody(t *testing.T) {
 func waitInFlight(t *testing.T, h *harness, want int) {
 	t.Helper()
 	for i := 0; ; i++ {
-		if got := h.srv.Router().InFlight(); got == want {
+		if got := h.fleet.Router().InFlight(); got == want {
 			return
 		}
 		if i == 500 {
-			t.Fatalf("router in flight = %d, want %d", h.srv.Router().InFlight(), want)
+			t.Fatalf("router in flight = %d, want %d", h.fleet.Router().InFlight(), want)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
 func TestFullDuplexBodyLargerThanAChunk(t *testing.T) {
-	h := newHarness(t, server.Config{})
+	h := newHarness(t, route.Config{}, pipeline.Config{})
 	body := chatBody(strings.Repeat("long shared context ", 8000), "summarize") // ~160 KB
 	s, err := h.client.Process(context.Background())
 	if err != nil {
@@ -287,7 +341,7 @@ func TestFullDuplexBodyLargerThanAChunk(t *testing.T) {
 }
 
 func TestSubsetHint(t *testing.T) {
-	h := newHarness(t, server.Config{})
+	h := newHarness(t, route.Config{}, pipeline.Config{})
 	subset := func(eps ...string) *corev3.Metadata {
 		vals := make([]any, len(eps))
 		for i, e := range eps {
@@ -327,7 +381,7 @@ func TestSubsetHint(t *testing.T) {
 }
 
 func TestSaturationIs429WithRetryAfter(t *testing.T) {
-	h := newHarness(t, server.Config{Route: route.Config{DefaultThreshold: 1, QueueWait: 20 * time.Millisecond}})
+	h := newHarness(t, route.Config{DefaultThreshold: 1, QueueWait: 20 * time.Millisecond}, pipeline.Config{})
 	var open []extprocv3.ExternalProcessor_ProcessClient
 	for i := range 3 {
 		s, r := h.buffered(t, chatBody("busy", strconv.Itoa(i)), nil)
@@ -357,7 +411,7 @@ func TestSaturationIs429WithRetryAfter(t *testing.T) {
 }
 
 func TestServedEndpointCorrectsInFlight(t *testing.T) {
-	h := newHarness(t, server.Config{})
+	h := newHarness(t, route.Config{}, pipeline.Config{})
 	s, r := h.buffered(t, chatBody("served", "q"), nil)
 	picked, _ := headerValue(r.GetRequestBody().GetResponse().GetHeaderMutation(), DestinationHeader)
 	other := h.names[0]
@@ -371,7 +425,7 @@ func TestServedEndpointCorrectsInFlight(t *testing.T) {
 	}
 	recv(t, s)
 	load := map[string]int{}
-	for _, st := range h.srv.Router().Status() {
+	for _, st := range h.fleet.Router().Status() {
 		load[st.Name] = st.InFlight
 	}
 	if load[other] != 1 || load[picked] != 0 {
@@ -383,7 +437,7 @@ func TestServedEndpointCorrectsInFlight(t *testing.T) {
 }
 
 func TestBadBodyIs400(t *testing.T) {
-	h := newHarness(t, server.Config{})
+	h := newHarness(t, route.Config{}, pipeline.Config{})
 	s, r := h.buffered(t, []byte(`{"messages": [`), nil)
 	ir := r.GetImmediateResponse()
 	if ir.GetStatus().GetCode() != 400 || !bytes.Contains(ir.GetBody(), []byte("offset")) {
@@ -396,7 +450,7 @@ func TestBadBodyIs400(t *testing.T) {
 // TestBodyOverLimitNamesItsSetting: a body over the limit is 413, and the
 // message says which setting raises the limit.
 func TestBodyOverLimitNamesItsSetting(t *testing.T) {
-	h := newHarness(t, server.Config{MaxBodyBytes: 2048, SettingName: func(f string) string { return "setting " + f }})
+	h := newHarness(t, route.Config{}, pipeline.Config{MaxBodyBytes: 2048, SettingName: func(f string) string { return "setting " + f }})
 	s, r := h.buffered(t, chatBody("x", strings.Repeat("y", 4096)), nil)
 	ir := r.GetImmediateResponse()
 	if ir.GetStatus().GetCode() != 413 || !bytes.Contains(ir.GetBody(), []byte("raise it with setting MaxBodyBytes")) {
@@ -421,7 +475,7 @@ func TestUsage(t *testing.T) {
 }
 
 func TestStreamedRequestBodiesAreRefused(t *testing.T) {
-	h := newHarness(t, server.Config{})
+	h := newHarness(t, route.Config{}, pipeline.Config{})
 	s, err := h.client.Process(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -438,7 +492,7 @@ func TestStreamedRequestBodiesAreRefused(t *testing.T) {
 
 func TestTenants(t *testing.T) {
 	const key = "pk-test-0123456789abcdef"
-	h := newHarness(t, server.Config{Tenants: map[string]string{key: "tenant-a"}, TenantSecret: []byte("a secret of 16+ bytes")})
+	h := newHarness(t, route.Config{}, pipeline.Config{Tenants: map[string]string{key: "tenant-a"}, TenantSecret: []byte("a secret of 16+ bytes")})
 	// No key: 401 from the picker.
 	s, r := h.buffered(t, chatBody("tenant prompt", "q"), nil)
 	if c := r.GetImmediateResponse().GetStatus().GetCode(); c != 401 {
@@ -460,7 +514,7 @@ func TestTenants(t *testing.T) {
 }
 
 func TestRequestWithoutBodyIsDecidedOnItsHeaders(t *testing.T) {
-	h := newHarness(t, server.Config{})
+	h := newHarness(t, route.Config{}, pipeline.Config{})
 	s, err := h.client.Process(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -476,7 +530,7 @@ func TestRequestWithoutBodyIsDecidedOnItsHeaders(t *testing.T) {
 	if !ok || !slices.Contains(h.names, dest) || metaEndpoint(t, r) != dest {
 		t.Fatalf("GET answered %v, want the destination in the headers response", r)
 	}
-	if _, keyed := headerValue(r.GetRequestHeaders().GetResponse().GetHeaderMutation(), server.KeyHeader); keyed {
+	if _, keyed := headerValue(r.GetRequestHeaders().GetResponse().GetHeaderMutation(), pipeline.KeyHeader); keyed {
 		t.Fatal("a request without a body got a routing key")
 	}
 	// The response ends with its headers: the pick is released.
@@ -490,7 +544,7 @@ func TestRequestWithoutBodyIsDecidedOnItsHeaders(t *testing.T) {
 }
 
 func TestTenantsGuardRequestsWithoutBody(t *testing.T) {
-	h := newHarness(t, server.Config{Tenants: map[string]string{"pk-test-0123456789abcdef": "tenant-a"}, TenantSecret: []byte("a secret of 16+ bytes")})
+	h := newHarness(t, route.Config{}, pipeline.Config{Tenants: map[string]string{"pk-test-0123456789abcdef": "tenant-a"}, TenantSecret: []byte("a secret of 16+ bytes")})
 	s, err := h.client.Process(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -506,7 +560,7 @@ func TestTenantsGuardRequestsWithoutBody(t *testing.T) {
 }
 
 func TestHealthServices(t *testing.T) {
-	h := newHarness(t, server.Config{})
+	h := newHarness(t, route.Config{}, pipeline.Config{})
 	for _, name := range append(HealthServices, "no.such.Service") {
 		r, err := h.health.Check(context.Background(), &healthpb.HealthCheckRequest{Service: name})
 		if name == "no.such.Service" {
@@ -526,7 +580,7 @@ func TestHealthServices(t *testing.T) {
 // member the request goes to, or later requests sharing the prefix follow
 // a cache that is not there.
 func TestSubsetIndexesOnlyTheMemberUsed(t *testing.T) {
-	h := newHarness(t, server.Config{})
+	h := newHarness(t, route.Config{}, pipeline.Config{})
 	subset := func(ep string) *corev3.Metadata {
 		st, err := structpb.NewStruct(map[string]any{SubsetKey: []any{ep}})
 		if err != nil {
@@ -539,7 +593,7 @@ func TestSubsetIndexesOnlyTheMemberUsed(t *testing.T) {
 	// which their one-member subsets leave out.
 	doc := strings.Repeat("A document that every request of this test begins with. ", 40)
 	for i, only := range h.names {
-		before, ok := h.srv.Router().IndexStats()
+		before, ok := h.fleet.Router().IndexStats()
 		if !ok {
 			t.Fatal("the default policy keeps no prefix index")
 		}
@@ -547,7 +601,7 @@ func TestSubsetIndexesOnlyTheMemberUsed(t *testing.T) {
 		if dest, _ := headerValue(r.GetRequestBody().GetResponse().GetHeaderMutation(), DestinationHeader); dest != only {
 			t.Fatalf("subset [%s] picked %q", only, dest)
 		}
-		after, _ := h.srv.Router().IndexStats()
+		after, _ := h.fleet.Router().IndexStats()
 		for _, name := range h.names {
 			if name != only && after.MemberEntries[name] != before.MemberEntries[name] {
 				t.Errorf("request %d, subset [%s]: %s's index entries went from %d to %d; the request never goes there",

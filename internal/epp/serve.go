@@ -42,7 +42,7 @@ func (p *Picker) Serve(ctx context.Context, ls Listeners, drain time.Duration) e
 		hs.SetServingStatus(name, healthpb.HealthCheckResponse_NOT_SERVING)
 	}
 	hs.SetServingStatus("liveness", healthpb.HealthCheckResponse_SERVING)
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(int(p.srv.MaxBodyBytes()) + (1 << 20)))
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(int(p.pipe.Config().MaxBodyBytes) + (1 << 20)))
 	p.Register(g)
 	healthpb.RegisterHealthServer(g, hs)
 	hg := grpc.NewServer()
@@ -55,7 +55,7 @@ func (p *Picker) Serve(ctx context.Context, ls Listeners, drain time.Duration) e
 	defer stopBG()
 	// Probe every backend once before serving ext_proc and reporting
 	// ready, so the first requests see health and model lists.
-	p.srv.RunBackground(bg)
+	p.fleet.RunBackground(bg)
 	for _, name := range HealthServices {
 		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
@@ -63,7 +63,7 @@ func (p *Picker) Serve(ctx context.Context, ls Listeners, drain time.Duration) e
 	var ms *http.Server
 	if ls.Metrics != nil {
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{p.srv.Gatherer(), p.Gatherer()}, promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{p.fleet.Gatherer(), p.Gatherer()}, promhttp.HandlerOpts{}))
 		ms = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := ms.Serve(ls.Metrics); !errors.Is(err, http.ErrServerClosed) {

@@ -9,7 +9,8 @@ import (
 const mod = "github.com/prefixgate/prefixgate/"
 
 // TestImportGraph lists each package's transitive imports (tests
-// excluded, as Tailscale's deptest does) and fails on a forbidden one. An
+// excluded, as Tailscale's deptest does, unless an entry says tests) and
+// fails on a forbidden one. An
 // entry ending in "/" forbids every package under it; any other entry
 // forbids the package and everything under it.
 func TestImportGraph(t *testing.T) {
@@ -20,6 +21,7 @@ func TestImportGraph(t *testing.T) {
 		why       string
 		pkgs      []string
 		forbidden []string
+		tests     bool // the packages' tests are held to it too
 	}{
 		{
 			why:       "the Go SDK imports the normalizer",
@@ -42,13 +44,28 @@ func TestImportGraph(t *testing.T) {
 			forbidden: []string{mod + "internal/", mod + "backends", mod + "route", mod + "cmd/", "github.com/klauspost/compress", "google.golang.org/grpc"},
 		},
 		{
+			why:       "the pipeline prepares requests for every front door and knows none of them, nor forwarding, nor an RPC library",
+			pkgs:      []string{mod + "internal/pipeline"},
+			forbidden: []string{mod + "internal/server", mod + "internal/epp", mod + "backends", "google.golang.org/grpc", "connectrpc.com/", "go.opentelemetry.io/"},
+		},
+		{
+			why:       "the endpoint picker runs the request pipeline, not the HTTP server",
+			pkgs:      []string{mod + "internal/epp"},
+			forbidden: []string{mod + "internal/server"},
+			tests:     true,
+		},
+		{
 			why:       "the generated message and Connect packages the SDK imports carry no grpc-go stubs",
 			pkgs:      []string{mod + "gen/prefixgate/v1", mod + "gen/prefixgate/v1/prefixgatev1connect"},
 			forbidden: []string{"google.golang.org/grpc", "github.com/klauspost/compress", mod + "internal/", mod + "normalize"},
 		},
 	} {
 		t.Run(tc.pkgs[0], func(t *testing.T) {
-			out, err := exec.Command("go", append([]string{"list", "-deps"}, tc.pkgs...)...).CombinedOutput()
+			args := []string{"list", "-deps"}
+			if tc.tests {
+				args = append(args, "-test")
+			}
+			out, err := exec.Command("go", append(args, tc.pkgs...)...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("go list: %v\n%s", err, out)
 			}

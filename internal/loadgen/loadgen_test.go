@@ -11,6 +11,7 @@ import (
 
 	"github.com/prefixgate/prefixgate/backends/vllmsim"
 	"github.com/prefixgate/prefixgate/internal/server"
+	"github.com/prefixgate/prefixgate/route"
 )
 
 // startStack runs an in-process vllmsim fleet behind the router on loopback
@@ -24,7 +25,7 @@ func startStack(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fleet.Close() })
-	srv, err := server.New(server.Config{Backends: fleet.URLs(), Policy: "prefix-aware"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := server.New(server.Config{Backends: fleet.URLs(), Route: route.Config{Policy: "prefix-aware"}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

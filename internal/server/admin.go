@@ -15,6 +15,7 @@ import (
 
 	"github.com/prefixgate/prefixgate/backends"
 	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -53,15 +54,15 @@ func (ns normalizeService) Normalize(ctx context.Context, req *connect.Request[p
 	if err := checkPrefixLength(req.Msg.GetPrefixLength()); err != nil {
 		return nil, connectError(err)
 	}
-	p, err := ns.s.prepare(ctx, req.Msg.GetBody(), modeFromProto(req.Msg.GetMode()), req.Msg.GetGroup(), int(req.Msg.GetPrefixLength()))
+	p, err := ns.s.pipe.Normalize(ctx, nil, req.Msg.GetBody(), modeFromProto(req.Msg.GetMode()), req.Msg.GetGroup(), int(req.Msg.GetPrefixLength()))
 	if err != nil {
 		return nil, connectError(err)
 	}
 	return connect.NewResponse(&pb.NormalizeResponse{
-		CanonicalBody:     p.body,
-		Key:               p.info.KeyHex(),
-		RoutingTextLength: int32(p.info.RoutingTextLen),
-		Mode:              modeToProto(p.info.Mode),
+		CanonicalBody:     p.Body,
+		Key:               p.Info.KeyHex(),
+		RoutingTextLength: int32(p.Info.RoutingTextLen),
+		Mode:              modeToProto(p.Info.Mode),
 	}), nil
 }
 
@@ -111,25 +112,25 @@ func (as adminService) Explain(ctx context.Context, req *connect.Request[pb.Expl
 // only a body that cannot be routed at all is an error. decision is the
 // decision as X-Prefixgate-Decision would name it, "" when not placed.
 func (s *Server) explain(ctx context.Context, body []byte, mode normalize.Mode, group string, prefixLength int) (res *pb.ExplainResponse, decision string, err error) {
-	p, err := s.prepare(ctx, body, mode, group, prefixLength)
+	p, err := s.pipe.Normalize(ctx, nil, body, mode, group, prefixLength)
 	if err != nil {
 		return nil, "", err
 	}
-	ex := s.rt().Explain(routeRequest(p.info))
+	ex := s.rt().Explain(p.RouteRequest())
 	decision = ex.Reason.String()
 	res = &pb.ExplainResponse{
-		Routing:           routingOf(ex.Backend, ex.Reason, ex.Distance, p.info),
+		Routing:           routingOf(ex.Backend, ex.Reason, ex.Distance, p.Info),
 		Home:              ex.Home,
-		Mode:              modeToProto(p.info.Mode),
-		RoutingTextLength: int32(p.info.RoutingTextLen),
+		Mode:              modeToProto(p.Info.Mode),
+		RoutingTextLength: int32(p.Info.RoutingTextLen),
 		Reason:            explainSentence(ex),
 	}
 	if ex.Err != nil {
 		decision = ""
 		res.Routing.Decision, res.Routing.SpillDistance = pb.Decision_DECISION_UNSPECIFIED, 0
-		res.Reason = s.unplacedSentence(ex.Err, p.info.Model)
+		res.Reason = s.unplacedSentence(ex.Err, p.Info.Model)
 		if len(ex.Skipped) == 0 {
-			ex.Skipped = skippedForModel(s.rt().Status(), p.info.Model)
+			ex.Skipped = skippedForModel(s.rt().Status(), p.Info.Model)
 		}
 	}
 	for _, sk := range ex.Skipped {
@@ -147,7 +148,7 @@ func skippedForModel(members []route.MemberStatus, model string) []route.Skip {
 		why := ""
 		switch {
 		case model != "" && len(m.Models) > 0 && !slices.Contains(m.Models, model):
-			why = "does not serve model " + quoteModel(model)
+			why = "does not serve model " + pipeline.QuoteModel(model)
 		case !m.Healthy:
 			why = m.Member.(*backends.Backend).State().String()
 		default:
@@ -161,19 +162,19 @@ func skippedForModel(members []route.MemberStatus, model string) []route.Skip {
 // unplacedSentence says what the client would get for a request the router
 // would not place now, and why.
 func (s *Server) unplacedSentence(err error, model string) string {
-	re := asRequestError(s.pickError(err, model))
+	re := pipeline.AsError(s.pipe.PickError(err, model))
 	switch {
 	case errors.Is(err, route.ErrSaturated):
 		return fmt.Sprintf("every candidate is at its bound; the request would wait in the queue for up to %v, then get %d %s",
-			s.rt().Config().QueueWait, re.status, re.code)
+			s.rt().Config().QueueWait, re.Status, re.Code)
 	case errors.Is(err, route.ErrUnknownModel):
 		return fmt.Sprintf("no backend lists model %s; the request would get %d %s (the fleet serves %s)",
-			quoteModel(model), re.status, re.code, s.servedModels())
+			pipeline.QuoteModel(model), re.Status, re.Code, s.pipe.ServedModels())
 	case errors.Is(err, route.ErrNoCandidates):
 		return fmt.Sprintf("backends serve model %s but none is healthy; the request would get %d %s",
-			quoteModel(model), re.status, re.code)
+			pipeline.QuoteModel(model), re.Status, re.Code)
 	}
-	return re.msg
+	return re.Message
 }
 
 // handleExplain is Explain for curl: POST /v1/explain with the raw request
@@ -189,8 +190,8 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	mode, err := normalize.ParseMode(cmp.Or(q.Get("mode"), "auto"))
 	if err != nil {
-		writeError(w, &requestError{status: http.StatusBadRequest, code: "invalid_field", param: "mode",
-			msg: fmt.Sprintf("query parameter mode=%.64q is not auto, chat, completion or native", q.Get("mode"))})
+		writeError(w, &pipeline.Error{Status: http.StatusBadRequest, Code: "invalid_field", Param: "mode",
+			Message: fmt.Sprintf("query parameter mode=%.64q is not auto, chat, completion or native", q.Get("mode"))})
 		return
 	}
 	prefixLength := 0
@@ -249,11 +250,6 @@ type explainJSON struct {
 	RoutingTextLength int      `json:"routing_text_length"`
 	Reason            string   `json:"reason"`
 	Skipped           []string `json:"skipped"`
-}
-
-// routeRequest turns a key into the router's request.
-func routeRequest(info normalize.RouteInfo) route.Request {
-	return route.Request{Key: info.Key, SpillKeys: info.SpillKeys, Model: info.Model, Blocks: info.Blocks, PromptTokens: info.PromptTokens}
 }
 
 // explainSentence says in one sentence why the router chose what it chose;

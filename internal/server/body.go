@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 )
 
 // A client that sends a whole body before it reads the answer (Python's
@@ -37,8 +39,8 @@ func checkJSONContentType(r *http.Request) error {
 	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
 		return nil
 	}
-	return &requestError{status: http.StatusUnsupportedMediaType, code: "unsupported_media_type",
-		msg: fmt.Sprintf("Content-Type %.100q is not JSON; send application/json", ct)}
+	return &pipeline.Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+		Message: fmt.Sprintf("Content-Type %.100q is not JSON; send application/json", ct)}
 }
 
 // writeBodyError writes err for a request whose body was refused. After a
@@ -46,11 +48,11 @@ func checkJSONContentType(r *http.Request) error {
 // within lingerMaxBytes and lingerTime, so that the client reads the 413
 // rather than a reset; the connection is closed afterwards.
 func writeBodyError(w http.ResponseWriter, r *http.Request, err error) {
-	re := asRequestError(err)
+	re := pipeline.AsError(err)
 	// A client that asked "Expect: 100-continue" and was sent no 100 sends
 	// no body: there is nothing to linger for.
-	waiting := re.bodyUnread && strings.EqualFold(r.Header.Get("Expect"), "100-continue")
-	if re.status != http.StatusRequestEntityTooLarge || r.ProtoMajor != 1 || waiting {
+	waiting := re.BodyUnread && strings.EqualFold(r.Header.Get("Expect"), "100-continue")
+	if re.Status != http.StatusRequestEntityTooLarge || r.ProtoMajor != 1 || waiting {
 		writeError(w, err)
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -18,13 +19,14 @@ import (
 // The server's own defaults. Routing defaults (policy, load factor,
 // threshold, cache size, queue depth and wait) belong to package route,
 // which applies them; the pool's (probe interval) to package backends; the
-// routing window's to package normalize.
+// routing window's to package normalize; the body limits' to package
+// pipeline.
 const (
-	DefaultMaxBodyBytes    = 32 << 20
-	DefaultMaxDecodedBytes = 64 << 20
-	DefaultMaxStringBytes  = normalize.DefaultMaxStringBytes
-	DefaultMaxRatio        = 100
-	DefaultMaxDepth        = 128
+	DefaultMaxBodyBytes    = pipeline.DefaultMaxBodyBytes
+	DefaultMaxDecodedBytes = pipeline.DefaultMaxDecodedBytes
+	DefaultMaxStringBytes  = pipeline.DefaultMaxStringBytes
+	DefaultMaxRatio        = pipeline.DefaultMaxRatio
+	DefaultMaxDepth        = pipeline.DefaultMaxDepth
 	DefaultRequestTimeout  = 5 * time.Minute
 	// DefaultClientIdleTimeout: how long a keep-alive client connection may
 	// wait for its next request before the router closes it.
@@ -121,16 +123,7 @@ func (c Config) Validate() error {
 	if err := c.Route.Validate(); err != nil {
 		return fmt.Errorf("Route.%w", err)
 	}
-	if c.PrefixLength < normalize.MinPrefixLength || c.PrefixLength > normalize.MaxPrefixLength {
-		return fmt.Errorf("PrefixLength: %d is outside %d..%d", c.PrefixLength, normalize.MinPrefixLength, normalize.MaxPrefixLength)
-	}
-	if c.MaxBodyBytes < 1024 {
-		return fmt.Errorf("MaxBodyBytes: %d is below 1024", c.MaxBodyBytes)
-	}
-	if c.MaxStringBytes < 16 || int64(c.MaxStringBytes) > c.MaxDecodedBytes {
-		return fmt.Errorf("MaxStringBytes: %d is outside 16..%d (the decoded body limit)", c.MaxStringBytes, c.MaxDecodedBytes)
-	}
-	if err := c.validateTenants(); err != nil {
+	if err := pipelineConfig(c).Validate(); err != nil {
 		return err
 	}
 	if e := c.TraceEndpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
@@ -149,53 +142,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-func (c Config) validateTenants() error {
-	if len(c.Tenants) == 0 {
-		return nil
-	}
-	for _, tenant := range c.Tenants {
-		if tenant == "" {
-			return errors.New("Tenants: a key maps to an empty tenant name")
-		}
-	}
-	if len(c.TenantSecret) < 16 {
-		return errors.New("TenantSecret: a secret of at least 16 bytes is required")
-	}
-	return nil
-}
-
-// limitFields maps a normalizer's limit error code to the Config field
-// that sets the limit.
-var limitFields = map[string]string{
-	normalize.CodeSizeLimit:        "MaxBodyBytes",
-	normalize.CodeDecodedSize:      "MaxDecodedBytes",
-	normalize.CodeCompressionRatio: "MaxRatio",
-	normalize.CodeDepthLimit:       "MaxDepth",
-	normalize.CodeStringLimit:      "MaxStringBytes",
-}
-
-// raises says what raises the limit set by field, as the end of a limit
-// error's message.
-func (c *Config) raises(field string) string {
-	name := "server.Config." + field
-	if c.SettingName != nil {
-		name = c.SettingName(field)
-	}
-	return " (raise it with " + name + ")"
-}
-
-// LimitHint is raises for a normalizer error: what raises the limit it
-// hit, or "" when it is no limit error.
-func (c *Config) LimitHint(code string) string {
-	if f, ok := limitFields[code]; ok {
-		return c.raises(f)
-	}
-	return ""
-}
-
 // BodyLimitHint says what raises the request body limit, as the end of a
 // 413's message.
-func (s *Server) BodyLimitHint() string { return s.cfg.raises("MaxBodyBytes") }
+func (s *Server) BodyLimitHint() string { return s.pipe.Config().Raises("MaxBodyBytes") }
 
 // namedReadLimit refuses a Connect, gRPC or gRPC-Web request whose
 // declared length is over the body limit as connect does (resource

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 )
 
 // Draining a backend takes it out of the candidate set without touching
@@ -56,8 +57,8 @@ func (s *Server) AdminHandler() http.Handler {
 				set = s.pool.Drain
 			}
 			if !set(name) {
-				writeError(w, &requestError{status: http.StatusNotFound, code: "unknown_backend",
-					msg: fmt.Sprintf("no backend named %.200q; GET /admin/backends lists them", name)})
+				writeError(w, &pipeline.Error{Status: http.StatusNotFound, Code: "unknown_backend",
+					Message: fmt.Sprintf("no backend named %.200q; GET /admin/backends lists them", name)})
 				return
 			}
 			s.log.Info("backend drain set by admin", "backend", name, "drain", drain)
@@ -68,8 +69,8 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.HandleFunc("POST /admin/backends/{name}/drain", set(true))
 	mux.HandleFunc("POST /admin/backends/{name}/undrain", set(false))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &requestError{status: http.StatusNotFound, code: "unknown_url",
-			msg: fmt.Sprintf("unknown admin path %s %.200q; see GET /admin/backends", r.Method, r.URL.Path)})
+		writeError(w, &pipeline.Error{Status: http.StatusNotFound, Code: "unknown_url",
+			Message: fmt.Sprintf("unknown admin path %s %.200q; see GET /admin/backends", r.Method, r.URL.Path)})
 	})
 	return mux
 }

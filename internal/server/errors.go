@@ -5,73 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 
-	"github.com/prefixgate/prefixgate/normalize"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/route"
 )
 
 var errNoCandidates = route.ErrNoCandidates
-
-// requestError is an error with the HTTP status, OpenAI error code and
-// message a client should see.
-type requestError struct {
-	status     int
-	code       string
-	param      string // the request field at fault, if one is
-	msg        string
-	retryAfter time.Duration
-	// bodyUnread is set when the error was found before any of the body
-	// was read (a Content-Length over the limit).
-	bodyUnread bool
-}
-
-func (e *requestError) Error() string { return e.msg }
-
-// normalizeError maps a normalizer error: a body over a limit is 413, an
-// unknown encoding 415, anything else invalid input (400).
-func (s *Server) normalizeError(err error) error {
-	status := http.StatusBadRequest
-	switch {
-	case errors.Is(err, normalize.ErrTooLarge):
-		status = http.StatusRequestEntityTooLarge
-	case errors.Is(err, normalize.ErrUnsupportedEncoding):
-		status = http.StatusUnsupportedMediaType
-	}
-	code := normalize.ErrorCode(err)
-	return &requestError{status: status, code: code, msg: "invalid request body: " + err.Error() + s.cfg.LimitHint(code)}
-}
-
-// pickError maps a routing failure: saturation is 429 with Retry-After, a
-// model no backend lists is 404 (trying again will not help), a served model
-// with no healthy backend is 503.
-func (s *Server) pickError(err error, model string) error {
-	var se *route.SaturatedError
-	switch {
-	case errors.Is(err, route.ErrUnknownModel):
-		return &requestError{status: http.StatusNotFound, code: "model_not_found", param: "model",
-			msg: fmt.Sprintf("model %s is not served by any backend; the fleet serves %s", quoteModel(model), s.servedModels())}
-	case errors.As(err, &se):
-		return &requestError{status: http.StatusTooManyRequests, code: "saturated",
-			msg: "every backend is at its concurrency bound: " + err.Error(), retryAfter: se.RetryAfter}
-	case errors.Is(err, route.ErrNoCandidates) && model != "":
-		return &requestError{status: http.StatusServiceUnavailable, code: "no_backend",
-			msg: fmt.Sprintf("backends serve model %s but none is healthy (all ejected or draining); try again later", quoteModel(model))}
-	case errors.Is(err, route.ErrNoCandidates):
-		return &requestError{status: http.StatusServiceUnavailable, code: "no_backend",
-			msg: "no healthy backend: all are ejected or draining; try again later"}
-	case errors.Is(err, context.DeadlineExceeded):
-		return &requestError{status: http.StatusGatewayTimeout, code: "timeout", msg: "request timed out while waiting for a backend"}
-	case errors.Is(err, context.Canceled):
-		return &requestError{status: 499, code: "canceled", msg: "client canceled the request"}
-	}
-	return &requestError{status: http.StatusInternalServerError, code: "internal", msg: err.Error()}
-}
 
 // upstreamError maps a failure to reach any backend.
 func upstreamError(err error) error {
@@ -79,71 +21,27 @@ func upstreamError(err error) error {
 		err = errors.New("no backend answered")
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return &requestError{status: http.StatusGatewayTimeout, code: "timeout", msg: "request timed out: " + err.Error()}
+		return &pipeline.Error{Status: http.StatusGatewayTimeout, Code: "timeout", Message: "request timed out: " + err.Error()}
 	}
 	if errors.Is(err, context.Canceled) {
-		return &requestError{status: 499, code: "canceled", msg: "client canceled the request"}
+		return &pipeline.Error{Status: 499, Code: "canceled", Message: "client canceled the request"}
 	}
-	return &requestError{status: http.StatusBadGateway, code: "upstream_unreachable", msg: err.Error()}
-}
-
-func asRequestError(err error) *requestError {
-	var re *requestError
-	if errors.As(err, &re) {
-		return re
-	}
-	return &requestError{status: http.StatusInternalServerError, code: "internal", msg: err.Error()}
+	return &pipeline.Error{Status: http.StatusBadGateway, Code: "upstream_unreachable", Message: err.Error()}
 }
 
 // writeError writes err in OpenAI's error shape.
 func writeError(w http.ResponseWriter, err error) {
-	re := asRequestError(err)
-	typ := "invalid_request_error"
-	switch {
-	case re.status == http.StatusTooManyRequests:
-		typ = "rate_limit_error"
-	case re.status >= 500:
-		typ = "server_error"
-	}
-	if re.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int((re.retryAfter+time.Second-1)/time.Second)))
+	re := pipeline.AsError(err)
+	if s := re.RetryAfterSeconds(); s > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(s))
 	}
 	var param any // null unless a field is at fault, as OpenAI answers
-	if re.param != "" {
-		param = re.param
+	if re.Param != "" {
+		param = re.Param
 	}
-	writeJSON(w, re.status, map[string]any{
-		"error": map[string]any{"message": re.msg, "type": typ, "param": param, "code": re.code},
+	writeJSON(w, re.Status, map[string]any{
+		"error": map[string]any{"message": re.Message, "type": re.Type(), "param": param, "code": re.Code},
 	})
-}
-
-// quoteModel quotes a client's model name for a message, cut to 128 bytes:
-// the name is the client's input and may be megabytes long.
-func quoteModel(model string) string {
-	if len(model) > 128 {
-		return strconv.Quote(model[:128]) + "…"
-	}
-	return strconv.Quote(model)
-}
-
-// servedModels lists the models and adapters the fleet's backends list,
-// sorted, at most 20, for an unknown-model message.
-func (s *Server) servedModels() string {
-	var all []string
-	for _, st := range s.rt().Status() {
-		all = append(all, st.Models...)
-	}
-	slices.Sort(all)
-	all = slices.Compact(all)
-	if len(all) == 0 {
-		return "no model list yet"
-	}
-	more := ""
-	if len(all) > 20 {
-		more = fmt.Sprintf(" and %d more", len(all)-20)
-		all = all[:20]
-	}
-	return strings.Join(all, ", ") + more
 }
 
 // connectError maps err to a Connect error with the matching code.
@@ -152,10 +50,10 @@ func connectError(err error) *connect.Error {
 	if errors.As(err, &ce) {
 		return ce
 	}
-	re := asRequestError(err)
-	cerr := connect.NewError(codeForStatus(re.status), errors.New(re.msg))
-	if re.retryAfter > 0 {
-		cerr.Meta().Set("Retry-After", strconv.Itoa(int((re.retryAfter+time.Second-1)/time.Second)))
+	re := pipeline.AsError(err)
+	cerr := connect.NewError(codeForStatus(re.Status), errors.New(re.Message))
+	if s := re.RetryAfterSeconds(); s > 0 {
+		cerr.Meta().Set("Retry-After", strconv.Itoa(s))
 	}
 	return cerr
 }
@@ -196,5 +94,5 @@ func backendStatusError(status int, body []byte) error {
 	if len(msg) > 2048 {
 		msg = msg[:2048] + "…"
 	}
-	return &requestError{status: status, code: "upstream_error", msg: fmt.Sprintf("backend answered %d: %s", status, msg)}
+	return &pipeline.Error{Status: status, Code: "upstream_error", Message: fmt.Sprintf("backend answered %d: %s", status, msg)}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -21,7 +22,7 @@ import (
 type inferenceService struct{ s *Server }
 
 func invalidField(field, what string) error {
-	return &requestError{status: http.StatusBadRequest, code: "invalid_field", msg: field + " " + what}
+	return &pipeline.Error{Status: http.StatusBadRequest, Code: "invalid_field", Message: field + " " + what}
 }
 
 // routingOf is the routing info an RPC answer carries, for a pick
@@ -123,7 +124,7 @@ func (is inferenceService) unary(ctx context.Context, routeName, path string, mo
 	bodyRead(ctx) // the message is decoded
 	x, err := s.open(ctx, path, mode, body, group, hdr, out)
 	if err != nil {
-		s.record(routeName, nil, asRequestError(err).status)
+		s.record(routeName, nil, pipeline.Status(err))
 		return nil, answer{}, nil, connectError(err)
 	}
 	defer x.close()
@@ -200,7 +201,7 @@ func (is inferenceService) stream(ctx context.Context, routeName, path string, m
 	bodyRead(ctx) // the message is decoded
 	x, err := s.open(ctx, path, mode, body, group, hdr, out)
 	if err != nil {
-		s.record(routeName, nil, asRequestError(err).status)
+		s.record(routeName, nil, pipeline.Status(err))
 		return connectError(err)
 	}
 	defer x.close()

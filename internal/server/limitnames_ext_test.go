@@ -12,6 +12,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/server"
 	"github.com/prefixgate/prefixgate/normalize"
 )
@@ -86,7 +87,7 @@ func TestPrepareLimitErrorsNameTheirSetting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = srv.Prepare(context.Background(), bytes.Repeat([]byte(" "), 2048), "", normalize.ModeAuto, "", "")
+		_, err = srv.Pipeline().Prepare(context.Background(), pipeline.Request{Body: bytes.Repeat([]byte(" "), 2048), Mode: normalize.ModeAuto})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("err = %v; want one saying %q", err, tc.want)
 		}

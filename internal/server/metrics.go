@@ -12,12 +12,7 @@ import (
 type metrics struct {
 	registry         *prometheus.Registry
 	requests         *prometheus.CounterVec
-	decisionSeconds  prometheus.Histogram
-	normalizeSeconds prometheus.Histogram
-	normalizeErrors  *prometheus.CounterVec
 	firstByteSeconds *prometheus.HistogramVec
-	queueSeconds     prometheus.Histogram
-	spills           prometheus.Counter
 	retries          *prometheus.CounterVec
 	// promptTokens and cachedPromptTokens count the answers' reported
 	// usage (usage.go).
@@ -52,33 +47,16 @@ func (m *metrics) firstByte(backend string) prometheus.Observer {
 }
 
 func newMetrics() *metrics {
-	fast := []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 0.025, 0.1}
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prefixgate_requests_total",
 			Help: "Requests answered, by route, routing decision, backend and status code.",
 		}, []string{"route", "decision", "backend", "code"}),
-		decisionSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "prefixgate_routing_decision_seconds", Help: "Time to pick a backend, including any queue wait.", Buckets: fast,
-		}),
-		normalizeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "prefixgate_normalize_seconds", Help: "Time to canonicalize a body and compute its key.", Buckets: fast,
-		}),
-		normalizeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "prefixgate_normalize_errors_total", Help: "Bodies rejected by the normalizer, by reason.",
-		}, []string{"reason"}),
 		firstByteSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "prefixgate_backend_first_byte_seconds", Help: "Time from forwarding to the backend's response headers.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}, []string{"backend"}),
-		queueSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "prefixgate_queue_wait_seconds", Help: "Time requests waited for a backend below its bound.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
-		}),
-		spills: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "prefixgate_spills_total", Help: "Requests sent past their home backend because it was at its bound.",
-		}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "prefixgate_retries_total", Help: "Requests retried on another backend because this one sent nothing back.",
 		}, []string{"backend"}),
@@ -103,8 +81,7 @@ func newMetrics() *metrics {
 			Help: "Connections handed to net/http's server: TLS, h2c, or a request that is not of the plain shape.",
 		}),
 	}
-	m.registry.MustRegister(m.requests, m.decisionSeconds, m.normalizeSeconds, m.normalizeErrors,
-		m.firstByteSeconds, m.queueSeconds, m.spills, m.retries,
+	m.registry.MustRegister(m.requests, m.firstByteSeconds, m.retries,
 		m.promptTokens, m.cachedPromptTokens, m.backendCacheTokens, m.frontRequests, m.handovers,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

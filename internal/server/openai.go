@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/normalize"
 )
 
@@ -17,12 +18,12 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			err := methodNotAllowed(w, r, http.MethodPost)
-			s.record(routeName, nil, err.status)
+			s.record(routeName, nil, err.Status)
 			writeError(w, err)
 			return
 		}
 		if err := checkJSONContentType(r); err != nil {
-			s.record(routeName, nil, asRequestError(err).status)
+			s.record(routeName, nil, pipeline.Status(err))
 			writeError(w, err)
 			return
 		}
@@ -35,13 +36,13 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 		// what goes to the backend) and any error has been written.
 		defer putBodyBuffer(bp, raw)
 		if err != nil {
-			s.record(routeName, nil, asRequestError(err).status)
+			s.record(routeName, nil, pipeline.Status(err))
 			writeBodyError(w, r, err)
 			return
 		}
 		x, err := s.open(ctx, path, mode, raw, r.Header.Get(GroupHeader), r.Header, w.Header())
 		if err != nil {
-			s.record(routeName, nil, asRequestError(err).status)
+			s.record(routeName, nil, pipeline.Status(err))
 			writeError(w, err)
 			return
 		}
@@ -78,10 +79,10 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 
 // methodNotAllowed sets Allow and returns the 405 for a request whose
 // method is not in allow (the first one allowed is the one to use).
-func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) *requestError {
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) *pipeline.Error {
 	w.Header().Set("Allow", allow)
 	use, _, _ := strings.Cut(allow, ",")
-	return &requestError{status: http.StatusMethodNotAllowed, code: "method_not_allowed", msg: r.Method + " is not allowed on " + r.URL.Path + "; use " + use}
+	return &pipeline.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: r.Method + " is not allowed on " + r.URL.Path + "; use " + use}
 }
 
 // plainBody reports whether a backend answer has a body of known length

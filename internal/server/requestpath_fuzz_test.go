@@ -17,6 +17,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/normalize"
 )
 
@@ -87,15 +88,15 @@ func isHex32(s string) bool {
 // group, and keyed as the same body without a tenant under that group.
 func checkTenantPath(t *testing.T, raw []byte, mode normalize.Mode, verr error) {
 	ts := requestPathTenantServer(t)
-	ctx := context.WithValue(context.Background(), tenantKey{}, "acme")
-	p, err := ts.prepare(ctx, raw, mode, "", 0)
+	ctx := pipeline.WithTenant(context.Background(), "acme")
+	p, err := ts.pipe.Normalize(ctx, nil, raw, mode, "", 0)
 	if err != nil {
-		var re *requestError
-		if !errors.As(err, &re) || re.code == "" || re.status/100 != 4 {
+		var re *pipeline.Error
+		if !errors.As(err, &re) || re.Code == "" || re.Status/100 != 4 {
 			t.Fatalf("tenant prepare: %v is not a 4xx request error with a code", err)
 		}
-		if verr == nil && re.code != normalize.CodeSchema && re.code != "not_an_object" {
-			t.Fatalf("tenant prepare rejected valid JSON with %s: %s", re.code, re.msg)
+		if verr == nil && re.Code != normalize.CodeSchema && re.Code != "not_an_object" {
+			t.Fatalf("tenant prepare rejected valid JSON with %s: %s", re.Code, re.Message)
 		}
 		return
 	}
@@ -103,16 +104,16 @@ func checkTenantPath(t *testing.T, raw []byte, mode normalize.Mode, verr error) 
 		t.Fatalf("tenant prepare accepted what validation rejects (%v): %q", verr, raw)
 	}
 	var top map[string]json.RawMessage
-	if err := json.Unmarshal(p.body, &top); err != nil {
-		t.Fatalf("salted body is not a JSON object: %v: %q", err, p.body)
+	if err := json.Unmarshal(p.Body, &top); err != nil {
+		t.Fatalf("salted body is not a JSON object: %v: %q", err, p.Body)
 	}
 	var salt string
-	if err := json.Unmarshal(top["cache_salt"], &salt); err != nil || !isHex32(salt) || !isHex32(p.info.Group) {
-		t.Fatalf("cache_salt %s, group %q: want 32 hex digits each", top["cache_salt"], p.info.Group)
+	if err := json.Unmarshal(top["cache_salt"], &salt); err != nil || !isHex32(salt) || !isHex32(p.Info.Group) {
+		t.Fatalf("cache_salt %s, group %q: want 32 hex digits each", top["cache_salt"], p.Info.Group)
 	}
-	plain, err := requestPathServer(t).prepare(context.Background(), p.body, mode, p.info.Group, 0)
-	if err != nil || !bytes.Equal(plain.body, p.body) || plain.info.Key != p.info.Key {
-		t.Fatalf("salted body is not canonical or keys differently: %v\n%q\n%q", err, p.body, plain.body)
+	plain, err := requestPathServer(t).pipe.Normalize(context.Background(), nil, p.Body, mode, p.Info.Group, 0)
+	if err != nil || !bytes.Equal(plain.Body, p.Body) || plain.Info.Key != p.Info.Key {
+		t.Fatalf("salted body is not canonical or keys differently: %v\n%q\n%q", err, p.Body, plain.Body)
 	}
 }
 
@@ -161,7 +162,7 @@ var pathModes = []normalize.Mode{normalize.ModeAuto, normalize.ModeChat, normali
 
 // checkRequestPath sends body through read → decode → normalize → key and
 // checks what must hold whatever the body: no panic; every rejection is a
-// requestError with a 4xx status and a stable code; what is accepted is
+// pipeline.Error with a 4xx status and a stable code; what is accepted is
 // exactly what normalize accepts, canonical (a second pass changes nothing,
 // key included), valid JSON, and keyed within the window. One group choice
 // in four prepares the body for a tenant instead (checkTenantPath).
@@ -178,14 +179,14 @@ func checkRequestPath(t *testing.T, s *Server, body []byte, encSel, modeSel, gro
 	}
 	raw, err := s.readBody(r, httptest.NewRecorder(), nil)
 	if err != nil {
-		var re *requestError
-		if !errors.As(err, &re) || re.code == "" {
+		var re *pipeline.Error
+		if !errors.As(err, &re) || re.Code == "" {
 			t.Fatalf("read: %v is not a request error with a code", err)
 		}
-		switch re.status {
+		switch re.Status {
 		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
 		default:
-			t.Fatalf("read: status %d for %v", re.status, err)
+			t.Fatalf("read: status %d for %v", re.Status, err)
 		}
 		if !corrupt && encoding != "br" {
 			t.Fatalf("read of a well-formed %q body failed: %v", encoding, err)
@@ -204,38 +205,38 @@ func checkRequestPath(t *testing.T, s *Server, body []byte, encSel, modeSel, gro
 		checkTenantPath(t, raw, mode, verr)
 		return
 	}
-	p, err := s.prepare(context.Background(), raw, mode, group, 0)
+	p, err := s.pipe.Normalize(context.Background(), nil, raw, mode, group, 0)
 	if err != nil {
-		var re *requestError
-		if !errors.As(err, &re) || re.code == "" || re.code == "other" {
+		var re *pipeline.Error
+		if !errors.As(err, &re) || re.Code == "" || re.Code == "other" {
 			t.Fatalf("prepare: %v is not a request error with a stable code", err)
 		}
-		if re.status != http.StatusBadRequest && re.status != http.StatusRequestEntityTooLarge {
-			t.Fatalf("prepare: status %d for %v", re.status, err)
+		if re.Status != http.StatusBadRequest && re.Status != http.StatusRequestEntityTooLarge {
+			t.Fatalf("prepare: status %d for %v", re.Status, err)
 		}
-		if verr != nil && (normalize.ErrorCode(verr) != re.code || !strings.Contains(re.msg, "offset ")) {
-			t.Fatalf("prepare says %s (%s), validation says %v", re.code, re.msg, verr)
+		if verr != nil && (normalize.ErrorCode(verr) != re.Code || !strings.Contains(re.Message, "offset ")) {
+			t.Fatalf("prepare says %s (%s), validation says %v", re.Code, re.Message, verr)
 		}
-		if verr == nil && re.code != normalize.CodeSchema {
-			t.Fatalf("valid JSON rejected with %s: %s", re.code, re.msg)
+		if verr == nil && re.Code != normalize.CodeSchema {
+			t.Fatalf("valid JSON rejected with %s: %s", re.Code, re.Message)
 		}
 		return
 	}
 	if verr != nil {
 		t.Fatalf("prepare accepted what validation rejects (%v): %q", verr, raw)
 	}
-	if !json.Valid(p.body) {
-		t.Fatalf("canonical body is not JSON: %q", p.body)
+	if !json.Valid(p.Body) {
+		t.Fatalf("canonical body is not JSON: %q", p.Body)
 	}
-	if p.info.Mode == normalize.ModeAuto || p.info.RoutingTextLen > s.cfg.PrefixLength || len(p.info.SpillKeys) > 3 {
-		t.Fatalf("route info out of bounds: %+v", p.info)
+	if p.Info.Mode == normalize.ModeAuto || p.Info.RoutingTextLen > s.cfg.PrefixLength || len(p.Info.SpillKeys) > 3 {
+		t.Fatalf("route info out of bounds: %+v", p.Info)
 	}
-	again, err := s.prepare(context.Background(), p.body, mode, group, 0)
+	again, err := s.pipe.Normalize(context.Background(), nil, p.Body, mode, group, 0)
 	if err != nil {
-		t.Fatalf("canonical body rejected: %v: %q", err, p.body)
+		t.Fatalf("canonical body rejected: %v: %q", err, p.Body)
 	}
-	if !bytes.Equal(again.body, p.body) || again.info.Key != p.info.Key || len(again.info.SpillKeys) != len(p.info.SpillKeys) {
-		t.Fatalf("second pass changed the body or key:\n%q %s\n%q %s", p.body, p.info.KeyHex(), again.body, again.info.KeyHex())
+	if !bytes.Equal(again.Body, p.Body) || again.Info.Key != p.Info.Key || len(again.Info.SpillKeys) != len(p.Info.SpillKeys) {
+		t.Fatalf("second pass changed the body or key:\n%q %s\n%q %s", p.Body, p.Info.KeyHex(), again.Body, again.Info.KeyHex())
 	}
 }
 
@@ -369,7 +370,7 @@ func TestRequestPathMutations(t *testing.T) {
 		if !ok {
 			t.Fatalf("mutation %d failed: body %q, encoding %d, mode %d, group %d", i, body, enc, mode, group)
 		}
-		if _, err := s.prepare(context.Background(), body, pathModes[int(mode)%4], "", 0); err == nil {
+		if _, err := s.pipe.Normalize(context.Background(), nil, body, pathModes[int(mode)%4], "", 0); err == nil {
 			accepted++
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/normalize"
 )
 
@@ -13,9 +14,9 @@ import (
 // message: strings through normalize's canonical string writer, embedded
 // JSON (extra_json, parameters_json, tool_calls_json) validated and
 // written in canonical form by normalize, with no map and no encoding/json
-// round trip. prepare's one pass then puts the members in schema order and
-// keys the body, so an RPC's canonical body is the one the REST path makes
-// of the same request (rpcbody_test.go).
+// round trip. The pipeline's one pass (Normalize) then puts the members in
+// schema order and keys the body, so an RPC's canonical body is the one the
+// REST path makes of the same request (rpcbody_test.go).
 
 // rpcBody is the body being written and the first error met.
 type rpcBody struct {
@@ -86,7 +87,7 @@ func (w *rpcBody) extra(extra string, stream bool, reserved ...string) {
 		return !stream || (string(name) != "stream" && string(name) != "stream_options"), nil
 	})
 	if err != nil {
-		if _, ok := err.(*requestError); !ok {
+		if _, ok := err.(*pipeline.Error); !ok {
 			err = invalidField("extra_json", "is not a JSON object: "+err.Error())
 		}
 		w.b, w.err = w.b[:mark], err
@@ -109,7 +110,7 @@ func (w *rpcBody) end(stream bool) ([]byte, error) {
 // chatBody writes a ChatInput as an OpenAI chat completion request.
 func chatBody(in *pb.ChatInput, stream bool) ([]byte, error) {
 	if in == nil {
-		return nil, &requestError{status: http.StatusBadRequest, code: "missing_input", msg: "input is required"}
+		return nil, &pipeline.Error{Status: http.StatusBadRequest, Code: "missing_input", Message: "input is required"}
 	}
 	w := &rpcBody{b: make([]byte, 0, 256+len(in.GetExtraJson())+chatTextSize(in))}
 	w.raw(`{"model":`)
@@ -195,7 +196,7 @@ func chatTextSize(in *pb.ChatInput) int {
 // completionBody writes a CompletionInput as an OpenAI completion request.
 func completionBody(in *pb.CompletionInput, stream bool) ([]byte, error) {
 	if in == nil {
-		return nil, &requestError{status: http.StatusBadRequest, code: "missing_input", msg: "input is required"}
+		return nil, &pipeline.Error{Status: http.StatusBadRequest, Code: "missing_input", Message: "input is required"}
 	}
 	w := &rpcBody{b: make([]byte, 0, 128+len(in.GetPrompt())+len(in.GetExtraJson()))}
 	w.raw(`{"model":`)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/normalize"
 )
 
@@ -105,7 +106,7 @@ func TestRPCBodyMatchesREST(t *testing.T) {
 // rpcBody, kept as the reference: it renders a ChatInput as an OpenAI chat completion request.
 func mapChatBody(in *pb.ChatInput, stream bool) ([]byte, error) {
 	if in == nil {
-		return nil, &requestError{status: http.StatusBadRequest, code: "missing_input", msg: "input is required"}
+		return nil, &pipeline.Error{Status: http.StatusBadRequest, Code: "missing_input", Message: "input is required"}
 	}
 	body, err := extraMembers(in.GetExtraJson(), "model", "tools", "messages")
 	if err != nil {
@@ -181,7 +182,7 @@ func mapChatBody(in *pb.ChatInput, stream bool) ([]byte, error) {
 // mapCompletionBody renders a CompletionInput as an OpenAI completion request.
 func mapCompletionBody(in *pb.CompletionInput, stream bool) ([]byte, error) {
 	if in == nil {
-		return nil, &requestError{status: http.StatusBadRequest, code: "missing_input", msg: "input is required"}
+		return nil, &pipeline.Error{Status: http.StatusBadRequest, Code: "missing_input", Message: "input is required"}
 	}
 	body, err := extraMembers(in.GetExtraJson(), "model", "prompt")
 	if err != nil {

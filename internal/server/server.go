@@ -20,8 +20,18 @@ import (
 
 	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/gen/prefixgate/v1/prefixgatev1connect"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
+)
+
+// The routing group's request header and the response headers that say
+// where a request went, as the pipeline names them.
+const (
+	GroupHeader    = pipeline.GroupHeader
+	BackendHeader  = pipeline.BackendHeader
+	DecisionHeader = pipeline.DecisionHeader
+	KeyHeader      = pipeline.KeyHeader
 )
 
 // Server is the router: one http.Handler for every protocol it speaks.
@@ -32,7 +42,10 @@ type Server struct {
 	// router picks over the pool's backends; it is built once and changed
 	// in place (SetTargets, Reconfigure), so in-flight counts survive
 	// reloads.
-	router  *route.Router
+	router *route.Router
+	// pipe runs every request through tenant, decode, normalize and key
+	// for router.
+	pipe    *pipeline.Pipeline
 	metrics *metrics
 	health  *grpchealth.StaticChecker
 	tracing tracing
@@ -79,6 +92,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.router = router
+	s.pipe, err = pipeline.New(pipelineConfig(cfg), router)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics.registry.MustRegister(s.pipe.Collectors()...)
 	s.handler = s.observe(s.cors(s.authenticate(s.routes())))
 	s.ready.Store(true)
 	s.applyDrain(cfg.Drain)
@@ -187,8 +205,8 @@ func (s *Server) routes() http.Handler {
 	// Anything else is an OpenAI-shaped 404, so that OpenAI clients with a
 	// wrong base URL get an error they can show.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &requestError{status: http.StatusNotFound, code: "unknown_url",
-			msg: fmt.Sprintf("unknown path %.200q; prefixgate serves POST /v1/chat/completions, /v1/completions, /invocations and /v1/explain, GET /v1/models", r.URL.Path)})
+		writeError(w, &pipeline.Error{Status: http.StatusNotFound, Code: "unknown_url",
+			Message: fmt.Sprintf("unknown path %.200q; prefixgate serves POST /v1/chat/completions, /v1/completions, /invocations and /v1/explain, GET /v1/models", r.URL.Path)})
 	})
 	return newPlainRoutes(mux)
 }
@@ -261,6 +279,25 @@ func (s *Server) updateReadiness() {
 
 // rt is the router.
 func (s *Server) rt() *route.Router { return s.router }
+
+// pipelineConfig is the pipeline's part of cfg.
+func pipelineConfig(cfg Config) pipeline.Config {
+	name := cfg.SettingName
+	if name == nil {
+		name = func(field string) string { return "server.Config." + field }
+	}
+	return pipeline.Config{
+		PrefixLength:    cfg.PrefixLength,
+		MaxBodyBytes:    cfg.MaxBodyBytes,
+		MaxDecodedBytes: cfg.MaxDecodedBytes,
+		MaxRatio:        cfg.MaxRatio,
+		MaxDepth:        cfg.MaxDepth,
+		MaxStringBytes:  cfg.MaxStringBytes,
+		Tenants:         cfg.Tenants,
+		TenantSecret:    cfg.TenantSecret,
+		SettingName:     name,
+	}
+}
 
 // Reload applies a new configuration without dropping requests: backends
 // are added and removed in place (those that stay keep their state), and

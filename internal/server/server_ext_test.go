@@ -250,3 +250,31 @@ func TestConnectMessageLimit(t *testing.T) {
 		t.Errorf("8 KiB message over a 4 KiB limit: err = %v; want ResourceExhausted", err)
 	}
 }
+
+// TestMetricsListThePipelinesSeries: the series the request pipeline owns
+// (normalization, decisions, queue wait, spills) are served at /metrics
+// with the server's own.
+func TestMetricsListThePipelinesSeries(t *testing.T) {
+	base := startRouter(t, 2, server.Config{})
+	chat := `{"model":"vllmsim/tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":3}`
+	for _, body := range []string{chat, `{"model":"m","messages":[],}`} {
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	for series, want := range map[string]float64{
+		"prefixgate_normalize_seconds_count":                                                    2,
+		`prefixgate_normalize_errors_total{reason="trailing-comma"}`:                            1,
+		"prefixgate_routing_decision_seconds_count":                                             1,
+		"prefixgate_queue_wait_seconds_count":                                                   0,
+		"prefixgate_spills_total":                                                               0,
+		`prefixgate_requests_total{backend="",code="400",decision="",route="chat_completions"}`: 1,
+	} {
+		if got, ok := metricValue(t, base, series); !ok || got != want {
+			t.Errorf("%s = %v (listed: %v); want %v", series, got, ok, want)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -14,79 +13,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prefixgate/prefixgate/backends"
-	"github.com/prefixgate/prefixgate/internal/bodydecode"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
-
-// GroupHeader names the caller's routing group.
-const GroupHeader = "X-Prefixgate-Group"
-
-// Response headers that say where a request went.
-const (
-	BackendHeader  = "X-Prefixgate-Backend"
-	DecisionHeader = "X-Prefixgate-Decision"
-	KeyHeader      = "X-Prefixgate-Key"
-)
-
-// prepared is a request after decoding and normalization.
-type prepared struct {
-	body []byte // canonical
-	info normalize.RouteInfo
-}
-
-// checkGroup enforces the group id contract: at most 64 printable ASCII.
-func checkGroup(g string) error {
-	if len(g) > 64 {
-		return &requestError{status: http.StatusBadRequest, code: "invalid_group",
-			msg: fmt.Sprintf("group id is %d bytes long; the limit is 64", len(g))}
-	}
-	for i := 0; i < len(g); i++ {
-		if g[i] < 0x20 || g[i] > 0x7e {
-			return &requestError{status: http.StatusBadRequest, code: "invalid_group",
-				msg: fmt.Sprintf("group id has a non-printable or non-ASCII byte 0x%02x at offset %d", g[i], i)}
-		}
-	}
-	return nil
-}
-
-// prepare canonicalizes raw and computes its routing key.
-func (s *Server) prepare(ctx context.Context, raw []byte, mode normalize.Mode, group string, prefixLength int) (prepared, error) {
-	return s.prepareInto(ctx, nil, raw, mode, group, prefixLength)
-}
-
-// prepareInto is prepare writing the canonical body into dst's capacity
-// when it suffices.
-func (s *Server) prepareInto(ctx context.Context, dst, raw []byte, mode normalize.Mode, group string, prefixLength int) (prepared, error) {
-	if err := checkGroup(group); err != nil {
-		return prepared{}, err
-	}
-	if prefixLength == 0 {
-		prefixLength = s.cfg.PrefixLength
-	}
-	opts := normalize.Options{Mode: mode, MaxBodyBytes: int(s.cfg.MaxDecodedBytes), MaxDepth: s.cfg.MaxDepth, MaxStringBytes: s.cfg.MaxStringBytes}
-	// Only prefix-index reads the prompt's blocks; other policies skip
-	// hashing the whole prompt.
-	kopts := normalize.KeyOptions{Mode: mode, Group: group, PrefixLength: prefixLength, Blocks: s.rt().Config().Policy == "prefix-index"}
-	var scope normalize.Scope
-	if tenant := tenantFrom(ctx); tenant != "" {
-		scope = s.tenantScope(tenant)
-	}
-	start := time.Now()
-	if need := len(raw) + tenantSaltRoom; cap(dst) < need {
-		dst = make([]byte, 0, need)
-	}
-	body, info, err := normalize.NormalizeScoped(dst[:0], raw, opts, kopts, scope)
-	s.metrics.normalizeSeconds.Observe(time.Since(start).Seconds())
-	if err != nil {
-		s.metrics.normalizeErrors.WithLabelValues(normalize.ErrorCode(err)).Inc()
-		if normalize.ErrorCode(err) == normalize.CodeInvalidScope && !jsonObject(raw) {
-			return prepared{}, errNotAnObject
-		}
-		return prepared{}, s.normalizeError(err)
-	}
-	return prepared{body: body, info: info}, nil
-}
 
 // bodyBuffers recycles request body buffers up to maxPooledBody bytes: a
 // body is dead once it has been normalized into the canonical copy that is
@@ -114,58 +44,40 @@ func putBodyBuffer(bp *[]byte, body []byte) {
 // Content-Encoding within the decoded-size and ratio limits, into buf's
 // capacity when it suffices.
 func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([]byte, error) {
-	if r.ContentLength > s.cfg.MaxBodyBytes {
-		// Refuse at once rather than read up to the limit first.
-		return nil, &requestError{status: http.StatusRequestEntityTooLarge, code: "body_too_large", bodyUnread: true,
-			msg: fmt.Sprintf("request body of %d bytes is larger than the limit of %d bytes", r.ContentLength, s.cfg.MaxBodyBytes) + s.BodyLimitHint()}
-	}
-	// The front door's body ends at its Content-Length, which is within
-	// the limit (checked above): it needs no reader to bound it.
+	// The front door's body ends at its Content-Length, which Decode
+	// checks against the limit: it needs no reader to bound it.
 	var rd io.Reader = r.Body
 	if _, front := r.Body.(*h1Body); !front {
-		rd = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		rd = http.MaxBytesReader(w, r.Body, s.pipe.Config().MaxBodyBytes)
 	}
-	lim := bodydecode.Limits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}
-	lim.SizeHint = r.ContentLength // one exact allocation for the body
-	body, err := bodydecode.DecodeInto(buf, headerValue(r.Header, "Content-Encoding"), rd, lim)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, &requestError{status: http.StatusRequestEntityTooLarge, code: "body_too_large",
-				msg: fmt.Sprintf("request body is larger than the limit of %d bytes", mbe.Limit) + s.BodyLimitHint()}
-		}
-		return nil, s.normalizeError(err)
-	}
-	return body, nil
+	return s.pipe.Decode(buf, headerValue(r.Header, "Content-Encoding"), rd, r.ContentLength)
 }
 
 // dispatch routes a prepared request and forwards it, retrying on another
 // backend while nothing has come back, with the pick in d (the caller's,
 // so that it needs no allocation of its own). The caller must call d's
 // Done once the response body is finished. lease learns of every write of
-// p.body that may outlive Forward.
-func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http.Header, lease *bodyLease, d *route.Decision) (*http.Response, error) {
+// p.Body that may outlive Forward.
+func (s *Server) dispatch(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, lease *bodyLease, d *route.Decision) (*http.Response, error) {
 	var lastErr error
 	var traced context.Context // ctx with lease's trace, made once if needed
 	for attempt := 0; attempt <= *s.cfg.Retries; attempt++ {
 		start := time.Now()
 		var err error
-		*d, err = s.rt().Pick(ctx, routeRequest(p.info))
+		*d, err = s.rt().Pick(ctx, p.RouteRequest())
 		// One clock read ends the decision and starts the wait for the
 		// first byte: between them lie only the queue wait's observation,
 		// a check of the transport and, for a transport that holds the
 		// body, the lease's trace (made once per request).
 		sent := time.Now()
-		s.metrics.decisionSeconds.Observe(sent.Sub(start).Seconds())
 		if err != nil {
+			s.pipe.ObservePick(sent.Sub(start), nil)
 			if lastErr != nil && errors.Is(err, errNoCandidates) {
 				return nil, upstreamError(lastErr)
 			}
-			return nil, s.pickError(err, p.info.Model)
+			return nil, s.pipe.PickError(err, p.Info.Model)
 		}
-		if d.Queued > 0 {
-			s.metrics.queueSeconds.Observe(d.Queued.Seconds())
-		}
+		s.pipe.ObservePick(sent.Sub(start), d)
 		// The pick carries the backend itself: one removed since still
 		// gets the request, as it would have a moment earlier.
 		b := d.Member.(*backends.Backend)
@@ -173,13 +85,13 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 		// Only a transport that may read the body after Forward returns
 		// needs the lease's trace: the HTTP/1.1 fast path copies it first,
 		// and skipping the trace there saves its hooks and context.
-		if s.pool.HoldsBody(b, len(p.body)) {
+		if s.pool.HoldsBody(b, len(p.Body)) {
 			if traced == nil {
 				traced = httptrace.WithClientTrace(ctx, lease.trace())
 			}
 			fctx = traced
 		}
-		resp, err := s.pool.Forward(fctx, b, http.MethodPost, path, p.body, hdr)
+		resp, err := s.pool.Forward(fctx, b, http.MethodPost, path, p.Body, hdr)
 		if err != nil {
 			// The outcome ejects b if nothing came back (Backend.Observe).
 			d.DoneWith(failedOutcome(err))
@@ -196,9 +108,7 @@ func (s *Server) dispatch(ctx context.Context, path string, p prepared, hdr http
 		}
 		s.metrics.firstByte(b.Name).Observe(time.Since(sent).Seconds())
 
-		if d.Reason == route.ReasonSpill || d.Reason == route.ReasonSpillChain {
-			s.metrics.spills.Inc()
-		}
+		s.pipe.CountSpill(d)
 		return resp, nil
 	}
 	return nil, upstreamError(lastErr)
@@ -279,7 +189,7 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 	x := &exchange{s: s, usage: backends.UnknownUsage}
 	lease := &x.leaseOf
 	lease.buf = canonicalBuffers.Get().(*[]byte)
-	p, err := s.prepareInto(nctx, *lease.buf, body, mode, group, 0)
+	p, err := s.pipe.Normalize(nctx, *lease.buf, body, mode, group, 0)
 	if span != nil {
 		span.End()
 	}
@@ -291,14 +201,14 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 	span = nil
 	if s.tracing.on {
 		var fctx context.Context
-		fctx, span = s.startSpan(ctx, "route and forward", attribute.String("prefixgate.key", p.info.KeyHex()))
+		fctx, span = s.startSpan(ctx, "route and forward", attribute.String("prefixgate.key", p.Info.KeyHex()))
 		defer span.End()
 		injectTrace(fctx, fwd)
 	}
 	d := &x.dec
 	resp, err := s.dispatch(ctx, path, p, fwd, lease, d)
 	if err != nil {
-		lease.release(p.body)
+		lease.release(p.Body)
 		return nil, err
 	}
 	if span != nil {
@@ -307,9 +217,9 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 	// Where the request went. The names are canonical already (Set
 	// would check each again), and the values live in x: no allocation
 	// of their own.
-	x.routing = [3]string{d.Backend, d.Reason.String(), p.info.KeyHex()}
+	x.routing = [3]string{d.Backend, d.Reason.String(), p.Info.KeyHex()}
 	out[BackendHeader], out[DecisionHeader], out[KeyHeader] = x.routing[0:1:1], x.routing[1:2:2], x.routing[2:3:3]
-	x.resp, x.d, x.info, x.b, x.lease, x.body = resp, d, p.info, d.Member.(*backends.Backend), lease, p.body
+	x.resp, x.d, x.info, x.b, x.lease, x.body = resp, d, p.Info, d.Member.(*backends.Backend), lease, p.Body
 	return x, nil
 }
 
