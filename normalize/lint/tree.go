@@ -75,13 +75,18 @@ type treeParser struct {
 var errMalformed = errors.New("malformed json")
 
 // parseTree parses a body that package normalize has already validated; it
-// still fails cleanly rather than panicking on anything else.
+// still fails cleanly rather than panicking on anything else. One line end
+// (LF or CRLF) right after the value is not counted as whitespace: it is
+// how a file holding the body ends, and it never reaches a prefix.
 func parseTree(b []byte) (*node, layout, error) {
 	p := &treeParser{b: b, lay: layout{wsAt: -1}}
 	p.ws("")
 	n, err := p.value("", 0)
 	if err != nil {
 		return nil, p.lay, err
+	}
+	if rest := b[p.i:]; string(rest) == "\n" || string(rest) == "\r\n" {
+		p.i = len(b) // a file's own line end, not whitespace in the body
 	}
 	p.ws("")
 	if p.i != len(b) {
