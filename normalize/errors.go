@@ -119,14 +119,19 @@ func ErrorCode(err error) string {
 // "..." when it was cut. Only ASCII is shown as itself, so that invisible
 // characters show, and no Unicode table (which differs between languages
 // and versions) decides what is printable.
-func quoteShort(s []byte) string {
+func quoteShort(s []byte) string { return QuoteName(string(s)) }
+
+// QuoteName quotes a member name for an error message by the rule the Go,
+// Python and TypeScript SDKs share (docs/normalize.md, "Names in error
+// messages"), so that one name reads the same in each.
+func QuoteName(name string) string {
 	const max = 64
-	if len(s) <= max {
-		return strconv.QuoteToASCII(string(s))
+	if len(name) <= max {
+		return strconv.QuoteToASCII(name)
 	}
 	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
 		cut--
 	}
-	return strconv.QuoteToASCII(string(s[:cut])) + "..."
+	return strconv.QuoteToASCII(name[:cut]) + "..."
 }

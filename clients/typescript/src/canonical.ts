@@ -157,7 +157,7 @@ function noncharacterError(off: number, cp: number): CanonicalError {
  * most the first 64 bytes of UTF-8, cut back to the start of a character, as
  * Go's strconv.QuoteToASCII writes them, then "..." when cut.
  */
-function quoteShort(s: string): string {
+export function quoteName(s: string): string {
   const b = encoder.encode(s);
   let n = b.length;
   if (n > 64) {
@@ -319,7 +319,7 @@ class Parser {
       if (s[i] === 0x7d) break;
       throw this.unexpected(i, "',' or '}'");
     }
-    if (dup >= 0) throw this.err(dup, "duplicate-member", `duplicate member name ${quoteShort(dupName)}`);
+    if (dup >= 0) throw this.err(dup, "duplicate-member", `duplicate member name ${quoteName(dupName)}`);
     return [out, i + 1];
   }
 
@@ -469,7 +469,7 @@ class Parser {
     const digits = i - start - (s[start] === 0x2d ? 1 : 0);
     if ((frac && (expAt >= 0 || i - start > 300)) || (!frac && digits >= 309)) {
       const f = Number(lit);
-      const shown = quoteShort(lit);
+      const shown = quoteName(lit);
       if (!Number.isFinite(f)) throw this.err(start, "number-range", `number ${shown} is outside the range of a double`);
       if (f === 0 && /^[^eE]*[1-9]/.test(lit)) {
         throw this.err(start, "number-range", `number ${shown} is too small for a double: it would become 0`);

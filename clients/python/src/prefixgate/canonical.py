@@ -303,7 +303,7 @@ class _Parser:
                 break
             raise self.unexpected(i, "',' or '}'")
         if dup is not None:
-            raise self.err(dup, "duplicate-member", f"duplicate member name {_quote(dup_name)}")
+            raise self.err(dup, "duplicate-member", f"duplicate member name {quote_name(dup_name)}")
         return out, i + 1
 
     def string(self, i: int) -> tuple[JSONValue, int]:
@@ -451,18 +451,20 @@ class _Parser:
             f = float(lit)
             if not math.isfinite(f):
                 raise self.err(
-                    start, "number-range", f"number {_quote(lit)} is outside the range of a double"
+                    start,
+                    "number-range",
+                    f"number {quote_name(lit)} is outside the range of a double",
                 )
             if f == 0 and _NONZERO_MANTISSA.match(lit):
                 raise self.err(
                     start,
                     "number-range",
-                    f"number {_quote(lit)} is too small for a double: it would become 0",
+                    f"number {quote_name(lit)} is too small for a double: it would become 0",
                 )
         return Number(lit), i
 
 
-def _quote(s: str) -> str:
+def quote_name(s: str) -> str:
     """Quote a member name or number literal for an error message, byte for
     byte as the Go reference does (docs/normalize.md, "Names in error
     messages"): at most the first 64 bytes of UTF-8, cut back to the start of
