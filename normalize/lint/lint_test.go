@@ -606,3 +606,22 @@ func BenchmarkFindVolatileMatches(b *testing.B) {
 		})
 	}
 }
+
+// TestNoncanonicalNameQuoted checks that a member name in a finding is
+// quoted by the rule of the normalizer's error messages.
+func TestNoncanonicalNameQuoted(t *testing.T) {
+	rep, err := Check([][]byte{[]byte(`{"model":"m","prompt":"x","\u00e9\u2028":1}`)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `not in canonical form: escapes (1 string escaped differently from RFC 8785, first the member name "\u00e9\u2028")`
+	for _, f := range rep.Findings {
+		if f.RuleID == ruleNoncanonical {
+			if f.Message != want {
+				t.Errorf("message %q, want %q", f.Message, want)
+			}
+			return
+		}
+	}
+	t.Errorf("no noncanonical finding in %+v", rep.Findings)
+}

@@ -292,7 +292,7 @@ func plural(n int) string {
 func quoteAll(s []string) []string {
 	out := make([]string, len(s))
 	for i, v := range s {
-		out[i] = fmt.Sprintf("%q", v)
+		out[i] = normalize.QuoteName(v)
 	}
 	return out
 }
@@ -337,7 +337,7 @@ func noncanonicalFindings(req *request, rtree, ctree *node, lay layout, opts Opt
 			off := firstEscape(req.body[d.escAt.start+1 : d.escAt.end-1])
 			add("escapes", d.escAt.path, off.chars, d.escAt.start+1+off.bytes, fmt.Sprintf("escapes (%d string%s escaped differently from RFC 8785, for example \\u escapes of printable characters or \\/)", d.escCount, plural(d.escCount)))
 		default:
-			add("escapes", "", 0, d.escNameAt, fmt.Sprintf("escapes (%d string%s escaped differently from RFC 8785, first the member name %q)", d.escCount, plural(d.escCount), d.escName))
+			add("escapes", "", 0, d.escNameAt, fmt.Sprintf("escapes (%d string%s escaped differently from RFC 8785, first the member name %s)", d.escCount, plural(d.escCount), normalize.QuoteName(d.escName)))
 		}
 	}
 	if d.numCount > 0 {
