@@ -526,14 +526,12 @@ func plainRun(s []byte, i int) int {
 // no more checks: prose has one every line.
 func (p *parser) str(i int, isKey bool) (int, error) {
 	s := p.src
-	open := i
-	i++
-	start := i
-	esc, fix := false, false
+	open, start := i, i+1
+	i = start
+	esc, fix, wide := false, false, false
 	decode := isKey || p.decodeText
 	k0, copied := 0, start
 	kb := p.keybuf
-	wide := false
 	for {
 		if i+8 <= len(s) {
 			if m := attention(binary.LittleEndian.Uint64(s[i:])); m != 0 {
@@ -570,7 +568,9 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 			if err != nil {
 				return i, err
 			}
-			fix = fix || !canonicalEscape(s[i:i+n])
+			if !fix && !canonicalEscape(s[i:i+n]) {
+				fix = true
+			}
 			if decode {
 				kb = utf8.AppendRune(append(kb, s[copied:i]...), r)
 				copied = i + n
