@@ -3,6 +3,8 @@ package normalize
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 )
 
 // Sentinel errors classify every error this package returns, so that a
@@ -110,11 +112,26 @@ func ErrorCode(err error) string {
 	return "other"
 }
 
-// quoteShort quotes s for an error message, cut to keep messages readable.
-func quoteShort(s []byte) string {
+// quoteShort quotes a member name or a number literal for an error
+// message, by the rule the SDKs follow byte for byte (docs/normalize.md,
+// "Names in error messages"): at most its first 64 bytes, cut back to the
+// start of a character, written as strconv.QuoteToASCII writes them, then
+// "..." when it was cut. Only ASCII is shown as itself, so that invisible
+// characters show, and no Unicode table (which differs between languages
+// and versions) decides what is printable.
+func quoteShort(s []byte) string { return QuoteName(string(s)) }
+
+// QuoteName quotes a member name for an error message by the rule the Go,
+// Python and TypeScript SDKs share (docs/normalize.md, "Names in error
+// messages"), so that one name reads the same in each.
+func QuoteName(name string) string {
 	const max = 64
-	if len(s) > max {
-		return fmt.Sprintf("%q...", s[:max])
+	if len(name) <= max {
+		return strconv.QuoteToASCII(name)
 	}
-	return fmt.Sprintf("%q", s)
+	cut := max
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return strconv.QuoteToASCII(name[:cut]) + "..."
 }

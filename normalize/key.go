@@ -359,149 +359,187 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 	}
 	ks := keyPool.Get().(*keyScratch)
 	defer keyPool.Put(ks)
-	// Text past 8N characters cannot change any key; 4 bytes per character
-	// bounds how much to collect.
-	budget := 4*spillCap(n) + 4
 	var bh *blockHasher
 	if opts.Blocks {
 		bh = &ks.bh
 		bh.reset()
 	}
 	b := canonical
-	var (
-		model, tools, pk     span
-		hasMessages, chatOK  bool
-		hasPrompt            bool
-		promptErr, chatErr   error
-		object               bool
-		chatText, promptText = ks.chat[:0], ks.prompt[:0]
-		wantChat, wantPrompt = opts.Mode == ModeAuto || opts.Mode == ModeChat, opts.Mode == ModeAuto || opts.Mode == ModeCompletion
-	)
+	top := topMembers{chatText: ks.chat[:0], promptText: ks.prompt[:0]}
+	// Text past 8N characters cannot change any key; 4 bytes per character
+	// bounds how much to collect.
+	err = ks.readTop(&top, b, opts.Mode, 4*spillCap(n)+4, bh)
+	ks.chat, ks.prompt = top.chatText, top.promptText
+	if err != nil {
+		return RouteInfo{}, err
+	}
+	mode, err := top.mode(opts.Mode)
+	if err != nil {
+		return RouteInfo{}, err
+	}
+	group, model, err := ks.appendNames(b, &top, opts.Group)
+	if err != nil {
+		return RouteInfo{}, err
+	}
+	var toolsJSON []byte
+	if top.tools.ok() {
+		toolsJSON = b[top.tools.start:top.tools.end]
+	}
+	return ks.finish(opts, n, mode, group, model, toolsJSON, top.chatText, top.promptText, b, bh)
+}
+
+// topMembers is what RouteKey reads from the top-level members of a body:
+// where the values it keys on sit, and the chat and completion records.
+type topMembers struct {
+	model, tools, pk     span
+	object               bool
+	hasMessages, chatOK  bool
+	hasPrompt            bool
+	promptErr            error // a schema error, reported if the mode needs the prompt
+	chatText, promptText []byte
+}
+
+// readTop reads the top-level members of b into top, checking the
+// structure of the object; a body that is not an object has none.
+func (ks *keyScratch) readTop(top *topMembers, b []byte, mode Mode, budget int, bh *blockHasher) error {
 	i := skipWS(b, 0)
 	if i >= len(b) {
-		return RouteInfo{}, newErr(i, CodeUnexpectedEnd, ErrInvalid, "empty body")
+		return newErr(i, CodeUnexpectedEnd, ErrInvalid, "empty body")
 	}
-	if b[i] == '{' {
-		object = true
-		i = skipWS(b, i+1)
-		for i < len(b) && b[i] != '}' {
-			if b[i] != '"' {
-				return RouteInfo{}, structErr(i, "want a member name")
-			}
-			ke, err := stringEnd(b, i)
-			if err != nil {
-				return RouteInfo{}, err
-			}
-			name := b[i+1 : ke-1]
-			i = skipWS(b, ke)
-			if i >= len(b) || b[i] != ':' {
-				return RouteInfo{}, structErr(i, "want ':'")
-			}
-			vs := skipWS(b, i+1)
-			if vs >= len(b) {
-				return RouteInfo{}, structErr(vs, "want a value")
-			}
-			ve := -1
-			switch string(name) {
-			case "model":
-				model = span{vs, vs + 1}
-			case "tools":
-				tools = span{vs, vs + 1}
-			case "prompt_cache_key":
-				if b[vs] == '"' {
-					pk = span{vs, vs + 1}
-				}
-			case "messages":
-				hasMessages = true
-				if wantChat && b[vs] == '[' {
-					chatOK = true
-					chatText, ve, chatErr = appendMessages(chatText, b, vs, budget, &ks.role, bh)
-					if chatErr != nil {
-						return RouteInfo{}, chatErr
-					}
-				}
-			case "prompt":
-				hasPrompt = true
-				if wantPrompt {
-					pb := budget
-					if bh != nil {
-						pb = len(b) // the whole prompt, for its blocks
-					}
-					promptText, ve, promptErr = appendPrompt(promptText, b, vs, pb)
-					if promptErr != nil && !isSchema(promptErr) {
-						return RouteInfo{}, promptErr
-					}
-				}
-			}
-			if ve < 0 {
-				var err error
-				if ve, err = valueEnd(b, vs); err != nil {
-					return RouteInfo{}, err
-				}
-			}
-			if model.start == vs || tools.start == vs || pk.start == vs {
-				model.end, tools.end, pk.end = fixEnd(model, vs, ve), fixEnd(tools, vs, ve), fixEnd(pk, vs, ve)
-			}
-			i = skipWS(b, ve)
-			if i < len(b) && b[i] == ',' {
-				i = skipWS(b, i+1)
-				if i < len(b) && b[i] == '}' {
-					return RouteInfo{}, structErr(i, "trailing comma")
-				}
-			} else if i >= len(b) || b[i] != '}' {
-				return RouteInfo{}, structErr(i, "want ',' or '}'")
+	if b[i] != '{' {
+		return nil
+	}
+	top.object = true
+	i = skipWS(b, i+1)
+	for i < len(b) && b[i] != '}' {
+		if b[i] != '"' {
+			return structErr(i, "want a member name")
+		}
+		ke, err := stringEnd(b, i)
+		if err != nil {
+			return err
+		}
+		name := b[i+1 : ke-1]
+		i = skipWS(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return structErr(i, "want ':'")
+		}
+		vs := skipWS(b, i+1)
+		if vs >= len(b) {
+			return structErr(vs, "want a value")
+		}
+		ve, err := ks.readMember(top, b, name, vs, mode, budget, bh)
+		if err != nil {
+			return err
+		}
+		if ve < 0 {
+			if ve, err = valueEnd(b, vs); err != nil {
+				return err
 			}
 		}
-		if i >= len(b) {
-			return RouteInfo{}, structErr(i, "unterminated object")
+		if top.model.start == vs || top.tools.start == vs || top.pk.start == vs {
+			top.model.end, top.tools.end, top.pk.end = fixEnd(top.model, vs, ve), fixEnd(top.tools, vs, ve), fixEnd(top.pk, vs, ve)
+		}
+		i = skipWS(b, ve)
+		if i < len(b) && b[i] == ',' {
+			i = skipWS(b, i+1)
+			if i < len(b) && b[i] == '}' {
+				return structErr(i, "trailing comma")
+			}
+		} else if i >= len(b) || b[i] != '}' {
+			return structErr(i, "want ',' or '}'")
 		}
 	}
-	ks.chat, ks.prompt = chatText, promptText
+	if i >= len(b) {
+		return structErr(i, "unterminated object")
+	}
+	return nil
+}
 
-	mode := opts.Mode
-	if mode == ModeAuto {
-		switch {
-		case hasMessages:
-			mode = ModeChat
-		case hasPrompt:
-			mode = ModeCompletion
-		default:
-			mode = ModeNative
+// readMember notes the top-level member name whose value starts at vs, and
+// reads the messages or the prompt when the mode may need them. It returns
+// where the value ends when it read the value, else -1.
+func (ks *keyScratch) readMember(top *topMembers, b, name []byte, vs int, mode Mode, budget int, bh *blockHasher) (int, error) {
+	ve := -1
+	switch string(name) {
+	case "model":
+		top.model = span{vs, vs + 1}
+	case "tools":
+		top.tools = span{vs, vs + 1}
+	case "prompt_cache_key":
+		if b[vs] == '"' {
+			top.pk = span{vs, vs + 1}
+		}
+	case "messages":
+		top.hasMessages = true
+		if (mode == ModeAuto || mode == ModeChat) && b[vs] == '[' {
+			top.chatOK = true
+			var err error
+			if top.chatText, ve, err = appendMessages(top.chatText, b, vs, budget, &ks.role, bh); err != nil {
+				return ve, err
+			}
+		}
+	case "prompt":
+		top.hasPrompt = true
+		if mode == ModeAuto || mode == ModeCompletion {
+			if bh != nil {
+				budget = len(b) // the whole prompt, for its blocks
+			}
+			top.promptText, ve, top.promptErr = appendPrompt(top.promptText, b, vs, budget)
+			if top.promptErr != nil && !isSchema(top.promptErr) {
+				return ve, top.promptErr
+			}
 		}
 	}
-	switch mode {
+	return ve, nil
+}
+
+// mode returns the mode the body is keyed in: opts' mode, or in auto mode
+// the one its members say; and a schema error when the body does not fit.
+func (top *topMembers) mode(m Mode) (Mode, error) {
+	if m == ModeAuto {
+		switch {
+		case top.hasMessages:
+			m = ModeChat
+		case top.hasPrompt:
+			m = ModeCompletion
+		default:
+			m = ModeNative
+		}
+	}
+	switch m {
 	case ModeChat:
-		if !object || !chatOK {
-			return RouteInfo{}, newErr(0, CodeSchema, ErrSchema, "a chat request needs a messages array")
+		if !top.object || !top.chatOK {
+			return m, newErr(0, CodeSchema, ErrSchema, "a chat request needs a messages array")
 		}
 	case ModeCompletion:
-		if !object || !hasPrompt {
-			return RouteInfo{}, newErr(0, CodeSchema, ErrSchema, "a completion request needs a prompt")
+		if !top.object || !top.hasPrompt {
+			return m, newErr(0, CodeSchema, ErrSchema, "a completion request needs a prompt")
 		}
-		if promptErr != nil {
-			return RouteInfo{}, promptErr
+		if top.promptErr != nil {
+			return m, top.promptErr
 		}
 	}
+	return m, nil
+}
 
-	// Group and model, unescaped.
+// appendNames unescapes into ks.names the body's prompt_cache_key (when
+// no group is given) and its model.
+func (ks *keyScratch) appendNames(b []byte, top *topMembers, group string) (pk, model []byte, err error) {
 	kb := ks.names[:0]
-	if opts.Group == "" && pk.ok() {
-		if kb, _, err = appendString(kb, b, pk.start); err != nil {
-			return RouteInfo{}, err
+	if group == "" && top.pk.ok() {
+		if kb, _, err = appendString(kb, b, top.pk.start); err != nil {
+			return nil, nil, err
 		}
 	}
 	gEnd := len(kb)
-	if model.ok() && b[model.start] == '"' {
-		if kb, _, err = appendString(kb, b, model.start); err != nil {
-			return RouteInfo{}, err
+	if top.model.ok() && b[top.model.start] == '"' {
+		if kb, _, err = appendString(kb, b, top.model.start); err != nil {
+			return nil, nil, err
 		}
 	}
 	ks.names = kb
-	var toolsJSON []byte
-	if tools.ok() {
-		toolsJSON = b[tools.start:tools.end]
-	}
-	return ks.finish(opts, n, mode, kb[:gEnd], kb[gEnd:], toolsJSON, chatText, promptText, b, bh)
+	return kb[:gEnd], kb[gEnd:], nil
 }
 
 // finish assembles the key's frame (mode, group, model, routing text) and

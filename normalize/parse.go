@@ -510,28 +510,29 @@ func plainRun(s []byte, i int) int {
 
 // str validates a string starting at the quote at i; key strings get their
 // unescaped name stored when they contain escapes.
+//
+// It is one loop over locals, kept in one function because it is the
+// parser's hottest path. With decoding on, the text is written to keybuf
+// from the first escape on: the plain run before each escape is copied
+// when the escape is found, then the escape's character; copied is where
+// the next run starts. keybuf is held in a local (kb): an escape every line
+// of prose appends to it, and the field would be written back each time.
+// wide records a character from U+0080 up, raw or escaped
+// (parser.nonASCII). Each round scans one word without a call: in prose
+// with non-ASCII words or an escape every few words most runs end within
+// it, and after an escape the next byte is often another one; only a run
+// that outlasts the word is worth a call of the longer scans. The
+// two-character escapes canonical form keeps are taken in the loop, with
+// no more checks: prose has one every line.
 func (p *parser) str(i int, isKey bool) (int, error) {
 	s := p.src
-	open := i
-	i++
-	start := i
-	esc, fix := false, false
-	// With decoding on, the text is written to keybuf from the first
-	// escape on: the plain run before each escape is copied when the
-	// escape is found, then the escape's character; copied is where the
-	// next run starts.
+	open, start := i, i+1
+	i = start
+	esc, fix, wide := false, false, false
 	decode := isKey || p.decodeText
 	k0, copied := 0, start
-	// keybuf in a local: an escape every line of prose appends to it, and
-	// the field would be written back each time.
 	kb := p.keybuf
-	// wide: a character from U+0080 up, raw or escaped (parser.nonASCII).
-	wide := false
 	for {
-		// One word here, without a call: in prose with non-ASCII words or
-		// an escape every few words most runs end within it, and after an
-		// escape the next byte is often another one. Only a run that
-		// outlasts the word is worth a call of the longer scans.
 		if i+8 <= len(s) {
 			if m := attention(binary.LittleEndian.Uint64(s[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
@@ -553,8 +554,6 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 				esc = true
 				k0 = len(kb)
 			}
-			// The two-character escapes canonical form keeps need no
-			// more checks: prose has one every line.
 			if i+1 < len(s) {
 				if d := shortEscape[s[i+1]]; d != 0 {
 					if decode {
@@ -582,12 +581,8 @@ func (p *parser) str(i int, isKey bool) (int, error) {
 			return i, newErr(i, CodeControlCharacter, ErrInvalid, "unescaped control character %s in string", describe(c))
 		default: // from 0x80 up: plainRun stops at nothing else
 			size := utf8Len(s[i:])
-			if size == 0 {
-				return i, newErr(i, CodeInvalidUTF8, ErrInvalid, "invalid UTF-8 %s in string", describe(c))
-			}
-			if size >= 3 && rawNoncharacter(s[i:i+size]) {
-				r, _ := utf8.DecodeRune(s[i:])
-				return i, noncharacterErr(i, r)
+			if size == 0 || size >= 3 && rawNoncharacter(s[i:i+size]) {
+				return i, rawCharErr(s, i, size)
 			}
 			wide = true
 			i += size
@@ -608,6 +603,16 @@ done:
 	}
 	p.nodes = append(p.nodes, nd)
 	return i + 1, nil
+}
+
+// rawCharErr reports the character from 0x80 up at s[i] that str stopped
+// at: invalid UTF-8 (size 0) or a noncharacter.
+func rawCharErr(s []byte, i, size int) error {
+	if size == 0 {
+		return newErr(i, CodeInvalidUTF8, ErrInvalid, "invalid UTF-8 %s in string", describe(s[i]))
+	}
+	r, _ := utf8.DecodeRune(s[i:])
+	return noncharacterErr(i, r)
 }
 
 // shortEscape maps the character after a backslash to the byte it stands

@@ -35,45 +35,13 @@ func (p *parser) routeInfo(kopts KeyOptions) (ri RouteInfo, handled bool, err er
 	if err != nil {
 		return RouteInfo{}, true, err
 	}
-	root := &p.nodes[0]
-	if root.kind != kObject {
+	top, ok := p.routingTop(mode)
+	if !ok {
 		return RouteInfo{}, false, nil
-	}
-	top := p.routingMembers(root)
-	model, tools, pk, msgs, prompt := top.model, top.tools, top.cacheKey, top.messages, top.prompt
-	switch mode {
-	case ModeChat:
-		if msgs < 0 || p.nodes[msgs].kind != kArray {
-			return RouteInfo{}, false, nil
-		}
-	case ModeCompletion:
-		if prompt < 0 || (p.nodes[prompt].kind != kString && p.nodes[prompt].kind != kArray) {
-			return RouteInfo{}, false, nil
-		}
 	}
 	ks := keyPool.Get().(*keyScratch)
 	defer keyPool.Put(ks)
-
-	// The frame's head, as finish writes it: mode, then group, model and
-	// the routing text, each after its length.
-	f := append(ks.frame[:0], byte(mode), 0, 0, 0, 0)
-	gstart := len(f)
-	if kopts.Group != "" {
-		f = append(f, kopts.Group...)
-	} else if pk >= 0 && p.nodes[pk].kind == kString {
-		f = p.appendText(f, pk)
-	}
-	binary.LittleEndian.PutUint32(f[gstart-4:], uint32(len(f)-gstart))
-	f = append(f, 0, 0, 0, 0)
-	mstart := len(f)
-	if model >= 0 && p.nodes[model].kind == kString {
-		f = p.appendText(f, model)
-	}
-	binary.LittleEndian.PutUint32(f[mstart-4:], uint32(len(f)-mstart))
-	f = append(f, 0, 0, 0, 0)
-	tstart := len(f)
-	ri = RouteInfo{Mode: mode, Group: string(f[gstart : mstart-4]), Model: string(f[mstart : tstart-4])}
-
+	f, ri, tstart := p.appendFrameHead(ks.frame[:0], mode, kopts.Group, top)
 	var bh *blockHasher
 	if kopts.Blocks {
 		bh = &ks.bh
@@ -85,34 +53,7 @@ func (p *parser) routeInfo(kopts KeyOptions) (ri RouteInfo, handled bool, err er
 	}
 	// Text past 8N characters cannot change any key; 4 bytes per character
 	// bounds how much to collect.
-	budget := 4*spillCap(n) + 4
-	if mode == ModeChat {
-		if tools >= 0 {
-			f = append(f, "tools"...)
-			f = append(f, unitSep)
-			f = p.emit(f, tools)
-			f = append(f, recordSep)
-			if bh != nil {
-				bh.record(f[tstart:])
-			}
-		}
-		if bh != nil {
-			// The tools blocks chain on from the head's hash; the message
-			// chain starts at 0 and each block is mixed with where the
-			// tools left the chain (prefixBlocks).
-			bh.mix, bh.seed, bh.chain = true, bh.chain, 0
-		}
-		f = p.appendChatText(f, msgs, budget, bh)
-	} else {
-		if bh != nil {
-			budget = math.MaxInt // the whole prompt, for its blocks
-			bh.mix, bh.seed, bh.chain = true, bh.chain, 0
-		}
-		f = p.appendPromptText(f, prompt, budget)
-		if bh != nil {
-			bh.record(f[tstart:])
-		}
-	}
+	f = p.appendRoutingRecords(f, tstart, mode, top, 4*spillCap(n)+4, bh)
 	ks.frame = f
 
 	var cur charCursor
@@ -132,6 +73,84 @@ func (p *parser) routeInfo(kopts KeyOptions) (ri RouteInfo, handled bool, err er
 		ri.chatSeed, ri.chatChain, ri.chatBlocks = bh.seed, bh.chain, mode == ModeChat
 	}
 	return ri, true, nil
+}
+
+// routingTop finds the top-level members the routing layout reads, and
+// reports whether the body fits mode; when it does not, RouteKey decides.
+func (p *parser) routingTop(mode Mode) (topRouting, bool) {
+	root := &p.nodes[0]
+	if root.kind != kObject {
+		return topRouting{}, false
+	}
+	top := p.routingMembers(root)
+	switch mode {
+	case ModeChat:
+		if top.messages < 0 || p.nodes[top.messages].kind != kArray {
+			return top, false
+		}
+	case ModeCompletion:
+		if top.prompt < 0 || (p.nodes[top.prompt].kind != kString && p.nodes[top.prompt].kind != kArray) {
+			return top, false
+		}
+	}
+	return top, true
+}
+
+// appendFrameHead appends the frame's head, as finish writes it: mode, then
+// group and model, each after its length, and the length field of the
+// routing text. It returns the RouteInfo with its mode, group and model,
+// and where the routing text starts.
+func (p *parser) appendFrameHead(f []byte, mode Mode, group string, top topRouting) ([]byte, RouteInfo, int) {
+	f = append(f, byte(mode), 0, 0, 0, 0)
+	gstart := len(f)
+	if group != "" {
+		f = append(f, group...)
+	} else if top.cacheKey >= 0 && p.nodes[top.cacheKey].kind == kString {
+		f = p.appendText(f, top.cacheKey)
+	}
+	binary.LittleEndian.PutUint32(f[gstart-4:], uint32(len(f)-gstart))
+	f = append(f, 0, 0, 0, 0)
+	mstart := len(f)
+	if top.model >= 0 && p.nodes[top.model].kind == kString {
+		f = p.appendText(f, top.model)
+	}
+	binary.LittleEndian.PutUint32(f[mstart-4:], uint32(len(f)-mstart))
+	f = append(f, 0, 0, 0, 0)
+	tstart := len(f)
+	return f, RouteInfo{Mode: mode, Group: string(f[gstart : mstart-4]), Model: string(f[mstart : tstart-4])}, tstart
+}
+
+// appendRoutingRecords appends the routing text, which starts at tstart in
+// f: in chat mode the tools and the messages, in completion mode the
+// prompt, all of it when hashing blocks.
+func (p *parser) appendRoutingRecords(f []byte, tstart int, mode Mode, top topRouting, budget int, bh *blockHasher) []byte {
+	if mode != ModeChat {
+		if bh != nil {
+			budget = math.MaxInt // the whole prompt, for its blocks
+			bh.mix, bh.seed, bh.chain = true, bh.chain, 0
+		}
+		f = p.appendPromptText(f, top.prompt, budget)
+		if bh != nil {
+			bh.record(f[tstart:])
+		}
+		return f
+	}
+	if top.tools >= 0 {
+		f = append(f, "tools"...)
+		f = append(f, unitSep)
+		f = p.emit(f, top.tools)
+		f = append(f, recordSep)
+		if bh != nil {
+			bh.record(f[tstart:])
+		}
+	}
+	if bh != nil {
+		// The tools blocks chain on from the head's hash; the message
+		// chain starts at 0 and each block is mixed with where the
+		// tools left the chain (prefixBlocks).
+		bh.mix, bh.seed, bh.chain = true, bh.chain, 0
+	}
+	return p.appendChatText(f, top.messages, budget, bh)
 }
 
 // topRouting holds the value nodes of the top-level members the routing

@@ -227,5 +227,35 @@ func cases() []testCase {
 		build("build_invalid_json", `{"model":"m","question":"q",}`),
 		build("build_invalid_duplicate", `{"model":"m","question":"q","model":"n"}`),
 	}
-	return cs
+	return append(cs, quotedNameCases()...)
+}
+
+// quotedNameCases reach the quoting rule for names and literals in error
+// messages: what is not printable ASCII, and names cut at 64 bytes.
+func quotedNameCases() []testCase {
+	dup := func(name, member string) testCase {
+		return canon("invalid_duplicate_quoted_"+name, "auto", `{"`+member+`":1,"`+member+`":2}`)
+	}
+	long := strings.Repeat("n", 62)
+	return []testCase{
+		// Members written with JSON escapes, and as raw characters.
+		dup("nbsp", `a\u00a0`),
+		dup("nbsp_raw", "a\u00a0b"),
+		dup("line_separator", `a\u2028b`),
+		dup("line_separator_raw", "a\u2028"),
+		dup("bom", `\ufeffmodel`),
+		dup("bom_raw", "\ufeffmodel"),
+		dup("controls", `\u0000\u0001\u0007\b\t\n\u000b\f\r\u001b\u001f`),
+		dup("del_and_c1", `\u007f\u0080`+"\u009f"),
+		dup("quote_backslash_slash", `a\"b\\c\/d`),
+		dup("latin_cjk_rtl", "café名前שלום"),
+		dup("astral", `😀\ud83d\ude00`),
+		dup("private_use_unassigned", `\ue000\u0378\udb40\udc01`),
+		dup("64_bytes", long+"é"),
+		dup("cut_two_byte", long+"xé"),
+		dup("cut_three_byte", long+"€"),
+		dup("cut_four_byte", long+"😀"),
+		dup("cut_escaped", strings.Repeat(`\u00e9`, 31)+`x\u00e9`),
+		canon("invalid_number_range_long_literal", "auto", `[`+strings.Repeat("9", 70)+`e400]`),
+	}
 }

@@ -60,10 +60,12 @@ type Vector struct {
 	RoutingTextLength int      `json:"routing_text_length,omitempty"`
 }
 
-// Error is an expected rejection: the byte offset and the stable reason code.
+// Error is an expected rejection: the byte offset, the stable reason code
+// and the reason as the message says it after "offset N: ".
 type Error struct {
-	Offset int64  `json:"offset"`
-	Code   string `json:"code"`
+	Offset  int64  `json:"offset"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // HashVector is an XXH3-64 (seed 0) test input: Length bytes where byte i
@@ -132,7 +134,7 @@ type testCase struct {
 func asError(err error) (*Error, error) {
 	var se *normalize.SyntaxError
 	if errors.As(err, &se) {
-		return &Error{Offset: se.Offset, Code: se.Code()}, nil
+		return &Error{Offset: se.Offset, Code: se.Code(), Message: se.Reason}, nil
 	}
 	return nil, err
 }

@@ -103,27 +103,31 @@ func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	locate := func(i int) (lint.Location, bool) {
-		if i < 0 || i >= len(corpus) {
-			return lint.Location{}, false
-		}
-		return corpus[i].loc, true
-	}
-	switch *format {
-	case "json":
-		err = lint.WriteJSON(stdout, rep)
-	case "sarif":
-		err = lint.WriteSARIF(stdout, rep, locate, version())
-	default:
-		err = lint.WriteText(stdout, rep, locate, wantsColor(stdout))
-	}
-	if err != nil {
+	if err := writeLintReport(stdout, *format, rep, corpus); err != nil {
 		return fail("write: %v", err)
 	}
 	if rep.Failed(threshold) {
 		return 1
 	}
 	return 0
+}
+
+// writeLintReport writes rep in format, locating findings in corpus.
+func writeLintReport(w io.Writer, format string, rep *lint.Report, corpus []lintInput) error {
+	locate := func(i int) (lint.Location, bool) {
+		if i < 0 || i >= len(corpus) {
+			return lint.Location{}, false
+		}
+		return corpus[i].loc, true
+	}
+	switch format {
+	case "json":
+		return lint.WriteJSON(w, rep)
+	case "sarif":
+		return lint.WriteSARIF(w, rep, locate, version())
+	default:
+		return lint.WriteText(w, rep, locate, wantsColor(w))
+	}
 }
 
 // wantsColor reports whether w is a character device (a terminal), the

@@ -20,6 +20,10 @@ func TestRunNormalize(t *testing.T) {
 	if err := os.WriteFile(file, []byte(`{"b": 1.0, "a": "x"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	jsonlFile := filepath.Join(t.TempDir(), "bodies.jsonl")
+	if err := os.WriteFile(jsonlFile, []byte("[1]\n[1,]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name     string
 		stdin    string
@@ -31,8 +35,8 @@ func TestRunNormalize(t *testing.T) {
 		{"dash", `[1]`, []string{"-"}, 0, "[1]\n", ""},
 		{"file", "", []string{file}, 0, `{"a":"x","b":1}` + "\n", ""},
 		{"key", `{"model":"m","prompt":"p"}`, []string{"--key"}, 0, "", ""},
-		{"invalid", `{"a":1,"a":2}`, nil, 1, "", "offset 7: duplicate member name \"a\"\n"},
-		{"jsonl", "{\"b\":1,\"a\":2}\n\n[1,]\n\"x\"\n", []string{"--jsonl"}, 1, "{\"a\":2,\"b\":1}\n\"x\"\n", "line 3: offset 3: trailing comma in array\n"},
+		{"invalid", `{"a":1,"a":2}`, nil, 1, "", "prefixgate normalize: offset 7: duplicate member name \"a\"\n"},
+		{"jsonl", "{\"b\":1,\"a\":2}\n\n[1,]\n\"x\"\n", []string{"--jsonl"}, 1, "{\"a\":2,\"b\":1}\n\"x\"\n", "prefixgate normalize: line 3: offset 3: trailing comma in array\n"},
 		{"bad mode", `{}`, []string{"--mode", "grpc"}, 2, "", ""},
 		{"bad prefix", `{}`, []string{"--prefix-length", "10"}, 2, "", ""},
 		{"bad group", `{}`, []string{"--group", strings.Repeat("g", 65)}, 2, "", ""},
@@ -40,7 +44,12 @@ func TestRunNormalize(t *testing.T) {
 		{"two files", `{}`, []string{"a", "b"}, 2, "", ""},
 		{"missing file", `{}`, []string{filepath.Join(t.TempDir(), "none.json")}, 2, "", ""},
 		{"flags after the file", "", []string{file, "--key"}, 0, "", ""},
-		{"schema", `{"model":"m"}`, []string{"--mode", "chat"}, 1, "", "offset 0: a chat request needs a messages array\n"},
+		{"jsonl detected", "{\"b\":1,\"a\":2}\r\n\n[ 1.0 ]\n", nil, 0, "{\"a\":2,\"b\":1}\n[1]\n", ""},
+		{"jsonl detected, schema per line", "{\"model\":\"m\",\"prompt\":\"p\"}\n[1]\n", []string{"--mode", "completion"}, 1, "{\"model\":\"m\",\"prompt\":\"p\"}\n", "prefixgate normalize: line 2: offset 0: a completion request must be a JSON object\n"},
+		{"jsonl with a bad line", "{\"a\":1}\n{\"a\":\n", nil, 1, "", "prefixgate normalize: offset 8: unexpected data after the top-level value: '{' (for one request per line, use --jsonl)\n"},
+		{"two values on one line", `{"a":1} {"b":2}`, nil, 1, "", "prefixgate normalize: offset 8: unexpected data after the top-level value: '{'\n"},
+		{"jsonl file", "", []string{jsonlFile}, 1, "[1]\n", "prefixgate normalize: line 2: offset 3: trailing comma in array\n"},
+		{"schema", `{"model":"m"}`, []string{"--mode", "chat"}, 1, "", "prefixgate normalize: offset 0: a chat request needs a messages array\n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -98,19 +98,36 @@ func boundaryOK(s string, i, j int) bool {
 
 // findVolatile returns the volatile values in s, without overlaps, in order.
 func findVolatile(s string) []match {
-	var all []match
-	add := func(rule string, i, j int, what string) {
-		all = append(all, match{rule: rule, start: i, end: j, what: what})
+	var all matches
+	all.timestamps(s)
+	for _, m := range uuidRe.FindAllStringIndex(s, -1) {
+		all.add(ruleUUID, m[0], m[1], "UUID")
 	}
+	all.dates(s)
+	all.ids(s)
+	return keepFirstRanked(all, len(s))
+}
+
+// matches collects the candidates of findVolatile, in the order of the
+// rules' rank and, within a rule, in scan order.
+type matches []match
+
+func (all *matches) add(rule string, i, j int, what string) {
+	*all = append(*all, match{rule: rule, start: i, end: j, what: what})
+}
+
+// timestamps adds ISO 8601 date-times and Unix times in seconds and
+// milliseconds.
+func (all *matches) timestamps(s string) {
 	for _, m := range isoDateTime.FindAllStringSubmatchIndex(s, -1) {
 		y, mo, d := atoi(s[m[2]:m[3]]), atoi(s[m[4]:m[5]]), atoi(s[m[6]:m[7]])
 		if validDate(y, mo, d, clockYears) && atoi(s[m[8]:m[9]]) < 24 && atoi(s[m[10]:m[11]]) < 60 {
-			add(ruleTimestamp, m[0], m[1], "ISO 8601 date-time")
+			all.add(ruleTimestamp, m[0], m[1], "ISO 8601 date-time")
 		}
 	}
 	for _, m := range isoBasic.FindAllStringSubmatchIndex(s, -1) {
 		if validDate(atoi(s[m[2]:m[3]]), atoi(s[m[4]:m[5]]), atoi(s[m[6]:m[7]]), clockYears) {
-			add(ruleTimestamp, m[0], m[1], "ISO 8601 basic date-time")
+			all.add(ruleTimestamp, m[0], m[1], "ISO 8601 basic date-time")
 		}
 	}
 	for _, m := range digitRun.FindAllStringIndex(s, -1) {
@@ -120,18 +137,20 @@ func findVolatile(s string) []match {
 		v, _ := strconv.ParseInt(s[m[0]:m[1]], 10, 64)
 		switch {
 		case m[1]-m[0] == 10 && v >= epochMin && v <= epochMax:
-			add(ruleTimestamp, m[0], m[1], "Unix time in seconds")
+			all.add(ruleTimestamp, m[0], m[1], "Unix time in seconds")
 		case m[1]-m[0] == 13 && v >= epochMin*1000 && v <= epochMax*1000:
-			add(ruleTimestamp, m[0], m[1], "Unix time in milliseconds")
+			all.add(ruleTimestamp, m[0], m[1], "Unix time in milliseconds")
 		}
 	}
-	for _, m := range uuidRe.FindAllStringIndex(s, -1) {
-		add(ruleUUID, m[0], m[1], "UUID")
-	}
+}
+
+// dates adds ISO, numeric and written-out dates that are not part of a
+// fixed document ("effective January 1, 2025").
+func (all *matches) dates(s string) {
 	fixed := func(i int) bool { return fixedDateContext.MatchString(s[max(0, i-40):i]) }
 	for _, m := range isoDate.FindAllStringSubmatchIndex(s, -1) {
 		if validDate(atoi(s[m[2]:m[3]]), atoi(s[m[4]:m[5]]), atoi(s[m[6]:m[7]]), dateYears) && !fixed(m[0]) && boundaryOK(s, m[0], m[1]) {
-			add(ruleDate, m[0], m[1], "ISO 8601 date")
+			all.add(ruleDate, m[0], m[1], "ISO 8601 date")
 		}
 	}
 	for _, m := range slashDate.FindAllStringSubmatchIndex(s, -1) {
@@ -142,44 +161,48 @@ func findVolatile(s string) []match {
 			y, a, b = atoi(s[m[8]:m[9]]), atoi(s[m[10]:m[11]]), atoi(s[m[12]:m[13]])
 		}
 		if (validDate(y, a, b, dateYears) || validDate(y, b, a, dateYears)) && !fixed(m[0]) && boundaryOK(s, m[0], m[1]) {
-			add(ruleDate, m[0], m[1], "numeric date")
+			all.add(ruleDate, m[0], m[1], "numeric date")
 		}
 	}
 	for _, re := range []*regexp.Regexp{monthDayYear, dayMonthYear} {
 		for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
 			d, y := atoi(s[m[2]:m[3]]), atoi(s[m[4]:m[5]])
 			if validDate(y, 1, d, dateYears) && !fixed(m[0]) {
-				add(ruleDate, m[0], m[1], "written-out date")
+				all.add(ruleDate, m[0], m[1], "written-out date")
 			}
 		}
 	}
 	for _, m := range weekdayMonth.FindAllStringSubmatchIndex(s, -1) {
 		if d := atoi(s[m[2]:m[3]]); d >= 1 && d <= 31 && !fixed(m[0]) {
-			add(ruleDate, m[0], m[1], "weekday and date")
+			all.add(ruleDate, m[0], m[1], "weekday and date")
 		}
 	}
+}
+
+// ids adds labelled and prefixed ids, hex ids and random-looking base64
+// tokens.
+func (all *matches) ids(s string) {
 	for _, m := range labeledID.FindAllStringSubmatchIndex(s, -1) {
 		if v := s[m[2]:m[3]]; strings.ContainsAny(v, "0123456789") {
-			add(ruleID, m[2], m[3], "request or trace id")
+			all.add(ruleID, m[2], m[3], "request or trace id")
 		}
 	}
 	for _, m := range prefixedID.FindAllStringIndex(s, -1) {
 		if v := s[m[0]:m[1]]; strings.ContainsAny(v[strings.IndexAny(v, "_-"):], "0123456789") {
-			add(ruleID, m[0], m[1], "prefixed id")
+			all.add(ruleID, m[0], m[1], "prefixed id")
 		}
 	}
 	for _, m := range hexRe.FindAllStringIndex(s, -1) {
 		v := strings.TrimPrefix(s[m[0]:m[1]], "0x")
 		if strings.ContainsAny(v, "0123456789") && strings.ContainsAny(strings.ToLower(v), "abcdef") {
-			add(ruleID, m[0], m[1], "hex id")
+			all.add(ruleID, m[0], m[1], "hex id")
 		}
 	}
 	for _, m := range b64Re.FindAllStringIndex(s, -1) {
 		if looksRandom(strings.TrimRight(s[m[0]:m[1]], "=")) {
-			add(ruleID, m[0], m[1], "base64 token")
+			all.add(ruleID, m[0], m[1], "base64 token")
 		}
 	}
-	return keepFirstRanked(all, len(s))
 }
 
 // keepFirstRanked resolves overlaps among matches in a text of n bytes:

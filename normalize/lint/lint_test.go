@@ -254,6 +254,44 @@ func TestNoncanonicalDirect(t *testing.T) {
 	}
 }
 
+// TestTrailingLineEnd checks that one line end after the body, as a file
+// ends, is not reported as whitespace, while more than one is.
+func TestTrailingLineEnd(t *testing.T) {
+	const body = `{"model":"m","prompt":"x"}`
+	cases := []struct {
+		tail  string
+		bytes int // whitespace bytes reported; 0: no noncanonical finding
+	}{
+		{"", 0},
+		{"\n", 0},
+		{"\r\n", 0},
+		{"\n\n", 2},
+		{"\r\n\r\n", 4},
+		{" \n", 2},
+		{"\r", 1},
+		{"\t", 1},
+	}
+	for _, c := range cases {
+		rep, err := Check([][]byte{[]byte(body + c.tail)}, Options{Direct: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msgs []string
+		for _, f := range rep.Findings {
+			if f.RuleID == ruleNoncanonical {
+				msgs = append(msgs, f.Message)
+			}
+		}
+		want := []string(nil)
+		if c.bytes > 0 {
+			want = []string{fmt.Sprintf("not in canonical form: whitespace (%d byte%s between tokens)", c.bytes, plural(c.bytes))}
+		}
+		if fmt.Sprint(msgs) != fmt.Sprint(want) {
+			t.Errorf("body + %q: noncanonical %q, want %q", c.tail, msgs, want)
+		}
+	}
+}
+
 func TestSuggestedPrefixLength(t *testing.T) {
 	// Forty single-message chats: a 1500-character document shared by
 	// groups of four, then a per-request tail at character 1500..; a window
@@ -567,4 +605,23 @@ func BenchmarkFindVolatileMatches(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestNoncanonicalNameQuoted checks that a member name in a finding is
+// quoted by the rule of the normalizer's error messages.
+func TestNoncanonicalNameQuoted(t *testing.T) {
+	rep, err := Check([][]byte{[]byte(`{"model":"m","prompt":"x","\u00e9\u2028":1}`)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `not in canonical form: escapes (1 string escaped differently from RFC 8785, first the member name "\u00e9\u2028")`
+	for _, f := range rep.Findings {
+		if f.RuleID == ruleNoncanonical {
+			if f.Message != want {
+				t.Errorf("message %q, want %q", f.Message, want)
+			}
+			return
+		}
+	}
+	t.Errorf("no noncanonical finding in %+v", rep.Findings)
 }

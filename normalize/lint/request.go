@@ -292,7 +292,7 @@ func plural(n int) string {
 func quoteAll(s []string) []string {
 	out := make([]string, len(s))
 	for i, v := range s {
-		out[i] = fmt.Sprintf("%q", v)
+		out[i] = normalize.QuoteName(v)
 	}
 	return out
 }
@@ -323,62 +323,25 @@ func noncanonicalFindings(req *request, rtree, ctree *node, lay layout, opts Opt
 	if lay.wsBytes > 0 {
 		add("whitespace", lay.wsPath, 0, lay.wsAt, fmt.Sprintf("whitespace (%d byte%s between tokens)", lay.wsBytes, plural(lay.wsBytes)))
 	}
-	cidx := pathIndex(ctree)
-	var orderAt, escAt, numAt *node
-	var escName string
-	var escNameAt int
-	var escCount, numCount int
-	var numFrom, numTo string
-	rtree.walk(func(n *node) {
-		switch n.kind {
-		case kObject:
-			c := cidx[n.path]
-			if orderAt == nil && c != nil && !sameOrder(n, c) {
-				orderAt = n
-			}
-			for _, m := range n.members {
-				if !escapedCanonically(req.body[m.nameStart:m.value.start]) {
-					escCount++
-					if escAt == nil && escName == "" {
-						escName, escNameAt = m.name, m.nameStart
-					}
-				}
-			}
-		case kString:
-			if !escapedCanonically(req.body[n.start:n.end]) {
-				escCount++
-				if escAt == nil && escName == "" {
-					escAt = n
-				}
-			}
-		case kNumber:
-			c, err := normalize.Canonicalize([]byte(n.text))
-			if err == nil && string(c) != n.text {
-				numCount++
-				if numAt == nil {
-					numAt, numFrom, numTo = n, n.text, string(c)
-				}
-			}
-		}
-	})
-	if orderAt != nil {
-		where := orderAt.path + " not in JCS order"
-		if orderAt.path == "" {
+	d := findDifferences(req.body, rtree, ctree)
+	if d.orderAt != nil {
+		where := d.orderAt.path + " not in JCS order"
+		if d.orderAt.path == "" {
 			where = fmt.Sprintf("top level not in %s schema order: prompt first, parameters, then metadata", req.mode)
 		}
-		add("member order", orderAt.path, 0, orderAt.start, fmt.Sprintf("member order (%s)", where))
+		add("member order", d.orderAt.path, 0, d.orderAt.start, fmt.Sprintf("member order (%s)", where))
 	}
-	if escCount > 0 {
+	if d.escCount > 0 {
 		switch {
-		case escAt != nil:
-			off := firstEscape(req.body[escAt.start+1 : escAt.end-1])
-			add("escapes", escAt.path, off.chars, escAt.start+1+off.bytes, fmt.Sprintf("escapes (%d string%s escaped differently from RFC 8785, for example \\u escapes of printable characters or \\/)", escCount, plural(escCount)))
+		case d.escAt != nil:
+			off := firstEscape(req.body[d.escAt.start+1 : d.escAt.end-1])
+			add("escapes", d.escAt.path, off.chars, d.escAt.start+1+off.bytes, fmt.Sprintf("escapes (%d string%s escaped differently from RFC 8785, for example \\u escapes of printable characters or \\/)", d.escCount, plural(d.escCount)))
 		default:
-			add("escapes", "", 0, escNameAt, fmt.Sprintf("escapes (%d string%s escaped differently from RFC 8785, first the member name %q)", escCount, plural(escCount), escName))
+			add("escapes", "", 0, d.escNameAt, fmt.Sprintf("escapes (%d string%s escaped differently from RFC 8785, first the member name %s)", d.escCount, plural(d.escCount), normalize.QuoteName(d.escName)))
 		}
 	}
-	if numCount > 0 {
-		add("number spelling", numAt.path, 0, numAt.start, fmt.Sprintf("number spelling (%d number%s not in shortest ECMAScript form, for example %s → %s)", numCount, plural(numCount), numFrom, numTo))
+	if d.numCount > 0 {
+		add("number spelling", d.numAt.path, 0, d.numAt.start, fmt.Sprintf("number spelling (%d number%s not in shortest ECMAScript form, for example %s → %s)", d.numCount, plural(d.numCount), d.numFrom, d.numTo))
 	}
 	if f == nil {
 		return nil
@@ -386,6 +349,58 @@ func noncanonicalFindings(req *request, rtree, ctree *node, lay layout, opts Opt
 	f.Message = "not in canonical form: " + strings.Join(parts, "; ")
 	f.kinds = kinds
 	return []Finding{*f}
+}
+
+// differences is what the noncanonical rule finds in a body as sent,
+// besides whitespace: the first object out of order, the first string (or
+// member name) escaped other than RFC 8785 escapes it and how many are,
+// and the first number not in shortest form and how many are.
+type differences struct {
+	orderAt, escAt, numAt *node
+	escName               string
+	escNameAt             int
+	escCount, numCount    int
+	numFrom, numTo        string
+}
+
+// findDifferences compares the tree of the body as sent, rtree, with the
+// tree of its canonical form, ctree.
+func findDifferences(body []byte, rtree, ctree *node) differences {
+	var d differences
+	cidx := pathIndex(ctree)
+	rtree.walk(func(n *node) {
+		switch n.kind {
+		case kObject:
+			c := cidx[n.path]
+			if d.orderAt == nil && c != nil && !sameOrder(n, c) {
+				d.orderAt = n
+			}
+			for _, m := range n.members {
+				if !escapedCanonically(body[m.nameStart:m.value.start]) {
+					d.escCount++
+					if d.escAt == nil && d.escName == "" {
+						d.escName, d.escNameAt = m.name, m.nameStart
+					}
+				}
+			}
+		case kString:
+			if !escapedCanonically(body[n.start:n.end]) {
+				d.escCount++
+				if d.escAt == nil && d.escName == "" {
+					d.escAt = n
+				}
+			}
+		case kNumber:
+			c, err := normalize.Canonicalize([]byte(n.text))
+			if err == nil && string(c) != n.text {
+				d.numCount++
+				if d.numAt == nil {
+					d.numAt, d.numFrom, d.numTo = n, n.text, string(c)
+				}
+			}
+		}
+	})
+	return d
 }
 
 func sameOrder(a, b *node) bool {

@@ -75,13 +75,18 @@ type treeParser struct {
 var errMalformed = errors.New("malformed json")
 
 // parseTree parses a body that package normalize has already validated; it
-// still fails cleanly rather than panicking on anything else.
+// still fails cleanly rather than panicking on anything else. One line end
+// (LF or CRLF) right after the value is not counted as whitespace: it is
+// how a file holding the body ends, and it never reaches a prefix.
 func parseTree(b []byte) (*node, layout, error) {
 	p := &treeParser{b: b, lay: layout{wsAt: -1}}
 	p.ws("")
 	n, err := p.value("", 0)
 	if err != nil {
 		return nil, p.lay, err
+	}
+	if rest := b[p.i:]; string(rest) == "\n" || string(rest) == "\r\n" {
+		p.i = len(b) // a file's own line end, not whitespace in the body
 	}
 	p.ws("")
 	if p.i != len(b) {
@@ -164,85 +169,17 @@ func (p *treeParser) value(path string, depth int) (*node, error) {
 		return nil, errMalformed
 	}
 	n := &node{start: p.i, path: path}
+	var err error
 	switch c := p.b[p.i]; {
 	case c == '"':
-		s, err := p.str()
-		if err != nil {
-			return nil, err
-		}
-		n.kind, n.text = kString, s
+		n.kind = kString
+		n.text, err = p.str()
 	case c == '{':
 		n.kind = kObject
-		p.i++
-		p.ws(path)
-		if p.i < len(p.b) && p.b[p.i] == '}' {
-			p.i++
-			break
-		}
-		for {
-			if p.i >= len(p.b) || p.b[p.i] != '"' {
-				return nil, errMalformed
-			}
-			ns := p.i
-			name, err := p.str()
-			if err != nil {
-				return nil, err
-			}
-			p.ws(path)
-			if p.i >= len(p.b) || p.b[p.i] != ':' {
-				return nil, errMalformed
-			}
-			p.i++
-			mp := memberPath(path, name)
-			p.ws(mp)
-			v, err := p.value(mp, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			n.members = append(n.members, member{name: name, nameStart: ns, value: v})
-			p.ws(path)
-			if p.i >= len(p.b) {
-				return nil, errMalformed
-			}
-			if p.b[p.i] == '}' {
-				p.i++
-				break
-			}
-			if p.b[p.i] != ',' {
-				return nil, errMalformed
-			}
-			p.i++
-			p.ws(path)
-		}
+		err = p.object(n, depth)
 	case c == '[':
 		n.kind = kArray
-		p.i++
-		p.ws(path)
-		if p.i < len(p.b) && p.b[p.i] == ']' {
-			p.i++
-			break
-		}
-		for {
-			ep := indexPath(path, len(n.elems))
-			v, err := p.value(ep, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			n.elems = append(n.elems, v)
-			p.ws(path)
-			if p.i >= len(p.b) {
-				return nil, errMalformed
-			}
-			if p.b[p.i] == ']' {
-				p.i++
-				break
-			}
-			if p.b[p.i] != ',' {
-				return nil, errMalformed
-			}
-			p.i++
-			p.ws(path)
-		}
+		err = p.array(n, depth)
 	case c == '-' || c >= '0' && c <= '9':
 		j := p.i
 		for j < len(p.b) && strings.IndexByte("+-.0123456789eE", p.b[j]) >= 0 {
@@ -262,8 +199,87 @@ func (p *treeParser) value(path string, depth int) (*node, error) {
 			return nil, errMalformed
 		}
 	}
+	if err != nil {
+		return nil, err
+	}
 	n.end = p.i
 	return n, nil
+}
+
+// object reads the members of the object n, whose '{' is at p.i.
+func (p *treeParser) object(n *node, depth int) error {
+	path := n.path
+	p.i++
+	p.ws(path)
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return nil
+	}
+	for {
+		if p.i >= len(p.b) || p.b[p.i] != '"' {
+			return errMalformed
+		}
+		ns := p.i
+		name, err := p.str()
+		if err != nil {
+			return err
+		}
+		p.ws(path)
+		if p.i >= len(p.b) || p.b[p.i] != ':' {
+			return errMalformed
+		}
+		p.i++
+		mp := memberPath(path, name)
+		p.ws(mp)
+		v, err := p.value(mp, depth+1)
+		if err != nil {
+			return err
+		}
+		n.members = append(n.members, member{name: name, nameStart: ns, value: v})
+		if done, err := p.next(path, '}'); done || err != nil {
+			return err
+		}
+	}
+}
+
+// array reads the elements of the array n, whose '[' is at p.i.
+func (p *treeParser) array(n *node, depth int) error {
+	path := n.path
+	p.i++
+	p.ws(path)
+	if p.i < len(p.b) && p.b[p.i] == ']' {
+		p.i++
+		return nil
+	}
+	for {
+		v, err := p.value(indexPath(path, len(n.elems)), depth+1)
+		if err != nil {
+			return err
+		}
+		n.elems = append(n.elems, v)
+		if done, err := p.next(path, ']'); done || err != nil {
+			return err
+		}
+	}
+}
+
+// next moves past the ',' after a member or element, or the closing
+// bracket, which ends the object or array (done).
+func (p *treeParser) next(path string, closing byte) (done bool, err error) {
+	p.ws(path)
+	if p.i >= len(p.b) {
+		return false, errMalformed
+	}
+	if p.b[p.i] == closing {
+		p.i++
+		return true, nil
+	}
+	if p.b[p.i] != ',' {
+		return false, errMalformed
+	}
+	p.i++
+	p.ws(path)
+	return false, nil
 }
 
 // str decodes the string at p.i and moves past it.

@@ -1,7 +1,7 @@
 // Command fuzzgen writes generated conformance vectors to standard output,
 // in the layout of vectors.json (without the xxh3 section): documents
 // generated from a seed, with the Go reference's verdict, canonical bytes,
-// error code and offset, and keys. The Python and TypeScript test suites run
+// error code, offset and message, and keys. The Python and TypeScript test suites run
 // it and check every vector, a differential fuzz of the three encoders:
 //
 //	go run ./clients/conformance/fuzzgen -seed 1 -n 2000

@@ -96,76 +96,23 @@ func (s *PromptSpec) Messages() []Message {
 
 // Validate reports the first problem that keeps the spec from rendering.
 func (s *PromptSpec) Validate() error {
-	str := func(field, v string) error {
-		if !utf8.ValidString(v) {
-			return specErr(field, "is not valid UTF-8")
-		}
-		return nil
-	}
 	if s.Model == "" {
 		return specErr("model", "is required")
 	}
-	if err := str("model", s.Model); err != nil {
+	if err := validText("model", s.Model); err != nil {
 		return err
 	}
 	if s.Question == "" {
 		return specErr("question", "is required")
 	}
-	if err := str("question", s.Question); err != nil {
+	if err := validText("question", s.Question); err != nil {
 		return err
 	}
-	if err := str("instructions", s.Instructions); err != nil {
+	if err := validText("instructions", s.Instructions); err != nil {
 		return err
 	}
-	for i, d := range s.Documents {
-		f := fmt.Sprintf("documents[%d]", i)
-		if d.ID == "" {
-			return specErr(f+".id", "is required")
-		}
-		for _, v := range [][2]string{{".id", d.ID}, {".title", d.Title}, {".text", d.Text}} {
-			if err := str(f+v[0], v[1]); err != nil {
-				return err
-			}
-		}
-	}
-	for i, t := range s.Tools {
-		f := fmt.Sprintf("tools[%d]", i)
-		if err := normalize.Validate(t, normalize.Options{}); err != nil {
-			return specErr(f, "%v", err)
-		}
-		if b := bytes.TrimLeft(t, " \t\r\n"); len(b) == 0 || b[0] != '{' {
-			return specErr(f, "must be a JSON object")
-		}
-	}
-	for i, m := range s.History {
-		f := fmt.Sprintf("history[%d]", i)
-		if m.Role == "" {
-			return specErr(f+".role", "is required")
-		}
-		if err := str(f+".role", m.Role); err != nil {
-			return err
-		}
-		if err := str(f+".content", m.Content); err != nil {
-			return err
-		}
-	}
-	for _, name := range slices.Sorted(mapKeys(s.Parameters)) {
-		f := "parameters." + name
-		if slices.Contains(reservedMembers, name) {
-			return specErr(f, "is set by the builder; use the spec's own field")
-		}
-		if err := str(f, name); err != nil {
-			return err
-		}
-		if err := normalize.Validate(s.Parameters[name], normalize.Options{}); err != nil {
-			return specErr(f, "%v", err)
-		}
-	}
-	for _, k := range slices.Sorted(mapKeys(s.Metadata)) {
-		if err := str("metadata", k); err != nil {
-			return err
-		}
-		if err := str("metadata."+k, s.Metadata[k]); err != nil {
+	for _, check := range []func() error{s.validateDocuments, s.validateTools, s.validateHistory, s.validateParameters} {
+		if err := check(); err != nil {
 			return err
 		}
 	}
@@ -175,6 +122,84 @@ func (s *PromptSpec) Validate() error {
 	for i := 0; i < len(s.Group); i++ {
 		if c := s.Group[i]; c < 0x20 || c > 0x7e {
 			return specErr("group", "has a non-printable byte 0x%02x at %d", c, i)
+		}
+	}
+	return nil
+}
+
+// validText reports a text field that is not valid UTF-8.
+func validText(field, v string) error {
+	if !utf8.ValidString(v) {
+		return specErr(field, "is not valid UTF-8")
+	}
+	return nil
+}
+
+func (s *PromptSpec) validateDocuments() error {
+	for i, d := range s.Documents {
+		f := fmt.Sprintf("documents[%d]", i)
+		if d.ID == "" {
+			return specErr(f+".id", "is required")
+		}
+		for _, v := range [][2]string{{".id", d.ID}, {".title", d.Title}, {".text", d.Text}} {
+			if err := validText(f+v[0], v[1]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *PromptSpec) validateTools() error {
+	for i, t := range s.Tools {
+		f := fmt.Sprintf("tools[%d]", i)
+		if err := normalize.Validate(t, normalize.Options{}); err != nil {
+			return specErr(f, "%v", err)
+		}
+		if b := bytes.TrimLeft(t, " \t\r\n"); len(b) == 0 || b[0] != '{' {
+			return specErr(f, "must be a JSON object")
+		}
+	}
+	return nil
+}
+
+func (s *PromptSpec) validateHistory() error {
+	for i, m := range s.History {
+		f := fmt.Sprintf("history[%d]", i)
+		if m.Role == "" {
+			return specErr(f+".role", "is required")
+		}
+		if err := validText(f+".role", m.Role); err != nil {
+			return err
+		}
+		if err := validText(f+".content", m.Content); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateParameters checks the parameters and the metadata, in sorted
+// order of their names so that the first problem is always the same one.
+func (s *PromptSpec) validateParameters() error {
+	for _, name := range slices.Sorted(mapKeys(s.Parameters)) {
+		f := "parameters." + name
+		if slices.Contains(reservedMembers, name) {
+			return specErr(f, "is set by the builder; use the spec's own field")
+		}
+		if err := validText(f, name); err != nil {
+			return err
+		}
+		if err := normalize.Validate(s.Parameters[name], normalize.Options{}); err != nil {
+			return specErr(f, "%v", err)
+		}
+	}
+	for _, k := range slices.Sorted(mapKeys(s.Metadata)) {
+		if err := validText("metadata", k); err != nil {
+			return err
+		}
+		if err := validText("metadata."+k, s.Metadata[k]); err != nil {
+			return err
 		}
 	}
 	return nil

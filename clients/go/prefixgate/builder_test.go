@@ -116,3 +116,21 @@ func TestBuildRejects(t *testing.T) {
 		t.Error("unknown spec member accepted")
 	}
 }
+
+// TestChatInputQuotesNames checks the message for a tool member ChatInput
+// cannot carry: the name is quoted by the rule every SDK shares, so the
+// Python and TypeScript suites expect the same bytes.
+func TestChatInputQuotesNames(t *testing.T) {
+	cases := []struct{ tool, want string }{
+		{`{"type":"function","function":{"name":"f"},"x\u2028":1}`, `prompt spec: tools[0]: member "x\u2028" cannot be sent through ChatInput`},
+		{`{"type":"function","function":{"name":"f","é😀":1}}`, `prompt spec: tools[0]: function member "\u00e9\U0001f600" cannot be sent through ChatInput`},
+	}
+	for _, c := range cases {
+		s := sampleSpec()
+		s.Tools = []json.RawMessage{json.RawMessage(c.tool)}
+		_, err := s.ChatInput()
+		if err == nil || err.Error() != c.want {
+			t.Errorf("tool %s: error %v, want %s", c.tool, err, c.want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
 	"github.com/prefixgate/prefixgate/gen/prefixgate/v1/prefixgatev1connect"
+	"github.com/prefixgate/prefixgate/normalize"
 )
 
 // Client calls a prefixgate router. It has a method for every RPC of the
@@ -222,7 +223,7 @@ func toolProto(raw json.RawMessage) (*pb.Tool, error) {
 	}
 	for k := range top {
 		if k != "type" && k != "function" {
-			return nil, fmt.Errorf("member %q cannot be sent through ChatInput", k)
+			return nil, fmt.Errorf("member %s cannot be sent through ChatInput", normalize.QuoteName(k))
 		}
 	}
 	var t pb.Tool
@@ -239,7 +240,7 @@ func toolProto(raw json.RawMessage) (*pb.Tool, error) {
 	}
 	for k := range fn {
 		if !slices.Contains([]string{"name", "description", "parameters"}, k) {
-			return nil, fmt.Errorf("function member %q cannot be sent through ChatInput", k)
+			return nil, fmt.Errorf("function member %s cannot be sent through ChatInput", normalize.QuoteName(k))
 		}
 	}
 	if err := json.Unmarshal(fn["name"], &t.Name); err != nil {

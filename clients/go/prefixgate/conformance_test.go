@@ -12,26 +12,20 @@ import (
 )
 
 type vector struct {
-	Name         string `json:"name"`
-	Kind         string `json:"kind"`
-	Mode         string `json:"mode"`
-	Group        string `json:"group"`
-	PrefixLength int    `json:"prefix_length"`
-	Input        string `json:"input"`
-	InputBase64  string `json:"input_base64"`
-	Error        *struct {
-		Offset int64  `json:"offset"`
-		Code   string `json:"code"`
-	} `json:"error"`
-	Canonical *string `json:"canonical"`
-	KeyError  *struct {
-		Offset int64  `json:"offset"`
-		Code   string `json:"code"`
-	} `json:"key_error"`
-	Key               string   `json:"key"`
-	SpillKeys         []string `json:"spill_keys"`
-	KeyMode           string   `json:"key_mode"`
-	RoutingTextLength int      `json:"routing_text_length"`
+	Name              string     `json:"name"`
+	Kind              string     `json:"kind"`
+	Mode              string     `json:"mode"`
+	Group             string     `json:"group"`
+	PrefixLength      int        `json:"prefix_length"`
+	Input             string     `json:"input"`
+	InputBase64       string     `json:"input_base64"`
+	Error             *wantError `json:"error"`
+	Canonical         *string    `json:"canonical"`
+	KeyError          *wantError `json:"key_error"`
+	Key               string     `json:"key"`
+	SpillKeys         []string   `json:"spill_keys"`
+	KeyMode           string     `json:"key_mode"`
+	RoutingTextLength int        `json:"routing_text_length"`
 }
 
 func loadVectors(t *testing.T) []vector {
@@ -79,7 +73,7 @@ func TestConformance(t *testing.T) {
 				got, err = prefixgate.Canonicalize(in, mode)
 			}
 			if v.Error != nil {
-				checkSyntaxError(t, err, v.Error.Offset, v.Error.Code)
+				checkSyntaxError(t, err, v.Error)
 				return
 			}
 			if err != nil {
@@ -93,7 +87,7 @@ func TestConformance(t *testing.T) {
 				ri, err = prefixgate.Key(got, prefixgate.KeyOptions{Mode: mode, Group: v.Group, PrefixLength: v.PrefixLength})
 			}
 			if v.KeyError != nil {
-				checkSyntaxError(t, err, v.KeyError.Offset, v.KeyError.Code)
+				checkSyntaxError(t, err, v.KeyError)
 				return
 			}
 			if err != nil {
@@ -121,13 +115,20 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-func checkSyntaxError(t *testing.T, err error, offset int64, code string) {
+// wantError is a vector's expected rejection.
+type wantError struct {
+	Offset  int64  `json:"offset"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func checkSyntaxError(t *testing.T, err error, want *wantError) {
 	t.Helper()
 	var se *prefixgate.SyntaxError
 	if !errors.As(err, &se) {
-		t.Fatalf("error %v, want offset %d (%s)", err, offset, code)
+		t.Fatalf("error %v, want offset %d (%s)", err, want.Offset, want.Code)
 	}
-	if se.Offset != offset || se.Code() != code {
-		t.Fatalf("error %v (%s), want offset %d (%s)", err, se.Code(), offset, code)
+	if se.Offset != want.Offset || se.Code() != want.Code || se.Reason != want.Message {
+		t.Fatalf("error %v (%s), want offset %d: %s (%s)", err, se.Code(), want.Offset, want.Message, want.Code)
 	}
 }

@@ -94,3 +94,23 @@ def test_chat_input_round_trip() -> None:
         '{"max_tokens":4,"metadata":{"request_id":"r-1","ts":"2026-05-01T10:00:00Z"},'
         '"prompt_cache_key":"g","temperature":0}'
     )
+
+
+@pytest.mark.parametrize(
+    ("tool", "want"),
+    [
+        (
+            {"type": "function", "function": {"name": "f"}, "x\u2028": 1},
+            'prompt spec: tools[0]: member "x\\u2028" cannot be sent through ChatInput',
+        ),
+        (
+            {"type": "function", "function": {"name": "f", "é😀": 1}},
+            'prompt spec: tools[0]: function member "\\u00e9\\U0001f600" cannot be sent through ChatInput',
+        ),
+    ],
+)
+def test_chat_input_quotes_names(tool: dict[str, object], want: str) -> None:
+    # The same bytes as the Go and TypeScript SDKs: one quoting rule for names.
+    with pytest.raises(SpecError) as ei:
+        chat_input(dataclasses.replace(sample(), tools=[tool]))
+    assert str(ei.value) == want

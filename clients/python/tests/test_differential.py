@@ -3,7 +3,7 @@
 ``go run ./clients/conformance/fuzzgen`` generates documents from a seed (every
 schema, random whitespace, escapes and number spellings, the edges of the
 rules, some damaged byte by byte) with the Go reference's verdict, canonical
-bytes, error code and offset, and keys; this SDK must give the same for every
+bytes, error code, offset and message, and keys; this SDK must give the same for every
 one. The TypeScript suite checks the same documents, so the three encoders are
 compared on each. PREFIXGATE_FUZZ_SEED and PREFIXGATE_FUZZ_N choose other
 documents (defaults: seed 1, 2000 documents).

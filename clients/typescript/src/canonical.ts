@@ -151,11 +151,43 @@ function noncharacterError(off: number, cp: number): CanonicalError {
   return new CanonicalError(off, "noncharacter", `noncharacter U+${hex} is not allowed in I-JSON`);
 }
 
-function quoteShort(s: string): string {
+/**
+ * Quote a member name or number literal for an error message, byte for byte
+ * as the Go reference does (docs/normalize.md, "Names in error messages"): at
+ * most the first 64 bytes of UTF-8, cut back to the start of a character, as
+ * Go's strconv.QuoteToASCII writes them, then "..." when cut.
+ */
+export function quoteName(s: string): string {
   const b = encoder.encode(s);
-  const cut = b.length > 64 ? decoder.decode(b.subarray(0, 64)) : s;
-  const q = JSON.stringify(cut.replace(/\uFFFD$/, ""));
-  return b.length > 64 ? q + "..." : q;
+  let n = b.length;
+  if (n > 64) {
+    n = 64;
+    while (n > 0 && (b[n]! & 0xc0) === 0x80) n--;
+  }
+  let out = '"';
+  for (const ch of decoder.decode(b.subarray(0, n))) out += quoteChar(ch.codePointAt(0)!, ch);
+  return out + (n < b.length ? '"...' : '"');
+}
+
+const SHORT_ESCAPES: Record<number, string> = {
+  0x07: "\\a",
+  0x08: "\\b",
+  0x09: "\\t",
+  0x0a: "\\n",
+  0x0b: "\\v",
+  0x0c: "\\f",
+  0x0d: "\\r",
+  0x22: '\\"',
+  0x5c: "\\\\",
+};
+
+function quoteChar(c: number, ch: string): string {
+  const short = SHORT_ESCAPES[c];
+  if (short !== undefined) return short;
+  if (c >= 0x20 && c < 0x7f) return ch;
+  if (c < 0x20 || c === 0x7f) return "\\x" + c.toString(16).padStart(2, "0");
+  if (c < 0x10000) return "\\u" + c.toString(16).padStart(4, "0");
+  return "\\U" + c.toString(16).padStart(8, "0");
 }
 
 class Parser {
@@ -287,7 +319,7 @@ class Parser {
       if (s[i] === 0x7d) break;
       throw this.unexpected(i, "',' or '}'");
     }
-    if (dup >= 0) throw this.err(dup, "duplicate-member", `duplicate member name ${quoteShort(dupName)}`);
+    if (dup >= 0) throw this.err(dup, "duplicate-member", `duplicate member name ${quoteName(dupName)}`);
     return [out, i + 1];
   }
 
@@ -437,7 +469,7 @@ class Parser {
     const digits = i - start - (s[start] === 0x2d ? 1 : 0);
     if ((frac && (expAt >= 0 || i - start > 300)) || (!frac && digits >= 309)) {
       const f = Number(lit);
-      const shown = `${JSON.stringify(lit.slice(0, 64))}${lit.length > 64 ? "..." : ""}`;
+      const shown = quoteName(lit);
       if (!Number.isFinite(f)) throw this.err(start, "number-range", `number ${shown} is outside the range of a double`);
       if (f === 0 && /^[^eE]*[1-9]/.test(lit)) {
         throw this.err(start, "number-range", `number ${shown} is too small for a double: it would become 0`);

@@ -13,7 +13,7 @@ import { create } from "@bufbuild/protobuf";
 import { CallOptions, Client, Code, ConnectError, Transport, createClient } from "@connectrpc/connect";
 
 import { CompletionSpec, PromptSpec, completionExtra, renderMessages, validateCompletion, validateSpec } from "./builder.js";
-import { JSONValue, Mode, encode, isObject, newObject } from "./canonical.js";
+import { JSONValue, Mode, encode, isObject, newObject, quoteName } from "./canonical.js";
 import { SpecError } from "./errors.js";
 import { AdminService, ExplainResponse, ListBackendsResponse } from "./gen/prefixgate/v1/admin_pb.js";
 import {
@@ -218,7 +218,7 @@ function toolOf(i: number, t: JSONValue): Tool {
   const where = `tools[${i}]`;
   if (!isObject(t)) throw new SpecError(where, "must be a JSON object");
   for (const k of Object.keys(t)) {
-    if (k !== "type" && k !== "function") throw new SpecError(where, `member "${k}" cannot be sent through ChatInput`);
+    if (k !== "type" && k !== "function") throw new SpecError(where, `member ${quoteName(k)} cannot be sent through ChatInput`);
   }
   const typ = t["type"];
   const fn = t["function"];
@@ -226,7 +226,7 @@ function toolOf(i: number, t: JSONValue): Tool {
   if (!isObject(fn)) throw new SpecError(where, "function must be an object");
   for (const k of Object.keys(fn)) {
     if (!["name", "description", "parameters"].includes(k)) {
-      throw new SpecError(where, `function member "${k}" cannot be sent through ChatInput`);
+      throw new SpecError(where, `function member ${quoteName(k)} cannot be sent through ChatInput`);
     }
   }
   const name = fn["name"];

@@ -45,50 +45,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 0
 	}
 	cmd := args[0]
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var modeName, group *string
-	var prefixLen *int
-	switch cmd {
-	case "canonicalize":
-		modeName = fs.String("mode", "auto", "request schema: auto, chat, completion or native")
-	case "key":
-		modeName = fs.String("mode", "auto", "request schema: auto, chat, completion or native")
-		group = fs.String("group", "", "group id (default: the body's prompt_cache_key)")
-		prefixLen = fs.Int("prefix-length", 0, "routing window N, 1024..65536 (default 4096)")
-	case "build":
-	default:
-		fmt.Fprintf(stderr, "prefixgate-go: unknown command %q\n%s", cmd, usage)
-		return 2
-	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "prefixgate-go %s: unexpected argument %q (input is read from standard input)\n", cmd, fs.Arg(0))
-		return 2
-	}
-	mode := prefixgate.ModeAuto
-	if modeName != nil {
-		m, err := prefixgate.ParseMode(*modeName)
-		if err != nil {
-			fmt.Fprintf(stderr, "prefixgate-go %s: %v\n", cmd, err)
-			return 2
-		}
-		mode = m
-	}
-	kopts := prefixgate.KeyOptions{Mode: mode}
-	if group != nil {
-		kopts.Group, kopts.PrefixLength = *group, *prefixLen
-		// Check the options before reading input, so a bad flag is a usage
-		// error whatever the body.
-		if _, err := prefixgate.Key([]byte(`{}`), prefixgate.KeyOptions{Mode: prefixgate.ModeNative, Group: kopts.Group, PrefixLength: kopts.PrefixLength}); err != nil {
-			fmt.Fprintf(stderr, "prefixgate-go %s: %v\n", cmd, err)
-			return 2
-		}
+	kopts, code, ok := parseFlags(cmd, args[1:], stderr)
+	if !ok {
+		return code
 	}
 	in, err := io.ReadAll(stdin)
 	if err != nil {
@@ -98,7 +57,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var out []byte
 	switch cmd {
 	case "canonicalize":
-		out, err = prefixgate.Canonicalize(in, mode)
+		out, err = prefixgate.Canonicalize(in, kopts.Mode)
 	case "key":
 		var ri prefixgate.RouteInfo
 		if ri, err = prefixgate.Key(in, kopts); err == nil {
@@ -116,4 +75,53 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// parseFlags reads the flags of cmd into key options, checked before any
+// input is read so that a bad flag is a usage error whatever the body.
+// When ok is false the command ends with exit status code.
+func parseFlags(cmd string, args []string, stderr io.Writer) (kopts prefixgate.KeyOptions, code int, ok bool) {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var modeName, group *string
+	var prefixLen *int
+	switch cmd {
+	case "canonicalize":
+		modeName = fs.String("mode", "auto", "request schema: auto, chat, completion or native")
+	case "key":
+		modeName = fs.String("mode", "auto", "request schema: auto, chat, completion or native")
+		group = fs.String("group", "", "group id (default: the body's prompt_cache_key)")
+		prefixLen = fs.Int("prefix-length", 0, "routing window N, 1024..65536 (default 4096)")
+	case "build":
+	default:
+		fmt.Fprintf(stderr, "prefixgate-go: unknown command %q\n%s", cmd, usage)
+		return kopts, 2, false
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return kopts, 0, false
+		}
+		return kopts, 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "prefixgate-go %s: unexpected argument %q (input is read from standard input)\n", cmd, fs.Arg(0))
+		return kopts, 2, false
+	}
+	kopts.Mode = prefixgate.ModeAuto
+	if modeName != nil {
+		m, err := prefixgate.ParseMode(*modeName)
+		if err != nil {
+			fmt.Fprintf(stderr, "prefixgate-go %s: %v\n", cmd, err)
+			return kopts, 2, false
+		}
+		kopts.Mode = m
+	}
+	if group != nil {
+		kopts.Group, kopts.PrefixLength = *group, *prefixLen
+		if _, err := prefixgate.Key([]byte(`{}`), prefixgate.KeyOptions{Mode: prefixgate.ModeNative, Group: kopts.Group, PrefixLength: kopts.PrefixLength}); err != nil {
+			fmt.Fprintf(stderr, "prefixgate-go %s: %v\n", cmd, err)
+			return kopts, 2, false
+		}
+	}
+	return kopts, 0, true
 }

@@ -303,7 +303,7 @@ class _Parser:
                 break
             raise self.unexpected(i, "',' or '}'")
         if dup is not None:
-            raise self.err(dup, "duplicate-member", f"duplicate member name {_quote(dup_name)}")
+            raise self.err(dup, "duplicate-member", f"duplicate member name {quote_name(dup_name)}")
         return out, i + 1
 
     def string(self, i: int) -> tuple[JSONValue, int]:
@@ -451,36 +451,60 @@ class _Parser:
             f = float(lit)
             if not math.isfinite(f):
                 raise self.err(
-                    start, "number-range", f"number {_quote(lit)} is outside the range of a double"
+                    start,
+                    "number-range",
+                    f"number {quote_name(lit)} is outside the range of a double",
                 )
             if f == 0 and _NONZERO_MANTISSA.match(lit):
                 raise self.err(
                     start,
                     "number-range",
-                    f"number {_quote(lit)} is too small for a double: it would become 0",
+                    f"number {quote_name(lit)} is too small for a double: it would become 0",
                 )
         return Number(lit), i
 
 
-def _quote(s: str) -> str:
+def quote_name(s: str) -> str:
+    """Quote a member name or number literal for an error message, byte for
+    byte as the Go reference does (docs/normalize.md, "Names in error
+    messages"): at most the first 64 bytes of UTF-8, cut back to the start of
+    a character, as Go's strconv.QuoteToASCII writes them, then "..." when
+    cut."""
     b = s.encode("utf-8", "surrogatepass")
-    short = b[:64]
-    out = '"' + "".join(_go_quote_byte(c) for c in short.decode("utf-8", "replace")) + '"'
-    return out + ("..." if len(b) > 64 else "")
+    cut = len(b) > 64
+    if cut:
+        n = 64
+        while n > 0 and b[n] & 0xC0 == 0x80:
+            n -= 1
+        s = b[:n].decode("utf-8", "surrogatepass")
+    return '"' + "".join(_quote_char(c) for c in s) + '"' + ("..." if cut else "")
 
 
-def _go_quote_byte(c: str) -> str:
-    if c in '"\\':
-        return "\\" + c
-    if c == "\n":
-        return "\\n"
-    if c == "\t":
-        return "\\t"
-    if c == "\r":
-        return "\\r"
-    if ord(c) < 0x20 or ord(c) == 0x7F:
-        return f"\\x{ord(c):02x}"
-    return c
+_SHORT_ESCAPES = {
+    0x07: "\\a",
+    0x08: "\\b",
+    0x09: "\\t",
+    0x0A: "\\n",
+    0x0B: "\\v",
+    0x0C: "\\f",
+    0x0D: "\\r",
+    0x22: '\\"',
+    0x5C: "\\\\",
+}
+
+
+def _quote_char(ch: str) -> str:
+    c = ord(ch)
+    short = _SHORT_ESCAPES.get(c)
+    if short is not None:
+        return short
+    if 0x20 <= c < 0x7F:
+        return ch
+    if c < 0x20 or c == 0x7F:
+        return f"\\x{c:02x}"
+    if c < 0x10000:
+        return f"\\u{c:04x}"
+    return f"\\U{c:08x}"
 
 
 def parse(src: bytes | str) -> JSONValue:

@@ -19,7 +19,7 @@ from connectrpc.errors import ConnectError
 from connectrpc.protocol import ProtocolType
 
 from .builder import CompletionSpec, PromptSpec
-from .canonical import Mode, encode
+from .canonical import Mode, encode, quote_name
 from .errors import RPCError, SpecError
 from .gen.prefixgate.v1.admin_connect import AdminServiceClient, AdminServiceClientSync
 from .gen.prefixgate.v1.admin_pb import (
@@ -203,7 +203,7 @@ def _tool(i: int, t: dict[str, object]) -> Tool:
     where = f"tools[{i}]"
     for k in t:
         if k not in ("type", "function"):
-            raise SpecError(where, f"member {k!r} cannot be sent through ChatInput")
+            raise SpecError(where, f"member {quote_name(k)} cannot be sent through ChatInput")
     typ, fn = t.get("type"), t.get("function")
     if not isinstance(typ, str) or not typ:
         raise SpecError(where, "type must be a non-empty string")
@@ -211,7 +211,9 @@ def _tool(i: int, t: dict[str, object]) -> Tool:
         raise SpecError(where, "function must be an object")
     for k in fn:
         if k not in ("name", "description", "parameters"):
-            raise SpecError(where, f"function member {k!r} cannot be sent through ChatInput")
+            raise SpecError(
+                where, f"function member {quote_name(k)} cannot be sent through ChatInput"
+            )
     name, desc = fn.get("name"), fn.get("description", None)
     if not isinstance(name, str):
         raise SpecError(where, "function.name must be a string")

@@ -72,6 +72,16 @@ test("chatInput carries what build renders", () => {
   assert.equal(ci.extraJson, '{"max_tokens":4,"metadata":{"request_id":"r-1","ts":"2026-05-01T10:00:00Z"},"prompt_cache_key":"g","temperature":0}');
 });
 
+test("chatInput quotes names as the other SDKs do", () => {
+  const cases: [PromptSpec["tools"], string][] = [
+    [[{ type: "function", function: { name: "f" }, "x\u2028": 1 }], 'prompt spec: tools[0]: member "x\\u2028" cannot be sent through ChatInput'],
+    [[{ type: "function", function: { name: "f", "é😀": 1 } }], 'prompt spec: tools[0]: function member "\\u00e9\\U0001f600" cannot be sent through ChatInput'],
+  ];
+  for (const [tools, want] of cases) {
+    assert.throws(() => chatInput({ ...sample(), tools }), (e: unknown) => e instanceof SpecError && e.message === want, want);
+  }
+});
+
 test("JS values encode canonically", () => {
   const o = Object.assign(Object.create(null) as object, { b: [1, 2.5, 1e21, true, null, new JSONNumber("1.0"), 12345678901234567890n], a: "é\n", "\ue000": 1, "😀": 2 });
   assert.equal(encode(o as never), '{"a":"é\\n","b":[1,2.5,1e+21,true,null,1,12345678901234567890],"😀":2,"\ue000":1}');

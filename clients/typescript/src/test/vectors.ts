@@ -6,6 +6,7 @@ import { CanonicalError, Mode, buildJSON, canonicalize, canonicalizeFull, format
 export interface ExpectedError {
   offset: number;
   code: string;
+  message: string;
 }
 
 export interface Vector {
@@ -44,7 +45,7 @@ const hex = (b: Uint8Array): string => Buffer.from(b).toString("hex");
 
 /**
  * Assert that this SDK gives exactly what the vector expects: the verdict,
- * canonical bytes, error code and offset, keys.
+ * canonical bytes, error code, offset and message, keys.
  */
 export function checkVector(v: Vector): void {
   const data = inputOf(v);
@@ -57,8 +58,8 @@ export function checkVector(v: Vector): void {
   } catch (e) {
     if (!(e instanceof CanonicalError)) throw e;
     assert.ok(v.error, `unexpected error ${e.message}`);
-    assert.deepEqual({ offset: e.offset, code: e.code }, v.error, e.message);
-    assert.ok(e.message.startsWith(`offset ${e.offset}: `));
+    assert.deepEqual({ offset: e.offset, code: e.code, message: e.reason }, v.error, e.message);
+    assert.equal(e.message, `offset ${e.offset}: ${e.reason}`);
     return;
   }
   assert.equal(v.error, undefined, `accepted, want ${JSON.stringify(v.error)}`);
@@ -70,7 +71,7 @@ export function checkVector(v: Vector): void {
   } catch (e) {
     if (!(e instanceof CanonicalError)) throw e;
     assert.ok(v.key_error, `unexpected key error ${e.message}`);
-    assert.deepEqual({ offset: e.offset, code: e.code }, v.key_error, e.message);
+    assert.deepEqual({ offset: e.offset, code: e.code, message: e.reason }, v.key_error, e.message);
     return;
   }
   assert.equal(v.key_error, undefined);
