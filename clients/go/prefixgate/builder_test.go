@@ -124,6 +124,10 @@ func TestChatInputQuotesNames(t *testing.T) {
 	cases := []struct{ tool, want string }{
 		{`{"type":"function","function":{"name":"f"},"x\u2028":1}`, `prompt spec: tools[0]: member "x\u2028" cannot be sent through ChatInput`},
 		{`{"type":"function","function":{"name":"f","é😀":1}}`, `prompt spec: tools[0]: function member "\u00e9\U0001f600" cannot be sent through ChatInput`},
+		// Of several, the first in document order, as Python and
+		// TypeScript report it.
+		{`{"type":"function","z":1,"y":2,"x":3,"w":4,"v":5,"u":6,"function":{"name":"f"}}`, `prompt spec: tools[0]: member "z" cannot be sent through ChatInput`},
+		{`{"type":"function","function":{"name":"f","q":1,"p":2,"o":3,"n":4,"m":5,"l":6}}`, `prompt spec: tools[0]: function member "q" cannot be sent through ChatInput`},
 	}
 	for _, c := range cases {
 		s := sampleSpec()

@@ -1,6 +1,7 @@
 package prefixgate
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -221,10 +222,8 @@ func toolProto(raw json.RawMessage) (*pb.Tool, error) {
 	if err := json.Unmarshal(raw, &top); err != nil {
 		return nil, err
 	}
-	for k := range top {
-		if k != "type" && k != "function" {
-			return nil, fmt.Errorf("member %s cannot be sent through ChatInput", normalize.QuoteName(k))
-		}
+	if k, ok := firstOtherMember(raw, "type", "function"); ok {
+		return nil, fmt.Errorf("member %s cannot be sent through ChatInput", normalize.QuoteName(k))
 	}
 	var t pb.Tool
 	if v, ok := top["type"]; ok {
@@ -238,10 +237,8 @@ func toolProto(raw json.RawMessage) (*pb.Tool, error) {
 	if err := json.Unmarshal(top["function"], &fn); err != nil || fn == nil {
 		return nil, fmt.Errorf("function must be an object")
 	}
-	for k := range fn {
-		if !slices.Contains([]string{"name", "description", "parameters"}, k) {
-			return nil, fmt.Errorf("function member %s cannot be sent through ChatInput", normalize.QuoteName(k))
-		}
+	if k, ok := firstOtherMember(top["function"], "name", "description", "parameters"); ok {
+		return nil, fmt.Errorf("function member %s cannot be sent through ChatInput", normalize.QuoteName(k))
 	}
 	if err := json.Unmarshal(fn["name"], &t.Name); err != nil {
 		return nil, fmt.Errorf("function.name must be a string")
@@ -255,4 +252,30 @@ func toolProto(raw json.RawMessage) (*pb.Tool, error) {
 		t.ParametersJson = string(v)
 	}
 	return &t, nil
+}
+
+// firstOtherMember returns the first member name of the JSON object obj, in
+// document order, that is not one of allowed, so the error names the same
+// member on every run and in every SDK. obj is already known to be an
+// object.
+func firstOtherMember(obj json.RawMessage, allowed ...string) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if _, err := dec.Token(); err != nil { // the opening brace
+		return "", false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		name, _ := tok.(string)
+		if !slices.Contains(allowed, name) {
+			return name, true
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
