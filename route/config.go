@@ -108,10 +108,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("route: config LoadFactor %v must be a finite number >= 1", c.LoadFactor)
 	}
 	if c.Slack == 0 {
-		c.Slack = DefaultSlack
-		if c.Policy == "prefix-index" {
-			c.Slack = DefaultIndexSlack
-		}
+		c.Slack = cmp.Or(policies[c.Policy].slack, DefaultSlack)
 	}
 	if c.Slack > MaxThreshold {
 		return c, fmt.Errorf("route: config Slack %d above %d", c.Slack, MaxThreshold)

@@ -63,9 +63,9 @@ type Request struct {
 	// Blocks are chained hashes of the fixed-size blocks of the whole
 	// prompt's routing text (normalize.RouteInfo.Blocks): Blocks[i] stands
 	// for the prompt up to the end of block i, so two prompts share their
-	// first k blocks exactly when they share that prefix. Only the
-	// prefix-index policy reads them; empty routes by Key alone. The router
-	// does not keep the slice past the pick.
+	// first k blocks exactly when they share that prefix. Only a policy
+	// that says it reads them does (Router.NeedsBlocks); empty routes by
+	// Key alone. The router does not keep the slice past the pick.
 	Blocks []uint64
 	// PromptTokens estimates the prompt's length in tokens (characters/4).
 	PromptTokens int

@@ -9,12 +9,15 @@ import (
 )
 
 func init() {
-	register("prefix-index", func(c Config) policy {
-		return &prefixIndexPolicy{
-			ix:     newPrefixIndex(),
-			ring:   prefixAware{chain: !c.DisableSpillChain},
-			decode: int64(max(0, c.DecodeWeight)),
-		}
+	register("prefix-index", policyEntry{
+		build: func(c Config) policy {
+			return &prefixIndexPolicy{
+				ix:     newPrefixIndex(),
+				ring:   prefixAware{chain: !c.DisableSpillChain},
+				decode: int64(max(0, c.DecodeWeight)),
+			}
+		},
+		slack: DefaultIndexSlack,
 	})
 }
 
@@ -103,6 +106,12 @@ type prefixIndexPolicy struct {
 	ring   prefixAware
 	decode int64
 }
+
+func (p *prefixIndexPolicy) readsBlocks() {}
+
+func (p *prefixIndexPolicy) learnPlaced(id int32, blocks []uint64) { p.ix.learn(id, blocks, nil) }
+
+func (p *prefixIndexPolicy) mispredictions() uint64 { return p.ix.mispredictions.Load() }
 
 func (p *prefixIndexPolicy) setMember(id int32, cacheTokens int) {
 	p.ix.mu.Lock()
@@ -557,32 +566,24 @@ type IndexStats struct {
 	Mispredictions, CorrectedBlocks uint64
 }
 
-// IndexStats reports the prefix index; ok is false when the policy keeps
-// none.
-func (r *Router) IndexStats() (stats IndexStats, ok bool) {
-	// r.mu orders this against Reconfigure, which moves the count of a
-	// replaced index into r.mispredicted.
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := r.snap.Load()
-	p, isIndex := s.policy.(*prefixIndexPolicy)
-	if !isIndex {
-		// Mispredictions of an index replaced by Reconfigure still count.
-		return IndexStats{Mispredictions: r.mispredicted}, false
+// indexStats reports the index's memory and entries per member; the
+// router adds the mispredictions of replaced policies.
+func (p *prefixIndexPolicy) indexStats(members []memberView) IndexStats {
+	stats := IndexStats{
+		MemberBytes:   make(map[string]int64, len(members)),
+		MemberEntries: make(map[string]int, len(members)),
 	}
-	stats.MemberBytes = make(map[string]int64, len(s.members))
-	stats.MemberEntries = make(map[string]int, len(s.members))
 	p.ix.mu.Lock()
-	for i := range s.members {
-		m := &s.members[i]
+	for i := range members {
+		m := &members[i]
 		stats.MemberBytes[m.name], stats.Bytes = p.ix.memory(m.st.id)
 		stats.MemberEntries[m.name] = p.ix.held(m.st.id)
 	}
-	if len(s.members) == 0 {
+	if len(members) == 0 {
 		_, stats.Bytes = p.ix.memory(-1)
 	}
 	p.ix.mu.Unlock()
-	stats.Mispredictions = r.mispredicted + p.ix.mispredictions.Load()
+	stats.Mispredictions = p.ix.mispredictions.Load()
 	stats.CorrectedBlocks = p.ix.corrections.Load()
-	return stats, true
+	return stats
 }

@@ -65,9 +65,9 @@ func (s *Server) prepareInto(ctx context.Context, dst, raw []byte, mode normaliz
 		prefixLength = s.cfg.PrefixLength
 	}
 	opts := normalize.Options{Mode: mode, MaxBodyBytes: int(s.cfg.MaxDecodedBytes), MaxDepth: s.cfg.MaxDepth, MaxStringBytes: s.cfg.MaxStringBytes}
-	// Only prefix-index reads the prompt's blocks; other policies skip
-	// hashing the whole prompt.
-	kopts := normalize.KeyOptions{Mode: mode, Group: group, PrefixLength: prefixLength, Blocks: s.rt().Config().Policy == "prefix-index"}
+	// Only a policy that reads the prompt's blocks gets them; the others
+	// skip hashing the whole prompt.
+	kopts := normalize.KeyOptions{Mode: mode, Group: group, PrefixLength: prefixLength, Blocks: s.rt().NeedsBlocks()}
 	var scope normalize.Scope
 	if tenant := tenantFrom(ctx); tenant != "" {
 		scope = s.tenantScope(tenant)
