@@ -137,32 +137,43 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 	if len(req.Blocks) == 0 || req.PromptTokens <= 0 {
 		return p.ring.pick(e, req)
 	}
-	ix := p.ix
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	sc := &ix.scratch
+	p.ix.mu.Lock()
+	defer p.ix.mu.Unlock()
 	order, home := p.candidates(e, req)
 	if len(order) == 0 {
 		return result{status: noCandidates, home: -1}
 	}
+	common, best, second := p.matches(e, req, order)
+	nb := len(req.Blocks)
+	tokens := func(blocks int) int64 { return int64(blocks) * int64(req.PromptTokens) / int64(nb) }
+	if best-common < warmBlocks || tokens(best-second) < warmTokens && tokens(best-common) < warmTokens {
+		return p.pickCold(e, req, order, cmp.Or(second, best), tokens)
+	}
+	return p.pickWarm(e, req, order, home, best, tokens)
+}
+
+// matches fills ix.matched for the candidates in order and returns common,
+// the match every candidate or more than half of them hold; best, the
+// longest match; and second, the longest match two or more candidates hold
+// (best itself when several hold it): the part of the prompt that is
+// shared.
+func (p *prefixIndexPolicy) matches(e *pickEnv, req *Request, order []int32) (common, best, second int) {
+	ix := p.ix
+	sc := &ix.scratch
 	sc.cand = zeroed(sc.cand, ix.words)
 	for _, i := range order {
 		id := e.s.members[i].st.id
 		sc.cand[id>>6] |= 1 << (id & 63)
 	}
-	// best is the longest match and nBest how many candidates hold it;
-	// second is the longest match two or more candidates hold (best
-	// itself when nBest > 1): the part of the prompt that is shared.
-	common, best, nBest, second := ix.match(req.Blocks, sc.cand), 0, 0, 0
+	common = ix.match(req.Blocks, sc.cand)
 	for _, i := range order {
 		m := int(ix.matched[e.s.members[i].st.id])
 		common = min(common, m)
 		switch {
 		case m > best:
-			second = best
-			best, nBest = m, 1
+			best, second = m, best
 		case m == best:
-			nBest, second = nBest+1, best
+			second = best
 		case m > second:
 			second = m
 		}
@@ -175,65 +186,60 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 	// Measured: 4 routers on the Mooncake trace, one of them never sent a
 	// request to one replica, another to two; hit 19.7% against 27.7% with
 	// one router.
-	common = max(common, ix.majorityMatch(order, e))
+	return max(common, ix.majorityMatch(order, e)), best, second
+}
+
+// pickCold places a cold prompt, base blocks of which are held where it
+// would go. Cold includes a short match only one candidate holds: that is
+// a conversation's own short history as this router saw it, or a shared
+// prompt this router happens to have sent to one member. Other routers
+// that did not see it place the prompt by the block past the shared part,
+// so this router does the same and they all agree.
+func (p *prefixIndexPolicy) pickCold(e *pickEnv, req *Request, order []int32, base int, tokens func(int) int64) result {
 	nb := len(req.Blocks)
-	tokens := func(blocks int) int64 { return int64(blocks) * int64(req.PromptTokens) / int64(nb) }
-
-	if best-common < warmBlocks || tokens(best-second) < warmTokens && tokens(best-common) < warmTokens {
-		// Cold, including a short match only one candidate holds: that is
-		// a conversation's own short history as this router saw it, or a
-		// shared prompt this router happens to have sent to one member.
-		// Other routers that did not see it place the prompt by the block
-		// past the shared part, so this router does the same and they all
-		// agree.
-		key, base := req.Key, cmp.Or(second, best)
-		if k := heldSamples(base, nb); base > 0 && k < samples(nb) {
-			// The start is held everywhere, or is too short to matter (a
-			// shared system prompt): place by the first sampled block past
-			// it, where prompts behind that shared start differ and which
-			// every router computes alike.
-			key = req.Blocks[samplePos(k, nb)]
-		}
-		res, why := p.placeCold(e, req, order, key, nb)
-		p.explainCosts(e, req, order, res, why)
-		if res.status != picked {
-			return res
-		}
-		return p.charge(e, req, res, tokens)
+	key := req.Key
+	if k := heldSamples(base, nb); base > 0 && k < samples(nb) {
+		// The start is held everywhere, or is too short to matter (a
+		// shared system prompt): place by the first sampled block past
+		// it, where prompts behind that shared start differ and which
+		// every router computes alike.
+		key = req.Blocks[samplePos(k, nb)]
 	}
+	res, why := p.placeCold(e, req, order, key, nb)
+	p.explainCosts(e, req, order, res, why)
+	if res.status != picked {
+		return res
+	}
+	return p.charge(e, req, res, tokens)
+}
 
-	// Warm: the cheapest candidate below its bound, or, among those whose
-	// cost is within marginRequests requests' decode weight of it, the first in ring order from
-	// the first sampled block past the best match: that block is the same
-	// for every router, so routers that know the same prefix holders send
-	// the request to the same one (turn 2 of a chat through another router
-	// than turn 1 follows turn 1). A failed take means a concurrent pick
-	// charged that member first; look again with fresh loads.
+// pickWarm places a warm prompt, best blocks of which some candidate
+// holds: on the cheapest candidate below its bound, or, among those whose
+// cost is within marginRequests requests' decode weight of it, the first
+// in ring order from the first sampled block past the best match: that
+// block is the same for every router, so routers that know the same
+// prefix holders send the request to the same one (turn 2 of a chat
+// through another router than turn 1 follows turn 1). A failed take means
+// a concurrent pick charged that member first; look again with fresh
+// loads.
+func (p *prefixIndexPolicy) pickWarm(e *pickEnv, req *Request, order []int32, home int32, best int, tokens func(int) int64) result {
+	ix := p.ix
+	nb := len(req.Blocks)
 	keyW := req.Key
 	if k := heldSamples(best, nb); k < samples(nb) {
 		keyW = req.Blocks[samplePos(k, nb)]
 	}
 	margin := p.decode * marginRequests
 	for attempt := 0; attempt <= len(order)+4; attempt++ {
-		var minCost int64 = -1
-		for _, i := range order {
-			m := &e.s.members[i]
-			if m.st.load()+1 > e.limit(i, true) {
-				continue
-			}
-			c := p.cost(m.st, req.PromptTokens, tokens(int(ix.matched[m.st.id])))
-			if minCost < 0 || c < minCost {
-				minCost = c
-			}
-		}
+		minCost := p.minCost(e, req, order, tokens)
 		if minCost < 0 {
 			p.explainCosts(e, req, order, result{status: saturated}, "")
 			return result{status: saturated, home: home}
 		}
 		bi := int32(-1)
 		var bestCost int64
-		sc.walk.reset(e, order, keyW)
-		for i := sc.walk.next(); i >= 0; i = sc.walk.next() {
+		ix.scratch.walk.reset(e, order, keyW)
+		for i := ix.scratch.walk.next(); i >= 0; i = ix.scratch.walk.next() {
 			m := &e.s.members[i]
 			if m.st.load()+1 > e.limit(i, true) {
 				continue
@@ -259,6 +265,23 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 		return p.charge(e, req, res, tokens)
 	}
 	return result{status: saturated, home: home}
+}
+
+// minCost is the least cost of the candidates in order below their bound,
+// or -1 if none is.
+func (p *prefixIndexPolicy) minCost(e *pickEnv, req *Request, order []int32, tokens func(int) int64) int64 {
+	var least int64 = -1
+	for _, i := range order {
+		m := &e.s.members[i]
+		if m.st.load()+1 > e.limit(i, true) {
+			continue
+		}
+		c := p.cost(m.st, req.PromptTokens, tokens(int(p.ix.matched[m.st.id])))
+		if least < 0 || c < least {
+			least = c
+		}
+	}
+	return least
 }
 
 // majorityMatch is the longest match more than half of the candidates in
@@ -326,69 +349,14 @@ const cacheSoleRouter = 4
 func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, key uint64, nb int) (result, string) {
 	const byRing = "cold prefix: placed by the ring"
 	hints := e.r.hints.Load()
-	byWork := hints == 0
-	byCache := hints == 0 || hints*cacheSoleRouter <= e.r.total.Load()+hints
-	if !byWork && !byCache {
+	g := coldGate{p: p, e: e, byWork: hints == 0, byCache: hints == 0 || hints*cacheSoleRouter <= e.r.total.Load()+hints}
+	if !g.byWork && !g.byCache {
 		return p.ring.pickKey(e, req, key), byRing
 	}
-	ix := p.ix
-	add := int64(samples(nb))
-	var sum int64
-	for _, i := range order {
-		sum += int64(ix.mem[e.s.members[i].st.id].n)
-	}
-	bound := int64(math.Ceil(cacheLoadFactor * float64(sum+add) / float64(len(order))))
-	overBound := func(m *idxMember) bool {
-		return byCache && int64(m.n)+add > max(bound, int64(m.capacity/cacheFloor))
-	}
-	// empty: some candidate under both bounds holds nothing. A member that
-	// caches nothing takes a new prefix without evicting anything, so every
-	// candidate that holds something, but none of this prompt, is then over
-	// the cache bound. One that holds part of it (a short history or
-	// prompt the ring sent there before) keeps it: moving it would be a
-	// miss.
-	empty := false
-	for _, i := range order {
-		st := e.s.members[i].st
-		if m := &ix.mem[st.id]; byCache && m.n == 0 && st.load()+1 <= e.limit(i, true) && !overBound(m) {
-			empty = true
-			break
-		}
-	}
-	elsewhere := func(id int32) bool {
-		return empty && ix.mem[id].n > 0 && ix.matched[id] == 0
-	}
-	overCache := func(id int32) bool {
-		return overBound(&ix.mem[id]) || elsewhere(id)
-	}
-	// least is the least queued work of the candidates under both the
-	// request and the cache bound, so that one of them always passes.
-	var least int64 = -1
-	for _, i := range order {
-		st := e.s.members[i].st
-		if byWork && st.load()+1 <= e.limit(i, true) && !overCache(st.id) {
-			if w := p.queued(st); least < 0 || w < least {
-				least = w
-			}
-		}
-	}
-	// fails says why candidate i may not take the prompt, or "".
-	fails := func(i int32) string {
-		st := e.s.members[i].st
-		if m := &ix.mem[st.id]; overCache(st.id) {
-			if elsewhere(st.id) {
-				return fmt.Sprintf("cache bound: index holds %d entries while another candidate holds none", m.n)
-			}
-			return fmt.Sprintf("cache bound: index holds %d entries, bound %d", m.n, bound)
-		}
-		if margin := max(coldMarginTokens, least/coldMarginShare); byWork && least >= 0 && p.queued(st) > least+margin {
-			return "cold prefix: more than " + strconv.FormatInt(margin, 10) + " tokens more queued work than the least loaded candidate"
-		}
-		return ""
-	}
+	g.measure(order, nb)
 	// A failed take means a concurrent pick charged that member first;
 	// look again with fresh loads.
-	w := &ix.scratch.walk
+	w := &p.ix.scratch.walk
 	for attempt := 0; attempt <= len(order); attempt++ {
 		w.reset(e, order, key)
 		home, first, moved := int32(-1), true, false
@@ -401,7 +369,7 @@ func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, k
 			if e.s.members[i].st.load()+1 > lim {
 				continue
 			}
-			if f := fails(i); f != "" {
+			if f := g.fails(i); f != "" {
 				if e.ex != nil {
 					e.ex.skipNot(e.s.members[i].name, "cold-walk", f)
 				}
@@ -427,6 +395,83 @@ func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, k
 		}
 	}
 	return p.ring.pickKey(e, req, key), byRing
+}
+
+// coldGate holds the work and cache bounds of one cold placement (see
+// placeCold).
+type coldGate struct {
+	p               *prefixIndexPolicy
+	e               *pickEnv
+	byWork, byCache bool
+	add             int64 // index entries this prompt adds
+	bound           int64 // the cache bound in index entries
+	// empty: some candidate under both bounds holds nothing.
+	empty bool
+	// least is the least queued work of the candidates under both the
+	// request and the cache bound, so that one of them always passes; -1
+	// when there is none or the work bound is off.
+	least int64
+}
+
+// measure computes the bounds over the candidates in order for a prompt
+// of nb blocks.
+func (g *coldGate) measure(order []int32, nb int) {
+	e, ix := g.e, g.p.ix
+	g.add = int64(samples(nb))
+	var sum int64
+	for _, i := range order {
+		sum += int64(ix.mem[e.s.members[i].st.id].n)
+	}
+	g.bound = int64(math.Ceil(cacheLoadFactor * float64(sum+g.add) / float64(len(order))))
+	// A member that caches nothing takes a new prefix without evicting
+	// anything, so while one does, every candidate that holds something,
+	// but none of this prompt, is over the cache bound. One that holds
+	// part of it (a short history or prompt the ring sent there before)
+	// keeps it: moving it would be a miss.
+	for _, i := range order {
+		st := e.s.members[i].st
+		if m := &ix.mem[st.id]; g.byCache && m.n == 0 && st.load()+1 <= e.limit(i, true) && !g.overBound(m) {
+			g.empty = true
+			break
+		}
+	}
+	g.least = -1
+	for _, i := range order {
+		st := e.s.members[i].st
+		if g.byWork && st.load()+1 <= e.limit(i, true) && !g.overCache(st.id) {
+			if w := g.p.queued(st); g.least < 0 || w < g.least {
+				g.least = w
+			}
+		}
+	}
+}
+
+func (g *coldGate) overBound(m *idxMember) bool {
+	return g.byCache && int64(m.n)+g.add > max(g.bound, int64(m.capacity/cacheFloor))
+}
+
+func (g *coldGate) elsewhere(id int32) bool {
+	ix := g.p.ix
+	return g.empty && ix.mem[id].n > 0 && ix.matched[id] == 0
+}
+
+func (g *coldGate) overCache(id int32) bool {
+	return g.overBound(&g.p.ix.mem[id]) || g.elsewhere(id)
+}
+
+// fails says why candidate i may not take the prompt, or "".
+func (g *coldGate) fails(i int32) string {
+	st := g.e.s.members[i].st
+	if m := &g.p.ix.mem[st.id]; g.overCache(st.id) {
+		if g.elsewhere(st.id) {
+			return fmt.Sprintf("cache bound: index holds %d entries while another candidate holds none", m.n)
+		}
+		return fmt.Sprintf("cache bound: index holds %d entries, bound %d", m.n, g.bound)
+	}
+	if margin := max(coldMarginTokens, g.least/coldMarginShare); g.byWork && g.least >= 0 && g.p.queued(st) > g.least+margin {
+		return "cold prefix: more than " + strconv.FormatInt(margin, 10) + " tokens more queued work than the least loaded candidate"
+	}
+	return ""
 }
 
 // queued is the work already waiting on st, in prompt tokens: prefill
