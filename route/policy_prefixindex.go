@@ -21,86 +21,62 @@ func init() {
 	})
 }
 
-// missWeight multiplies a candidate's uncached prompt tokens in its cost:
-// a miss costs its prefill now and, once cached, the room it takes, which
-// evicts prefixes someone will prefill again; queued work delays only this
-// request. With 1 the policy copies hot prefixes onto more replicas
-// whenever a queue forms: zipf's hit rate drops 0.9 points below consistent
-// hashing and the Mooncake trace's 3 points; 8 loses nothing on the
-// synthetic workloads and recovers most of the trace (docs/routing.md).
+// Tuning constants of the cost model and the cold rules; the figures
+// behind each value are in docs/routing.md, "Tuning constants".
+
+// missWeight multiplies a candidate's uncached prompt tokens in its cost: a
+// miss costs its prefill now and, once cached, the room it takes.
 const missWeight = 8
 
-// marginRequests is how many requests' DecodeWeight a warm candidate's
-// cost may exceed the cheapest's and still be chosen for its ring order:
-// room for routers whose load views differ by a few requests to agree.
+// marginRequests is how many requests' DecodeWeight a warm candidate may
+// cost above the cheapest and still win by ring order, so routers whose
+// load views differ a little agree.
 const marginRequests = 4
 
-// A prompt is warm when some candidate holds at least warmBlocks blocks
-// more of it than every candidate does, and, if several candidates hold
-// that longest match, warmTokens tokens more; else it is cold and the ring
-// places it. The token floor keeps short shared prefixes (a chat's system
-// prompt) from deciding placement: each router knows only the holders it
-// sent them to, so routers that pick among those holders disagree, while
-// the ring key past the prefix is the same for all. A short match only one
-// candidate holds (a conversation's own history) stays warm. 160 was
-// chosen on sharegpt (docs/routing.md).
+// A prompt is warm when some candidate holds warmBlocks blocks more of it
+// than every candidate does and, if several hold that match, warmTokens
+// tokens more; else the ring places it. The token floor keeps a short
+// shared prefix, whose holders each router knows only in part, from
+// deciding placement.
 const (
 	warmBlocks = 1
 	warmTokens = 160
 )
 
 // coldMarginTokens is how much more queued work (uncharged prefill plus
-// DecodeWeight per held request, in prompt tokens) a cold prompt's ring home
-// may have than the least loaded candidate and still be chosen. The ring
-// places cold prompts so that routers agree, but it counts requests, not
-// their size: on the Mooncake trace (prompts of 1 to 126 thousand tokens)
-// the ring gave one replica 27% more prefill than another, TTFT p90 2.26 s
-// and p99 8.06 s. Sending a cold prompt past a home that has more than
-// 1,024 tokens (about 70 ms of prefill on the simulated engines) of extra
-// work queued gives p90 1.68 s and p99 5.45 s there, and lifts zipf's hit
-// rate 0.15 point (hot documents' new requests no longer pile behind a
-// busy home). 4,096 was measured too: fewer moves, hit rate 0.4 point lower
-// on the trace (docs/routing.md).
-//
-// Under saturation every member has seconds of work queued and a fixed
-// margin moved nearly every new document off its home by momentary noise,
-// scattering documents until caches thrashed (long-context at 6×: p90 9.2 s
-// against 0.8 s), so the margin grows to a quarter of the least loaded
-// candidate's queued work (coldMarginShare).
+// DecodeWeight per held request) a cold prompt's ring home may have than
+// the least loaded candidate and still take it: the ring counts requests,
+// not their size.
 const coldMarginTokens = 1024
 
-// coldMarginShare: the margin is at least 1/coldMarginShare of the least
-// loaded candidate's queued work (see coldMarginTokens).
+// coldMarginShare: the cold margin is at least 1/coldMarginShare of the
+// least loaded candidate's queued work, so that under saturation noise
+// does not move documents off their homes.
 const coldMarginShare = 4
 
-// indexCapacityPercent sizes a member's index against its KV cache. Above
-// 100 the index remembers a conversation a little past the point its cache
-// may have dropped it, so its next turn goes back to that member (the
-// feedback forgets what turns out to be gone) rather than starting a copy
-// elsewhere: measured on the Mooncake trace, 100: hit 27.9%, 125: 28.3%,
-// 150: 28.4% with more mispredictions; the synthetic workloads do not change
-// (docs/routing.md).
+// indexCapacityPercent sizes a member's index against its KV cache: a
+// little over, so a conversation's next turn returns to its member rather
+// than start a copy (feedback forgets what turns out to be gone).
 const indexCapacityPercent = 125
 
 // prefixIndexPolicy routes by predicted work. It remembers, per member, the
 // prompt blocks it sent there (prefixIndex, bounded by each member's KV
 // cache size) and for each candidate predicts the work of sending the
 // request there, in prompt tokens: the prefill the member does not hold
-// (PromptTokens minus its matched prefix, counted missWeight times) plus the
-// work already queued
-// there (prefill charged to earlier picks and not yet started, and
-// DecodeWeight per request it holds). The cheapest candidate below its
-// bound wins; ties go to the first in ring order from the key's home.
+// (PromptTokens minus its matched prefix, counted missWeight times) plus
+// the work already queued there (prefill charged to earlier picks and not
+// yet started, and DecodeWeight per request it holds). The cheapest
+// candidate below its bound wins; ties go to the first in ring order from
+// the key's home.
 //
 // A cold prefix, one that no candidate holds warmTokens further than more
 // than half of them do, is placed by the ring as prefix-aware places it
 // (home, spill chain, walk, all under the bound), so independent routers
 // send a new prefix to the same member and their indexes agree, unless the
-// home has more than coldMarginTokens more queued work than another
-// candidate and this router sees the whole fleet's traffic (no load hints). When candidates hold the start of
-// the prompt (a shared system prompt), the ring key is the first block past
-// it instead of Key, which would send every request behind the shared
-// prompt to one home.
+// home is over the work or cache bound of placeCold. When candidates hold
+// the start of the prompt (a shared system prompt), the ring key is the
+// first block past it instead of Key, which would send every request
+// behind the shared prompt to one home.
 type prefixIndexPolicy struct {
 	ix     *prefixIndex
 	ring   prefixAware
@@ -183,9 +159,6 @@ func (p *prefixIndexPolicy) matches(e *pickEnv, req *Request, order []int32) (co
 	// seen some members hold it: following it would keep this router's
 	// new prompts on the members it happened to send it to first, and with
 	// several routers, each with its own index, they would disagree.
-	// Measured: 4 routers on the Mooncake trace, one of them never sent a
-	// request to one replica, another to two; hit 19.7% against 27.7% with
-	// one router.
 	return max(common, ix.majorityMatch(order, e)), best, second
 }
 
@@ -296,16 +269,10 @@ func (ix *prefixIndex) majorityMatch(order []int32, e *pickEnv) int {
 	return int(ms[len(ms)-(len(ms)/2+1)])
 }
 
-// cacheLoadFactor bounds what the cold path puts in one member's cache:
-// a cold prefix skips a ring candidate whose index already holds more than
-// cacheLoadFactor × the candidates' mean entries (this prompt's counted).
-// Bounded loads over requests alone leave each member the prefixes its ring
-// arcs happen to draw (84 equal documents land 8 to 16 per member in
-// TestPrefixIndexColdCacheBound), and at 6× the long-context base rate the
-// members that drew the most fill their KV cache with documents, admit
-// fewer requests and overflow their bound, so documents are copied and
-// every cache thrashes (docs/simulation.md, "Rate curves"). With 1.1 that
-// test's most loaded member holds 13 of a mean of 12.
+// cacheLoadFactor bounds what the cold path puts in one member's cache: a
+// cold prefix skips a ring candidate whose index would hold more than
+// cacheLoadFactor × the candidates' mean entries, since the ring's arcs
+// alone give members uneven shares of the prefixes.
 const cacheLoadFactor = 1.1
 
 // cacheFloor: a member whose index is under 1/cacheFloor full takes its
@@ -316,7 +283,7 @@ const cacheLoadFactor = 1.1
 const cacheFloor = 8
 
 // cacheSoleRouter: the cache bound applies while other routers' hinted
-// load is under 1/cacheSoleRouter of the fleet's (see coldPick).
+// load is under 1/cacheSoleRouter of the fleet's (see placeCold).
 const cacheSoleRouter = 4
 
 // placeCold places a cold prompt by the ring from key (home, spill chain,
@@ -330,22 +297,19 @@ const cacheSoleRouter = 4
 //     candidate's work if larger, is passed over. Only without load
 //     hints: a router's queued prefill is only its own, and a prompt it
 //     moves off its home is not where the routers that have not seen it
-//     send its next turn (4 routers on the Mooncake trace: hit 24.9% with
-//     the margin against 28.2% without).
+//     send its next turn.
 //   - Cache: a candidate whose index would hold more than cacheLoadFactor ×
 //     the candidates' mean entries (this prompt counted) is passed over,
 //     unless it is under 1/cacheFloor full. Only while other routers'
 //     hinted load is under 1/cacheSoleRouter of the fleet's: each router's
 //     index sees only its share, and their walks would send one new prefix
-//     to different members (4 routers, long-context: 97.7% → 88.0% hit).
+//     to different members.
 //     While some candidate under both bounds holds nothing, every candidate
 //     that holds something but none of this prompt is over the cache bound
 //     too, whatever cacheFloor says: the ring draws homes with repeats,
-//     and prompts that every later request follows (the agent workload's
-//     8 prompts, 5 homes on 7 members) left members that never served
-//     (TTFT p99 123 ms against 111 with all serving). Routers without
-//     hints disagree on at most the first prompts, until every member
-//     holds one.
+//     and prompts that every later request follows would leave members
+//     that never serve. Routers without hints disagree on at most the
+//     first prompts, until every member holds one.
 func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, key uint64, nb int) (result, string) {
 	const byRing = "cold prefix: placed by the ring"
 	hints := e.r.hints.Load()
