@@ -26,9 +26,22 @@ type blockReader interface{ readsBlocks() }
 // placementLearner is a policy that remembers which member holds which
 // prompt, so that a pick changes where later picks go
 // (Router.LearnsPlacements). It learns a placement it did not choose too
-// (PickMember); outcomes reach it through the release slot its pick fills.
+// (PickMember).
 type placementLearner interface {
 	learnPlaced(id int32, blocks []uint64)
+}
+
+// outcomeLearner learns from what became of a request: a policy that does
+// puts one in its pick's release slot with the prediction it made, and
+// Report hands it the outcome (the engine's cached tokens, the answer's
+// blocks) once each.
+type outcomeLearner interface {
+	// feedback compares the cached tokens member id reported with the
+	// matched blocks of nblocks predicted.
+	feedback(id int32, matched, nblocks, cached, promptTokens int)
+	// learn records that member id holds blocks; hints are the index
+	// entries the pick held for the prompt's samples.
+	learn(id int32, blocks []uint64, hints []uint32)
 }
 
 // memberKeeper is a policy with per-member state keyed by memberState.id:

@@ -468,7 +468,7 @@ func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens 
 	// outcome settles; tryPick takes one for the other picks.
 	sl := slots.Get().(*releaseSlot)
 	e.slot = sl
-	sl.ix, sl.matched, sl.blocks = ix, matched, len(req.Blocks)
+	sl.learner, sl.matched, sl.blocks = ix, matched, len(req.Blocks)
 	sl.prefill = max(0, int64(req.PromptTokens-res.tokens))
 	st.prefill.Add(sl.prefill)
 	ix.insert(st.id, req.Blocks, heldSamples(matched, len(req.Blocks)))
