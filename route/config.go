@@ -117,10 +117,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("LoadFactor: %v is below 1", c.LoadFactor)
 	}
 	if c.Slack == 0 {
-		c.Slack = DefaultSlack
-		if c.Policy == "prefix-index" {
-			c.Slack = DefaultIndexSlack
-		}
+		c.Slack = cmp.Or(policies[c.Policy].slack, DefaultSlack)
 	}
 	if c.Slack > MaxThreshold {
 		return c, fmt.Errorf("Slack: %d is above %d", c.Slack, MaxThreshold)

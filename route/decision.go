@@ -63,9 +63,9 @@ type Request struct {
 	// Blocks are chained hashes of the fixed-size blocks of the whole
 	// prompt's routing text (normalize.RouteInfo.Blocks): Blocks[i] stands
 	// for the prompt up to the end of block i, so two prompts share their
-	// first k blocks exactly when they share that prefix. Only the
-	// prefix-index policy reads them; empty routes by Key alone. The router
-	// does not keep the slice past the pick.
+	// first k blocks exactly when they share that prefix. Only a policy
+	// that says it reads them does (Router.NeedsBlocks); empty routes by
+	// Key alone. The router does not keep the slice past the pick.
 	Blocks []uint64
 	// PromptTokens estimates the prompt's length in tokens (characters/4).
 	PromptTokens int
@@ -123,8 +123,9 @@ type releaseSlot struct {
 	state atomic.Uint64
 	st    *memberState
 	r     *Router
-	// What a prefix-index pick charged and predicted (zero otherwise).
-	ix      *prefixIndex
+	// What the pick charged and, when its policy learns from outcomes,
+	// predicted (zero otherwise).
+	learner outcomeLearner
 	prefill int64    // tokens added to st.prefill
 	matched int      // blocks predicted held
 	blocks  int      // blocks of the request
@@ -199,14 +200,14 @@ func (d *Decision) Report(o Outcome) {
 	if (o.FirstByte || o.Err != nil) && s.setFlag(gen, flagPrefill) {
 		s.st.prefill.Add(-s.prefill)
 	}
-	if s.ix == nil {
+	if s.learner == nil {
 		return
 	}
 	if o.Err == nil && o.PromptTokens > 0 && o.CachedTokens >= 0 && s.setFlag(gen, flagFeedback) {
-		s.ix.feedback(s.st.id, s.matched, s.blocks, o.CachedTokens, o.PromptTokens)
+		s.learner.feedback(s.st.id, s.matched, s.blocks, o.CachedTokens, o.PromptTokens)
 	}
 	if o.Err == nil && len(o.Blocks) > 0 && s.setFlag(gen, flagLearn) {
-		s.ix.learn(s.st.id, o.Blocks, s.sampled)
+		s.learner.learn(s.st.id, o.Blocks, s.sampled)
 	}
 }
 
@@ -250,7 +251,7 @@ func (d *Decision) release() bool {
 		}
 	}
 	st, r, prefill := s.st, s.r, s.prefill
-	s.st, s.r, s.ix, s.prefill, s.sampled = nil, nil, nil, 0, s.sampled[:0]
+	s.st, s.r, s.learner, s.prefill, s.sampled = nil, nil, nil, 0, s.sampled[:0]
 	slots.Put(s)
 	if old&flagPrefill == 0 && prefill != 0 {
 		st.prefill.Add(-prefill)

@@ -8,6 +8,12 @@
 // adapter, in-flight accounting, and the bounded wait queue used when every
 // candidate is at its concurrency threshold.
 //
+// A policy says what it needs by the optional interfaces it implements, and
+// callers ask the Router, never the policy's name: NeedsBlocks (hash the
+// prompt into Request.Blocks), LearnsPlacements (a pick is remembered, so
+// dry-run a pick that may be discarded), PlacesByKey (a membership change
+// moves only the keys of the members added or removed).
+//
 // It does not compute routing keys (package normalize does), probe health or
 // discover backends (package backends does), or forward requests. Members
 // are Targets their owner supplies (SetTargets): the router reads name,

@@ -38,9 +38,9 @@ func (r *Router) PickMember(name string, req Request, bounded bool) (Decision, e
 	if _, res.home = e.firstCandidate(req.Key, req.Model); res.home == idx {
 		res.reason = ReasonAffinity
 	}
-	if p, ok := s.policy.(*prefixIndexPolicy); ok && len(req.Blocks) > 0 {
-		// The member gets the prompt whatever chose it: index it there.
-		p.ix.learn(s.members[idx].st.id, req.Blocks, nil)
+	if p, ok := s.policy.(placementLearner); ok && len(req.Blocks) > 0 {
+		// The member gets the prompt whatever chose it: learn it there.
+		p.learnPlaced(s.members[idx].st.id, req.Blocks)
 	}
 	return r.decide(s, res, slots.Get().(*releaseSlot)), nil
 }

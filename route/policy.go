@@ -15,10 +15,67 @@ type policy interface {
 	pick(e *pickEnv, req *Request) result
 }
 
-// policies maps Config.Policy names to constructors; files register in init.
-var policies = map[string]func(Config) policy{}
+// What a policy needs and keeps, it says by implementing the optional
+// interfaces below; the router and its callers ask for them (NeedsBlocks,
+// LearnsPlacements, PlacesByKey) and never compare a policy's name or type.
 
-func register(name string, build func(Config) policy) { policies[name] = build }
+// blockReader is a policy that reads Request.Blocks and PromptTokens:
+// callers hash a prompt into blocks only for one (Router.NeedsBlocks).
+type blockReader interface{ readsBlocks() }
+
+// placementLearner is a policy that remembers which member holds which
+// prompt, so that a pick changes where later picks go
+// (Router.LearnsPlacements). It learns a placement it did not choose too
+// (PickMember).
+type placementLearner interface {
+	learnPlaced(id int32, blocks []uint64)
+}
+
+// outcomeLearner learns from what became of a request: a policy that does
+// puts one in its pick's release slot with the prediction it made, and
+// Report hands it the outcome (the engine's cached tokens, the answer's
+// blocks) once each.
+type outcomeLearner interface {
+	// feedback compares the cached tokens member id reported with the
+	// matched blocks of nblocks predicted.
+	feedback(id int32, matched, nblocks, cached, promptTokens int)
+	// learn records that member id holds blocks; hints are the index
+	// entries the pick held for the prompt's samples.
+	learn(id int32, blocks []uint64, hints []uint32)
+}
+
+// memberKeeper is a policy with per-member state keyed by memberState.id:
+// it is told each member's cache size and which ids are forgotten.
+type memberKeeper interface {
+	setMember(id int32, cacheTokens int)
+	dropMember(id int32)
+}
+
+// statsReporter is a policy that reports the state it keeps
+// (Router.IndexStats). mispredictions outlives the policy: Reconfigure
+// carries it over to the next one.
+type statsReporter interface {
+	indexStats(members []memberView) IndexStats
+	mispredictions() uint64
+}
+
+// keyPlacer is a policy that sends a request to its key's home (Home)
+// unless the home is over a bound, so a change of members moves only the
+// keys of the members added or removed (Router.PlacesByKey).
+type keyPlacer interface{ placesByKey() }
+
+// policyEntry is a registered policy: its constructor and its defaults for
+// Config fields left zero.
+type policyEntry struct {
+	build func(Config) policy
+	// slack is Config.Slack when it is 0; 0 means DefaultSlack.
+	slack int
+}
+
+// policies maps Config.Policy names to their entries; files register in init.
+var policies = map[string]policyEntry{}
+
+func register(name string, e policyEntry) { policies[name] = e }
 
 // Policies lists the policy names Config.Policy accepts.
 func Policies() []string { return slices.Sorted(maps.Keys(policies)) }

@@ -1,7 +1,7 @@
 package route
 
 func init() {
-	register("consistent-hash", func(Config) policy { return consistentHash{} })
+	register("consistent-hash", policyEntry{build: func(Config) policy { return consistentHash{} }})
 }
 
 // consistentHash is the reference the simulator compares against: always the
@@ -9,6 +9,8 @@ func init() {
 // saturates; it still counts in-flight requests so Status and the bound of
 // other routers sharing the fleet stay true.
 type consistentHash struct{}
+
+func (consistentHash) placesByKey() {}
 
 func (consistentHash) pick(e *pickEnv, req *Request) result {
 	_, home := e.firstCandidate(req.Key, req.Model)

@@ -1,7 +1,7 @@
 package route
 
 func init() {
-	register("least-outstanding", func(Config) policy { return leastOutstanding{} })
+	register("least-outstanding", policyEntry{build: func(Config) policy { return leastOutstanding{} }})
 }
 
 // leastOutstanding sends each request to the candidate with the fewest

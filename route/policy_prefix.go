@@ -1,7 +1,7 @@
 package route
 
 func init() {
-	register("prefix-aware", func(c Config) policy { return prefixAware{chain: !c.DisableSpillChain} })
+	register("prefix-aware", policyEntry{build: func(c Config) policy { return prefixAware{chain: !c.DisableSpillChain} }})
 }
 
 // prefixAware is the stateless ring policy: the key's home on the ring while it is
@@ -9,6 +9,8 @@ func init() {
 // so related requests spill to the same secondary), else the next candidate
 // clockwise with room.
 type prefixAware struct{ chain bool }
+
+func (prefixAware) placesByKey() {}
 
 func (p prefixAware) pick(e *pickEnv, req *Request) result {
 	return p.pickKey(e, req, req.Key)

@@ -9,100 +9,85 @@ import (
 )
 
 func init() {
-	register("prefix-index", func(c Config) policy {
-		return &prefixIndexPolicy{
-			ix:     newPrefixIndex(),
-			ring:   prefixAware{chain: !c.DisableSpillChain},
-			decode: int64(max(0, c.DecodeWeight)),
-		}
+	register("prefix-index", policyEntry{
+		build: func(c Config) policy {
+			return &prefixIndexPolicy{
+				ix:     newPrefixIndex(),
+				ring:   prefixAware{chain: !c.DisableSpillChain},
+				decode: int64(max(0, c.DecodeWeight)),
+			}
+		},
+		slack: DefaultIndexSlack,
 	})
 }
 
-// missWeight multiplies a candidate's uncached prompt tokens in its cost:
-// a miss costs its prefill now and, once cached, the room it takes, which
-// evicts prefixes someone will prefill again; queued work delays only this
-// request. With 1 the policy copies hot prefixes onto more replicas
-// whenever a queue forms: zipf's hit rate drops 0.9 points below consistent
-// hashing and the Mooncake trace's 3 points; 8 loses nothing on the
-// synthetic workloads and recovers most of the trace (docs/routing.md).
+// Tuning constants of the cost model and the cold rules; the figures
+// behind each value are in docs/routing.md, "Tuning constants".
+
+// missWeight multiplies a candidate's uncached prompt tokens in its cost: a
+// miss costs its prefill now and, once cached, the room it takes.
 const missWeight = 8
 
-// marginRequests is how many requests' DecodeWeight a warm candidate's
-// cost may exceed the cheapest's and still be chosen for its ring order:
-// room for routers whose load views differ by a few requests to agree.
+// marginRequests is how many requests' DecodeWeight a warm candidate may
+// cost above the cheapest and still win by ring order, so routers whose
+// load views differ a little agree.
 const marginRequests = 4
 
-// A prompt is warm when some candidate holds at least warmBlocks blocks
-// more of it than every candidate does, and, if several candidates hold
-// that longest match, warmTokens tokens more; else it is cold and the ring
-// places it. The token floor keeps short shared prefixes (a chat's system
-// prompt) from deciding placement: each router knows only the holders it
-// sent them to, so routers that pick among those holders disagree, while
-// the ring key past the prefix is the same for all. A short match only one
-// candidate holds (a conversation's own history) stays warm. 160 was
-// chosen on sharegpt (docs/routing.md).
+// A prompt is warm when some candidate holds warmBlocks blocks more of it
+// than every candidate does and, if several hold that match, warmTokens
+// tokens more; else the ring places it. The token floor keeps a short
+// shared prefix, whose holders each router knows only in part, from
+// deciding placement.
 const (
 	warmBlocks = 1
 	warmTokens = 160
 )
 
 // coldMarginTokens is how much more queued work (uncharged prefill plus
-// DecodeWeight per held request, in prompt tokens) a cold prompt's ring home
-// may have than the least loaded candidate and still be chosen. The ring
-// places cold prompts so that routers agree, but it counts requests, not
-// their size: on the Mooncake trace (prompts of 1 to 126 thousand tokens)
-// the ring gave one replica 27% more prefill than another, TTFT p90 2.26 s
-// and p99 8.06 s. Sending a cold prompt past a home that has more than
-// 1,024 tokens (about 70 ms of prefill on the simulated engines) of extra
-// work queued gives p90 1.68 s and p99 5.45 s there, and lifts zipf's hit
-// rate 0.15 point (hot documents' new requests no longer pile behind a
-// busy home). 4,096 was measured too: fewer moves, hit rate 0.4 point lower
-// on the trace (docs/routing.md).
-//
-// Under saturation every member has seconds of work queued and a fixed
-// margin moved nearly every new document off its home by momentary noise,
-// scattering documents until caches thrashed (long-context at 6×: p90 9.2 s
-// against 0.8 s), so the margin grows to a quarter of the least loaded
-// candidate's queued work (coldMarginShare).
+// DecodeWeight per held request) a cold prompt's ring home may have than
+// the least loaded candidate and still take it: the ring counts requests,
+// not their size.
 const coldMarginTokens = 1024
 
-// coldMarginShare: the margin is at least 1/coldMarginShare of the least
-// loaded candidate's queued work (see coldMarginTokens).
+// coldMarginShare: the cold margin is at least 1/coldMarginShare of the
+// least loaded candidate's queued work, so that under saturation noise
+// does not move documents off their homes.
 const coldMarginShare = 4
 
-// indexCapacityPercent sizes a member's index against its KV cache. Above
-// 100 the index remembers a conversation a little past the point its cache
-// may have dropped it, so its next turn goes back to that member (the
-// feedback forgets what turns out to be gone) rather than starting a copy
-// elsewhere: measured on the Mooncake trace, 100: hit 27.9%, 125: 28.3%,
-// 150: 28.4% with more mispredictions; the synthetic workloads do not change
-// (docs/routing.md).
+// indexCapacityPercent sizes a member's index against its KV cache: a
+// little over, so a conversation's next turn returns to its member rather
+// than start a copy (feedback forgets what turns out to be gone).
 const indexCapacityPercent = 125
 
 // prefixIndexPolicy routes by predicted work. It remembers, per member, the
 // prompt blocks it sent there (prefixIndex, bounded by each member's KV
 // cache size) and for each candidate predicts the work of sending the
 // request there, in prompt tokens: the prefill the member does not hold
-// (PromptTokens minus its matched prefix, counted missWeight times) plus the
-// work already queued
-// there (prefill charged to earlier picks and not yet started, and
-// DecodeWeight per request it holds). The cheapest candidate below its
-// bound wins; ties go to the first in ring order from the key's home.
+// (PromptTokens minus its matched prefix, counted missWeight times) plus
+// the work already queued there (prefill charged to earlier picks and not
+// yet started, and DecodeWeight per request it holds). The cheapest
+// candidate below its bound wins; ties go to the first in ring order from
+// the key's home.
 //
 // A cold prefix, one that no candidate holds warmTokens further than more
 // than half of them do, is placed by the ring as prefix-aware places it
 // (home, spill chain, walk, all under the bound), so independent routers
 // send a new prefix to the same member and their indexes agree, unless the
-// home has more than coldMarginTokens more queued work than another
-// candidate and this router sees the whole fleet's traffic (no load hints). When candidates hold the start of
-// the prompt (a shared system prompt), the ring key is the first block past
-// it instead of Key, which would send every request behind the shared
-// prompt to one home.
+// home is over the work or cache bound of placeCold. When candidates hold
+// the start of the prompt (a shared system prompt), the ring key is the
+// first block past it instead of Key, which would send every request
+// behind the shared prompt to one home.
 type prefixIndexPolicy struct {
 	ix     *prefixIndex
 	ring   prefixAware
 	decode int64
 }
+
+func (p *prefixIndexPolicy) readsBlocks() {}
+
+func (p *prefixIndexPolicy) learnPlaced(id int32, blocks []uint64) { p.ix.learn(id, blocks, nil) }
+
+func (p *prefixIndexPolicy) mispredictions() uint64 { return p.ix.mispredictions.Load() }
 
 func (p *prefixIndexPolicy) setMember(id int32, cacheTokens int) {
 	p.ix.mu.Lock()
@@ -128,32 +113,43 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 	if len(req.Blocks) == 0 || req.PromptTokens <= 0 {
 		return p.ring.pick(e, req)
 	}
-	ix := p.ix
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	sc := &ix.scratch
+	p.ix.mu.Lock()
+	defer p.ix.mu.Unlock()
 	order, home := p.candidates(e, req)
 	if len(order) == 0 {
 		return result{status: noCandidates, home: -1}
 	}
+	common, best, second := p.matches(e, req, order)
+	nb := len(req.Blocks)
+	tokens := func(blocks int) int64 { return int64(blocks) * int64(req.PromptTokens) / int64(nb) }
+	if best-common < warmBlocks || tokens(best-second) < warmTokens && tokens(best-common) < warmTokens {
+		return p.pickCold(e, req, order, cmp.Or(second, best), tokens)
+	}
+	return p.pickWarm(e, req, order, home, best, tokens)
+}
+
+// matches fills ix.matched for the candidates in order and returns common,
+// the match every candidate or more than half of them hold; best, the
+// longest match; and second, the longest match two or more candidates hold
+// (best itself when several hold it): the part of the prompt that is
+// shared.
+func (p *prefixIndexPolicy) matches(e *pickEnv, req *Request, order []int32) (common, best, second int) {
+	ix := p.ix
+	sc := &ix.scratch
 	sc.cand = zeroed(sc.cand, ix.words)
 	for _, i := range order {
 		id := e.s.members[i].st.id
 		sc.cand[id>>6] |= 1 << (id & 63)
 	}
-	// best is the longest match and nBest how many candidates hold it;
-	// second is the longest match two or more candidates hold (best
-	// itself when nBest > 1): the part of the prompt that is shared.
-	common, best, nBest, second := ix.match(req.Blocks, sc.cand), 0, 0, 0
+	common = ix.match(req.Blocks, sc.cand)
 	for _, i := range order {
 		m := int(ix.matched[e.s.members[i].st.id])
 		common = min(common, m)
 		switch {
 		case m > best:
-			second = best
-			best, nBest = m, 1
+			best, second = m, best
 		case m == best:
-			nBest, second = nBest+1, best
+			second = best
 		case m > second:
 			second = m
 		}
@@ -163,68 +159,60 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 	// seen some members hold it: following it would keep this router's
 	// new prompts on the members it happened to send it to first, and with
 	// several routers, each with its own index, they would disagree.
-	// Measured: 4 routers on the Mooncake trace, one of them never sent a
-	// request to one replica, another to two; hit 19.7% against 27.7% with
-	// one router.
-	common = max(common, ix.majorityMatch(order, e))
+	return max(common, ix.majorityMatch(order, e)), best, second
+}
+
+// pickCold places a cold prompt, base blocks of which are held where it
+// would go. Cold includes a short match only one candidate holds: that is
+// a conversation's own short history as this router saw it, or a shared
+// prompt this router happens to have sent to one member. Other routers
+// that did not see it place the prompt by the block past the shared part,
+// so this router does the same and they all agree.
+func (p *prefixIndexPolicy) pickCold(e *pickEnv, req *Request, order []int32, base int, tokens func(int) int64) result {
 	nb := len(req.Blocks)
-	tokens := func(blocks int) int64 { return int64(blocks) * int64(req.PromptTokens) / int64(nb) }
-
-	if best-common < warmBlocks || tokens(best-second) < warmTokens && tokens(best-common) < warmTokens {
-		// Cold, including a short match only one candidate holds: that is
-		// a conversation's own short history as this router saw it, or a
-		// shared prompt this router happens to have sent to one member.
-		// Other routers that did not see it place the prompt by the block
-		// past the shared part, so this router does the same and they all
-		// agree.
-		key, base := req.Key, cmp.Or(second, best)
-		if k := heldSamples(base, nb); base > 0 && k < samples(nb) {
-			// The start is held everywhere, or is too short to matter (a
-			// shared system prompt): place by the first sampled block past
-			// it, where prompts behind that shared start differ and which
-			// every router computes alike.
-			key = req.Blocks[samplePos(k, nb)]
-		}
-		res, why := p.placeCold(e, req, order, key, nb)
-		p.explainCosts(e, req, order, res, why)
-		if res.status != picked {
-			return res
-		}
-		return p.charge(e, req, res, tokens)
+	key := req.Key
+	if k := heldSamples(base, nb); base > 0 && k < samples(nb) {
+		// The start is held everywhere, or is too short to matter (a
+		// shared system prompt): place by the first sampled block past
+		// it, where prompts behind that shared start differ and which
+		// every router computes alike.
+		key = req.Blocks[samplePos(k, nb)]
 	}
+	res, why := p.placeCold(e, req, order, key, nb)
+	p.explainCosts(e, req, order, res, why)
+	if res.status != picked {
+		return res
+	}
+	return p.charge(e, req, res, tokens)
+}
 
-	// Warm: the cheapest candidate below its bound, or, among those whose
-	// cost is within marginRequests requests' decode weight of it, the first in ring order from
-	// the first sampled block past the best match: that block is the same
-	// for every router, so routers that know the same prefix holders send
-	// the request to the same one (turn 2 of a chat through another router
-	// than turn 1 follows turn 1). A failed take means a concurrent pick
-	// charged that member first; look again with fresh loads.
+// pickWarm places a warm prompt, best blocks of which some candidate
+// holds: on the cheapest candidate below its bound, or, among those whose
+// cost is within marginRequests requests' decode weight of it, the first
+// in ring order from the first sampled block past the best match: that
+// block is the same for every router, so routers that know the same
+// prefix holders send the request to the same one (turn 2 of a chat
+// through another router than turn 1 follows turn 1). A failed take means
+// a concurrent pick charged that member first; look again with fresh
+// loads.
+func (p *prefixIndexPolicy) pickWarm(e *pickEnv, req *Request, order []int32, home int32, best int, tokens func(int) int64) result {
+	ix := p.ix
+	nb := len(req.Blocks)
 	keyW := req.Key
 	if k := heldSamples(best, nb); k < samples(nb) {
 		keyW = req.Blocks[samplePos(k, nb)]
 	}
 	margin := p.decode * marginRequests
 	for attempt := 0; attempt <= len(order)+4; attempt++ {
-		var minCost int64 = -1
-		for _, i := range order {
-			m := &e.s.members[i]
-			if m.st.load()+1 > e.limit(i, true) {
-				continue
-			}
-			c := p.cost(m.st, req.PromptTokens, tokens(int(ix.matched[m.st.id])))
-			if minCost < 0 || c < minCost {
-				minCost = c
-			}
-		}
+		minCost := p.minCost(e, req, order, tokens)
 		if minCost < 0 {
 			p.explainCosts(e, req, order, result{status: saturated}, "")
 			return result{status: saturated, home: home}
 		}
 		bi := int32(-1)
 		var bestCost int64
-		sc.walk.reset(e, order, keyW)
-		for i := sc.walk.next(); i >= 0; i = sc.walk.next() {
+		ix.scratch.walk.reset(e, order, keyW)
+		for i := ix.scratch.walk.next(); i >= 0; i = ix.scratch.walk.next() {
 			m := &e.s.members[i]
 			if m.st.load()+1 > e.limit(i, true) {
 				continue
@@ -252,6 +240,23 @@ func (p *prefixIndexPolicy) pick(e *pickEnv, req *Request) result {
 	return result{status: saturated, home: home}
 }
 
+// minCost is the least cost of the candidates in order below their bound,
+// or -1 if none is.
+func (p *prefixIndexPolicy) minCost(e *pickEnv, req *Request, order []int32, tokens func(int) int64) int64 {
+	var least int64 = -1
+	for _, i := range order {
+		m := &e.s.members[i]
+		if m.st.load()+1 > e.limit(i, true) {
+			continue
+		}
+		c := p.cost(m.st, req.PromptTokens, tokens(int(p.ix.matched[m.st.id])))
+		if least < 0 || c < least {
+			least = c
+		}
+	}
+	return least
+}
+
 // majorityMatch is the longest match more than half of the candidates in
 // order hold (from ix.matched, filled by match).
 func (ix *prefixIndex) majorityMatch(order []int32, e *pickEnv) int {
@@ -264,16 +269,10 @@ func (ix *prefixIndex) majorityMatch(order []int32, e *pickEnv) int {
 	return int(ms[len(ms)-(len(ms)/2+1)])
 }
 
-// cacheLoadFactor bounds what the cold path puts in one member's cache:
-// a cold prefix skips a ring candidate whose index already holds more than
-// cacheLoadFactor × the candidates' mean entries (this prompt's counted).
-// Bounded loads over requests alone leave each member the prefixes its ring
-// arcs happen to draw (84 equal documents land 8 to 16 per member in
-// TestPrefixIndexColdCacheBound), and at 6× the long-context base rate the
-// members that drew the most fill their KV cache with documents, admit
-// fewer requests and overflow their bound, so documents are copied and
-// every cache thrashes (docs/simulation.md, "Rate curves"). With 1.1 that
-// test's most loaded member holds 13 of a mean of 12.
+// cacheLoadFactor bounds what the cold path puts in one member's cache: a
+// cold prefix skips a ring candidate whose index would hold more than
+// cacheLoadFactor × the candidates' mean entries, since the ring's arcs
+// alone give members uneven shares of the prefixes.
 const cacheLoadFactor = 1.1
 
 // cacheFloor: a member whose index is under 1/cacheFloor full takes its
@@ -284,7 +283,7 @@ const cacheLoadFactor = 1.1
 const cacheFloor = 8
 
 // cacheSoleRouter: the cache bound applies while other routers' hinted
-// load is under 1/cacheSoleRouter of the fleet's (see coldPick).
+// load is under 1/cacheSoleRouter of the fleet's (see placeCold).
 const cacheSoleRouter = 4
 
 // placeCold places a cold prompt by the ring from key (home, spill chain,
@@ -298,88 +297,30 @@ const cacheSoleRouter = 4
 //     candidate's work if larger, is passed over. Only without load
 //     hints: a router's queued prefill is only its own, and a prompt it
 //     moves off its home is not where the routers that have not seen it
-//     send its next turn (4 routers on the Mooncake trace: hit 24.9% with
-//     the margin against 28.2% without).
+//     send its next turn.
 //   - Cache: a candidate whose index would hold more than cacheLoadFactor ×
 //     the candidates' mean entries (this prompt counted) is passed over,
 //     unless it is under 1/cacheFloor full. Only while other routers'
 //     hinted load is under 1/cacheSoleRouter of the fleet's: each router's
 //     index sees only its share, and their walks would send one new prefix
-//     to different members (4 routers, long-context: 97.7% → 88.0% hit).
+//     to different members.
 //     While some candidate under both bounds holds nothing, every candidate
 //     that holds something but none of this prompt is over the cache bound
 //     too, whatever cacheFloor says: the ring draws homes with repeats,
-//     and prompts that every later request follows (the agent workload's
-//     8 prompts, 5 homes on 7 members) left members that never served
-//     (TTFT p99 123 ms against 111 with all serving). Routers without
-//     hints disagree on at most the first prompts, until every member
-//     holds one.
+//     and prompts that every later request follows would leave members
+//     that never serve. Routers without hints disagree on at most the
+//     first prompts, until every member holds one.
 func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, key uint64, nb int) (result, string) {
 	const byRing = "cold prefix: placed by the ring"
 	hints := e.r.hints.Load()
-	byWork := hints == 0
-	byCache := hints == 0 || hints*cacheSoleRouter <= e.r.total.Load()+hints
-	if !byWork && !byCache {
+	g := coldGate{p: p, e: e, byWork: hints == 0, byCache: hints == 0 || hints*cacheSoleRouter <= e.r.total.Load()+hints}
+	if !g.byWork && !g.byCache {
 		return p.ring.pickKey(e, req, key), byRing
 	}
-	ix := p.ix
-	add := int64(samples(nb))
-	var sum int64
-	for _, i := range order {
-		sum += int64(ix.mem[e.s.members[i].st.id].n)
-	}
-	bound := int64(math.Ceil(cacheLoadFactor * float64(sum+add) / float64(len(order))))
-	overBound := func(m *idxMember) bool {
-		return byCache && int64(m.n)+add > max(bound, int64(m.capacity/cacheFloor))
-	}
-	// empty: some candidate under both bounds holds nothing. A member that
-	// caches nothing takes a new prefix without evicting anything, so every
-	// candidate that holds something, but none of this prompt, is then over
-	// the cache bound. One that holds part of it (a short history or
-	// prompt the ring sent there before) keeps it: moving it would be a
-	// miss.
-	empty := false
-	for _, i := range order {
-		st := e.s.members[i].st
-		if m := &ix.mem[st.id]; byCache && m.n == 0 && st.load()+1 <= e.limit(i, true) && !overBound(m) {
-			empty = true
-			break
-		}
-	}
-	elsewhere := func(id int32) bool {
-		return empty && ix.mem[id].n > 0 && ix.matched[id] == 0
-	}
-	overCache := func(id int32) bool {
-		return overBound(&ix.mem[id]) || elsewhere(id)
-	}
-	// least is the least queued work of the candidates under both the
-	// request and the cache bound, so that one of them always passes.
-	var least int64 = -1
-	for _, i := range order {
-		st := e.s.members[i].st
-		if byWork && st.load()+1 <= e.limit(i, true) && !overCache(st.id) {
-			if w := p.queued(st); least < 0 || w < least {
-				least = w
-			}
-		}
-	}
-	// fails says why candidate i may not take the prompt, or "".
-	fails := func(i int32) string {
-		st := e.s.members[i].st
-		if m := &ix.mem[st.id]; overCache(st.id) {
-			if elsewhere(st.id) {
-				return fmt.Sprintf("cache bound: index holds %d entries while another candidate holds none", m.n)
-			}
-			return fmt.Sprintf("cache bound: index holds %d entries, bound %d", m.n, bound)
-		}
-		if margin := max(coldMarginTokens, least/coldMarginShare); byWork && least >= 0 && p.queued(st) > least+margin {
-			return "cold prefix: more than " + strconv.FormatInt(margin, 10) + " tokens more queued work than the least loaded candidate"
-		}
-		return ""
-	}
+	g.measure(order, nb)
 	// A failed take means a concurrent pick charged that member first;
 	// look again with fresh loads.
-	w := &ix.scratch.walk
+	w := &p.ix.scratch.walk
 	for attempt := 0; attempt <= len(order); attempt++ {
 		w.reset(e, order, key)
 		home, first, moved := int32(-1), true, false
@@ -392,7 +333,7 @@ func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, k
 			if e.s.members[i].st.load()+1 > lim {
 				continue
 			}
-			if f := fails(i); f != "" {
+			if f := g.fails(i); f != "" {
 				if e.ex != nil {
 					e.ex.skipNot(e.s.members[i].name, "cold-walk", f)
 				}
@@ -418,6 +359,83 @@ func (p *prefixIndexPolicy) placeCold(e *pickEnv, req *Request, order []int32, k
 		}
 	}
 	return p.ring.pickKey(e, req, key), byRing
+}
+
+// coldGate holds the work and cache bounds of one cold placement (see
+// placeCold).
+type coldGate struct {
+	p               *prefixIndexPolicy
+	e               *pickEnv
+	byWork, byCache bool
+	add             int64 // index entries this prompt adds
+	bound           int64 // the cache bound in index entries
+	// empty: some candidate under both bounds holds nothing.
+	empty bool
+	// least is the least queued work of the candidates under both the
+	// request and the cache bound, so that one of them always passes; -1
+	// when there is none or the work bound is off.
+	least int64
+}
+
+// measure computes the bounds over the candidates in order for a prompt
+// of nb blocks.
+func (g *coldGate) measure(order []int32, nb int) {
+	e, ix := g.e, g.p.ix
+	g.add = int64(samples(nb))
+	var sum int64
+	for _, i := range order {
+		sum += int64(ix.mem[e.s.members[i].st.id].n)
+	}
+	g.bound = int64(math.Ceil(cacheLoadFactor * float64(sum+g.add) / float64(len(order))))
+	// A member that caches nothing takes a new prefix without evicting
+	// anything, so while one does, every candidate that holds something,
+	// but none of this prompt, is over the cache bound. One that holds
+	// part of it (a short history or prompt the ring sent there before)
+	// keeps it: moving it would be a miss.
+	for _, i := range order {
+		st := e.s.members[i].st
+		if m := &ix.mem[st.id]; g.byCache && m.n == 0 && st.load()+1 <= e.limit(i, true) && !g.overBound(m) {
+			g.empty = true
+			break
+		}
+	}
+	g.least = -1
+	for _, i := range order {
+		st := e.s.members[i].st
+		if g.byWork && st.load()+1 <= e.limit(i, true) && !g.overCache(st.id) {
+			if w := g.p.queued(st); g.least < 0 || w < g.least {
+				g.least = w
+			}
+		}
+	}
+}
+
+func (g *coldGate) overBound(m *idxMember) bool {
+	return g.byCache && int64(m.n)+g.add > max(g.bound, int64(m.capacity/cacheFloor))
+}
+
+func (g *coldGate) elsewhere(id int32) bool {
+	ix := g.p.ix
+	return g.empty && ix.mem[id].n > 0 && ix.matched[id] == 0
+}
+
+func (g *coldGate) overCache(id int32) bool {
+	return g.overBound(&g.p.ix.mem[id]) || g.elsewhere(id)
+}
+
+// fails says why candidate i may not take the prompt, or "".
+func (g *coldGate) fails(i int32) string {
+	st := g.e.s.members[i].st
+	if m := &g.p.ix.mem[st.id]; g.overCache(st.id) {
+		if g.elsewhere(st.id) {
+			return fmt.Sprintf("cache bound: index holds %d entries while another candidate holds none", m.n)
+		}
+		return fmt.Sprintf("cache bound: index holds %d entries, bound %d", m.n, g.bound)
+	}
+	if margin := max(coldMarginTokens, g.least/coldMarginShare); g.byWork && g.least >= 0 && g.p.queued(st) > g.least+margin {
+		return "cold prefix: more than " + strconv.FormatInt(margin, 10) + " tokens more queued work than the least loaded candidate"
+	}
+	return ""
 }
 
 // queued is the work already waiting on st, in prompt tokens: prefill
@@ -450,7 +468,7 @@ func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens 
 	// outcome settles; tryPick takes one for the other picks.
 	sl := slots.Get().(*releaseSlot)
 	e.slot = sl
-	sl.ix, sl.matched, sl.blocks = ix, matched, len(req.Blocks)
+	sl.learner, sl.matched, sl.blocks = ix, matched, len(req.Blocks)
 	sl.prefill = max(0, int64(req.PromptTokens-res.tokens))
 	st.prefill.Add(sl.prefill)
 	ix.insert(st.id, req.Blocks, heldSamples(matched, len(req.Blocks)))
@@ -557,32 +575,24 @@ type IndexStats struct {
 	Mispredictions, CorrectedBlocks uint64
 }
 
-// IndexStats reports the prefix index; ok is false when the policy keeps
-// none.
-func (r *Router) IndexStats() (stats IndexStats, ok bool) {
-	// r.mu orders this against Reconfigure, which moves the count of a
-	// replaced index into r.mispredicted.
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := r.snap.Load()
-	p, isIndex := s.policy.(*prefixIndexPolicy)
-	if !isIndex {
-		// Mispredictions of an index replaced by Reconfigure still count.
-		return IndexStats{Mispredictions: r.mispredicted}, false
+// indexStats reports the index's memory and entries per member; the
+// router adds the mispredictions of replaced policies.
+func (p *prefixIndexPolicy) indexStats(members []memberView) IndexStats {
+	stats := IndexStats{
+		MemberBytes:   make(map[string]int64, len(members)),
+		MemberEntries: make(map[string]int, len(members)),
 	}
-	stats.MemberBytes = make(map[string]int64, len(s.members))
-	stats.MemberEntries = make(map[string]int, len(s.members))
 	p.ix.mu.Lock()
-	for i := range s.members {
-		m := &s.members[i]
+	for i := range members {
+		m := &members[i]
 		stats.MemberBytes[m.name], stats.Bytes = p.ix.memory(m.st.id)
 		stats.MemberEntries[m.name] = p.ix.held(m.st.id)
 	}
-	if len(s.members) == 0 {
+	if len(members) == 0 {
 		_, stats.Bytes = p.ix.memory(-1)
 	}
 	p.ix.mu.Unlock()
-	stats.Mispredictions = r.mispredicted + p.ix.mispredictions.Load()
+	stats.Mispredictions = p.ix.mispredictions.Load()
 	stats.CorrectedBlocks = p.ix.corrections.Load()
-	return stats, true
+	return stats
 }

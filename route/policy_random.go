@@ -1,7 +1,7 @@
 package route
 
 func init() {
-	register("random", func(Config) policy { return randomPolicy{} })
+	register("random", policyEntry{build: func(Config) policy { return randomPolicy{} }})
 }
 
 // randomPolicy sends each request to a uniformly random candidate below its

@@ -199,7 +199,7 @@ func NewTargets(cfg Config, members []Target) (*Router, error) {
 		return nil, err
 	}
 	r := &Router{states: make(map[string]*memberState)}
-	r.snap.Store(&snapshot{cfg: &cfg, policy: policies[cfg.Policy](cfg), ring: buildRing(nil, cfg.VirtualNodes), byName: map[string]int32{}, byModel: map[string]int{}})
+	r.snap.Store(&snapshot{cfg: &cfg, policy: policies[cfg.Policy].build(cfg), ring: buildRing(nil, cfg.VirtualNodes), byName: map[string]int32{}, byModel: map[string]int{}})
 	seed := cfg.Seed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -224,6 +224,48 @@ func staticTargets(members []Member) []Target {
 // Config returns the configuration in force, defaults filled in.
 func (r *Router) Config() Config { return *r.snap.Load().cfg }
 
+// NeedsBlocks reports whether the policy in force reads Request.Blocks and
+// PromptTokens; for any other, a caller need not hash the prompt.
+func (r *Router) NeedsBlocks() bool {
+	_, ok := r.snap.Load().policy.(blockReader)
+	return ok
+}
+
+// LearnsPlacements reports whether the policy in force remembers where its
+// picks sent each prompt and follows that later: a caller that may discard
+// a pick (its member not allowed after all) should ask Explain first, since
+// a discarded pick is still remembered.
+func (r *Router) LearnsPlacements() bool {
+	_, ok := r.snap.Load().policy.(placementLearner)
+	return ok
+}
+
+// PlacesByKey reports whether the policy in force sends each request to
+// its key's home (Home) unless the home is over a bound, so that a change
+// of members moves only the keys of the members added or removed.
+func (r *Router) PlacesByKey() bool {
+	_, ok := r.snap.Load().policy.(keyPlacer)
+	return ok
+}
+
+// IndexStats reports the prefix index; ok is false when the policy keeps
+// none.
+func (r *Router) IndexStats() (stats IndexStats, ok bool) {
+	// r.mu orders this against Reconfigure, which moves the count of a
+	// replaced index into r.mispredicted.
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.snap.Load()
+	p, ok := s.policy.(statsReporter)
+	if !ok {
+		// Mispredictions of an index replaced by Reconfigure still count.
+		return IndexStats{Mispredictions: r.mispredicted}, false
+	}
+	stats = p.indexStats(s.members)
+	stats.Mispredictions += r.mispredicted
+	return stats, true
+}
+
 // Reconfigure changes the settings in place: members, their in-flight
 // counts and load hints stay, requests in flight are released against the
 // same counters, and picks from now on use cfg. A change of policy (or of
@@ -240,14 +282,14 @@ func (r *Router) Reconfigure(cfg Config) error {
 	if cfg == *old.cfg {
 		return nil
 	}
-	if p, ok := old.policy.(*prefixIndexPolicy); ok {
-		r.mispredicted += p.ix.mispredictions.Load()
+	if p, ok := old.policy.(statsReporter); ok {
+		r.mispredicted += p.mispredictions()
 	}
 	targets := make([]Target, len(old.members))
 	for i := range old.members {
 		targets[i] = old.members[i].t
 	}
-	return r.publish(&cfg, policies[cfg.Policy](cfg), targets)
+	return r.publish(&cfg, policies[cfg.Policy].build(cfg), targets)
 }
 
 // SetMembers replaces the member set with static members (see SetTargets).
@@ -300,9 +342,7 @@ func (r *Router) publish(cfg *Config, pol policy, members []Target) error {
 		names[i] = views[i].name
 	}
 	rg := buildRing(names, cfg.VirtualNodes)
-	// prefix-index keeps per-member state keyed by memberState.id: it is
-	// told each member's size and which ids are forgotten.
-	pix, _ := pol.(*prefixIndexPolicy)
+	keeper, _ := pol.(memberKeeper)
 	byName := make(map[string]int32, len(views))
 	for i := range views {
 		st := r.states[views[i].name]
@@ -312,8 +352,8 @@ func (r *Router) publish(cfg *Config, pol policy, members []Target) error {
 		}
 		views[i].st = st
 		byName[views[i].name] = int32(i)
-		if pix != nil {
-			pix.setMember(st.id, cmp.Or(caches[views[i].name], cfg.DefaultCacheTokens))
+		if keeper != nil {
+			keeper.setMember(st.id, cmp.Or(caches[views[i].name], cfg.DefaultCacheTokens))
 		}
 	}
 	// Forget removed members once idle; one removed with requests in flight
@@ -326,8 +366,8 @@ func (r *Router) publish(cfg *Config, pol policy, members []Target) error {
 		r.hints.Add(-st.hint.Swap(0))
 		if st.inflight.Load() == 0 {
 			delete(r.states, name)
-			if pix != nil {
-				pix.dropMember(st.id)
+			if keeper != nil {
+				keeper.dropMember(st.id)
 			}
 			r.freeIDs = append(r.freeIDs, st.id)
 		}

@@ -413,15 +413,15 @@ func (x *exchange) pick(ctx context.Context) (route.Decision, error) {
 			"the gateway's endpoint subset hint is empty")
 	}
 	// The policy's own choice stands when the subset allows it, so a
-	// subset that covers the pool routes exactly as without one. Under
-	// prefix-index a dry run asks first: its pick records the prompt in the
-	// prefix index of the member it chose, which must not happen for a
+	// subset that covers the pool routes exactly as without one. A policy
+	// that learns placements gets a dry run first: its pick records the
+	// prompt on the member it chose, which must not happen for a
 	// member the request never reaches. (A pick racing another may still
 	// choose outside the subset; that one is released, its record left.)
 	// The other policies record nothing, and a dry run would draw random's
 	// choice twice.
 	allowed := true
-	if rt.Config().Policy == "prefix-index" {
+	if rt.LearnsPlacements() {
 		dry := rt.Explain(x.req)
 		allowed = dry.Err == nil && slices.Contains(x.subset, dry.Backend)
 	}

@@ -161,9 +161,9 @@ func (p *Pipeline) Normalize(ctx context.Context, dst, raw []byte, mode normaliz
 		prefixLength = p.cfg.PrefixLength
 	}
 	opts := normalize.Options{Mode: mode, MaxBodyBytes: int(p.cfg.MaxDecodedBytes), MaxDepth: p.cfg.MaxDepth, MaxStringBytes: p.cfg.MaxStringBytes}
-	// Only prefix-index reads the prompt's blocks; other policies skip
-	// hashing the whole prompt.
-	kopts := normalize.KeyOptions{Mode: mode, Group: group, PrefixLength: prefixLength, Blocks: p.router.Config().Policy == "prefix-index"}
+	// Only a policy that reads the prompt's blocks gets them; the others
+	// skip hashing the whole prompt.
+	kopts := normalize.KeyOptions{Mode: mode, Group: group, PrefixLength: prefixLength, Blocks: p.router.NeedsBlocks()}
 	var scope normalize.Scope
 	if tenant := tenantFrom(ctx); tenant != "" {
 		scope = p.tenantScope(tenant)

@@ -83,8 +83,8 @@ type routePicker struct {
 	names  []string // replica index -> member name
 	idx    map[string]int
 	blocks []uint64 // scratch: a request's blocks
-	// withBlocks passes prompt blocks (only prefix-index reads them);
-	// learn also hands it the answers' blocks.
+	// withBlocks passes prompt blocks (to a policy that reads them); learn
+	// also hands it the answers' blocks.
 	withBlocks, learn bool
 }
 
@@ -103,7 +103,7 @@ func newRoutePicker(cfg route.Config, active []int, threshold int, learn bool) (
 	if err != nil {
 		return nil, err
 	}
-	p := &routePicker{r: r, idx: map[string]int{}, withBlocks: cfg.Policy == "prefix-index", learn: learn}
+	p := &routePicker{r: r, idx: map[string]int{}, withBlocks: r.NeedsBlocks(), learn: learn}
 	p.index(active)
 	return p, nil
 }

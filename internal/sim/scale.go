@@ -87,11 +87,11 @@ func resolveScale(evs []ScaleEvent, span time.Duration, replicas int) ([]scaleAt
 }
 
 // applyScale adds or removes replicas at now. Removed replicas finish what
-// they hold; they take nothing new. For ring policies it measures the share
-// of the workload's distinct keys whose home moved.
+// they hold; they take nothing new. For policies that place by key it
+// measures the share of the workload's distinct keys whose home moved.
 func (f *fleet) applyScale(s scaleAt, now time.Time) error {
 	rp, ring := f.pickers[0].(*routePicker)
-	ring = ring && (f.policy == "prefix-aware" || f.policy == "consistent-hash")
+	ring = ring && rp.r.PlacesByKey()
 	var before map[uint64]string
 	if ring {
 		before = map[uint64]string{}

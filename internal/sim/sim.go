@@ -195,77 +195,114 @@ func isTrace(name string) bool { return len(name) > 6 && name[:6] == "trace:" }
 
 // Simulate runs every policy of opts over w.
 func Simulate(w *Workload, opts Options) (*Report, error) {
-	if opts.Seed == 0 {
-		opts.Seed = 1
-	}
-	if opts.Replicas == 0 {
-		opts.Replicas = w.Replicas
-	}
-	if opts.Replicas < 1 || opts.Replicas > 1024 {
-		return nil, fmt.Errorf("sim: --replicas %d out of range 1..1024", opts.Replicas)
-	}
-	if opts.Routers == 0 {
-		opts.Routers = 1
-	}
-	if opts.Routers < 1 || opts.Routers > 256 {
-		return nil, fmt.Errorf("sim: --routers %d out of range 1..256", opts.Routers)
-	}
-	if opts.LoadHintInterval < 0 {
-		return nil, fmt.Errorf("sim: --load-hint %v must not be negative", opts.LoadHintInterval)
-	}
-	if opts.Threshold == 0 {
-		opts.Threshold = route.DefaultThreshold
-	}
-	if opts.LoadFactor == 0 {
-		opts.LoadFactor = route.DefaultLoadFactor
-	}
-	if opts.SLO == 0 {
-		opts.SLO = DefaultSLO
-	}
-	if opts.SLO < 0 {
-		return nil, fmt.Errorf("sim: --slo %v must be positive", opts.SLO)
+	opts, err := opts.resolve(w)
+	if err != nil {
+		return nil, err
 	}
 	pols := opts.Policies
 	if len(pols) == 0 {
 		pols = PolicyNames
 	}
+	if err := checkPolicies(w, pols, opts); err != nil {
+		return nil, err
+	}
+	if err := prepare(w, opts.PrefixLength); err != nil {
+		return nil, err
+	}
+	span := w.Requests[len(w.Requests)-1].At
+	scale, err := resolveScale(opts.Scale, span, opts.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	rep := newReport(w, opts, scale)
+	if err := runPolicies(rep, w, opts, pols, scale); err != nil {
+		return nil, err
+	}
+	rep.VirtualSeconds = span.Seconds()
+	return rep, nil
+}
+
+// resolve checks o and fills in the defaults of its zero fields for w.
+func (o Options) resolve(w *Workload) (Options, error) {
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.Replicas == 0 {
+		o.Replicas = w.Replicas
+	}
+	if o.Replicas < 1 || o.Replicas > 1024 {
+		return o, fmt.Errorf("sim: --replicas %d out of range 1..1024", o.Replicas)
+	}
+	if o.Routers == 0 {
+		o.Routers = 1
+	}
+	if o.Routers < 1 || o.Routers > 256 {
+		return o, fmt.Errorf("sim: --routers %d out of range 1..256", o.Routers)
+	}
+	if o.LoadHintInterval < 0 {
+		return o, fmt.Errorf("sim: --load-hint %v must not be negative", o.LoadHintInterval)
+	}
+	if o.Threshold == 0 {
+		o.Threshold = route.DefaultThreshold
+	}
+	if o.LoadFactor == 0 {
+		o.LoadFactor = route.DefaultLoadFactor
+	}
+	if o.SLO == 0 {
+		o.SLO = DefaultSLO
+	}
+	if o.SLO < 0 {
+		return o, fmt.Errorf("sim: --slo %v must be positive", o.SLO)
+	}
+	return o, nil
+}
+
+// checkPolicies checks that every policy of pols exists and that w can be
+// replayed if asked to.
+func checkPolicies(w *Workload, pols []string, opts Options) error {
 	for _, p := range pols {
 		if p == ReplayPolicy {
 			if err := checkReplay(w, opts.Replicas, opts.Scale); err != nil {
-				return nil, err
+				return err
 			}
 			continue
 		}
 		if !slices.Contains(PolicyNames, p) {
-			return nil, fmt.Errorf("sim: unknown policy %q (have %v, or %s for a workload that carries its placement)", p, PolicyNames, ReplayPolicy)
+			return fmt.Errorf("sim: unknown policy %q (have %v, or %s for a workload that carries its placement)", p, PolicyNames, ReplayPolicy)
 		}
 	}
+	return nil
+}
+
+// prepare checks w's requests and computes their routing keys and blocks
+// with routing window prefixLength.
+func prepare(w *Workload, prefixLength int) error {
 	if len(w.Requests) == 0 {
-		return nil, errors.New("sim: workload has no requests")
+		return errors.New("sim: workload has no requests")
 	}
 	if err := checkCores(w.Cores); err != nil {
-		return nil, err
+		return err
 	}
 	if err := checkFollowers(w.Requests); err != nil {
-		return nil, err
+		return err
 	}
-	k := newKeyer(opts.PrefixLength)
+	k := newKeyer(prefixLength)
 	for i, r := range w.Requests {
 		r.index = i
 		var err error
 		if r.key, err = k.key(r); err != nil {
-			return nil, err
+			return err
 		}
 		if r.blk == nil {
 			k.blocks(r)
 		}
 	}
 	linkAnswers(w.Requests)
-	span := w.Requests[len(w.Requests)-1].At
-	scale, err := resolveScale(opts.Scale, span, opts.Replicas)
-	if err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// newReport is the report of a run of w under opts, before any policy ran.
+func newReport(w *Workload, opts Options, scale []scaleAt) *Report {
 	rate := opts.Rate
 	if rate == 0 {
 		rate = 1
@@ -279,6 +316,12 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 		rep.ScaleTimes = append(rep.ScaleTimes, s.at.Seconds())
 		rep.ScaleLabels = append(rep.ScaleLabels, s.label)
 	}
+	return rep
+}
+
+// runPolicies runs every policy of pols over w, opts.Parallel at once, and
+// the pooled bound beside them, into rep.
+func runPolicies(rep *Report, w *Workload, opts Options, pols []string, scale []scaleAt) error {
 	var done atomic.Int64
 	total := len(w.Requests) * (len(pols) + 1)
 	progress := func() {
@@ -317,11 +360,10 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 	}()
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return err
 	}
 	rep.Policies = results
-	rep.VirtualSeconds = span.Seconds()
-	return rep, nil
+	return nil
 }
 
 // flight is one request's journey through a run.
@@ -498,28 +540,9 @@ func (f *fleet) run() (PolicyResult, error) {
 	n := len(reqs)
 	arrived := 0
 	for f.finished+f.failed < n {
-		// Next engine event.
-		ei := -1
-		var te time.Time
-		for i, r := range f.reps {
-			if !r.busy {
-				continue
-			}
-			if ei < 0 || r.next.Before(te) {
-				ei, te = i, r.next
-			}
-		}
-		// Next arrival: the next independent request or the earliest turn
-		// released by an answer.
+		ei, te := f.nextEngineEvent()
+		areq, aat := f.nextArrival(starts, ai)
 		var ta, ts time.Time
-		var areq *Request
-		var aat time.Duration
-		if ai < len(starts) {
-			areq, aat = starts[ai], starts[ai].At
-		}
-		if len(f.turns) > 0 && (areq == nil || f.turns[0].at < aat) {
-			areq, aat = f.turns[0].req, f.turns[0].at
-		}
 		haveA, haveS := areq != nil, si < len(f.scale)
 		if haveA {
 			ta = epoch.Add(aat)
@@ -548,16 +571,8 @@ func (f *fleet) run() (PolicyResult, error) {
 			} else {
 				f.turns.pop()
 			}
-			fl := &flight{req: areq, at: aat, router: arrived % len(f.pickers)}
+			f.arrive(&flight{req: areq, at: aat, router: arrived % len(f.pickers)}, ta)
 			arrived++
-			if f.first < 0 {
-				f.first = aat
-			}
-			if len(f.queues[fl.router]) > 0 {
-				f.enqueue(fl)
-			} else if !f.dispatch(fl, ta) {
-				f.enqueue(fl)
-			}
 		default:
 			if f.opts.LoadHintInterval > 0 && f.refreshHints(epoch.Add(f.nextHint)) {
 				continue // stale hints held the queues back
@@ -568,7 +583,51 @@ func (f *fleet) run() (PolicyResult, error) {
 	return f.result(time.Since(start)), nil
 }
 
-// release schedules the turn that follows fl's request, think time after
+// nextEngineEvent is the busy replica whose engine steps next and when, or
+// -1 if none is busy.
+func (f *fleet) nextEngineEvent() (int, time.Time) {
+	ei := -1
+	var te time.Time
+	for i, r := range f.reps {
+		if !r.busy {
+			continue
+		}
+		if ei < 0 || r.next.Before(te) {
+			ei, te = i, r.next
+		}
+	}
+	return ei, te
+}
+
+// nextArrival is the request that arrives next and when: starts[ai], the
+// next independent request, or the earliest turn released by an answer;
+// nil when neither is left.
+func (f *fleet) nextArrival(starts []*Request, ai int) (*Request, time.Duration) {
+	var areq *Request
+	var aat time.Duration
+	if ai < len(starts) {
+		areq, aat = starts[ai], starts[ai].At
+	}
+	if len(f.turns) > 0 && (areq == nil || f.turns[0].at < aat) {
+		areq, aat = f.turns[0].req, f.turns[0].at
+	}
+	return areq, aat
+}
+
+// arrive hands fl, arriving at ta, to its router: behind the requests
+// already queued there, else to a replica, else into the queue.
+func (f *fleet) arrive(fl *flight, ta time.Time) {
+	if f.first < 0 {
+		f.first = fl.at
+	}
+	if len(f.queues[fl.router]) > 0 {
+		f.enqueue(fl)
+	} else if !f.dispatch(fl, ta) {
+		f.enqueue(fl)
+	}
+}
+
+// releaseNext schedules the turn that follows fl's request, think time after
 // now (when fl's answer came back, or it failed).
 func (f *fleet) releaseNext(fl *flight, now time.Time) {
 	if nx := fl.req.next; nx != nil {

@@ -65,16 +65,7 @@ func BuildWorkloadRate(name string, n int, seed uint64, x float64) (*Workload, e
 		return nil, fmt.Errorf("sim: --rate %v must be a positive number", x)
 	}
 	if file, ok := strings.CutPrefix(name, "trace:"); ok {
-		w, err := LoadTrace(file, n)
-		if err != nil {
-			return nil, err
-		}
-		if x != 1 {
-			for _, r := range w.Requests {
-				r.At = time.Duration(float64(r.At) / x)
-			}
-		}
-		return w, nil
+		return loadTraceRate(file, n, x)
 	}
 	if n <= 0 {
 		return nil, fmt.Errorf("sim: --requests must be positive, got %d", n)
@@ -87,95 +78,15 @@ func BuildWorkloadRate(name string, n int, seed uint64, x float64) (*Workload, e
 	w := &Workload{Name: name, Replicas: 7, Engine: preset.Engine}
 	switch name {
 	case "long-context":
-		w.Engine.CacheBlocks = lcCacheBlocks
-		w.Note = fmt.Sprintf("%d documents of %d tokens, uniform popularity; unique suffixes of 40-200 tokens; outputs 300-700 tokens; Poisson %.0f req/s; %d KV blocks per replica (about %d documents)",
-			lcDocs, lcPrefix, lcRate, lcCacheBlocks, lcCacheBlocks*vllmsim.BlockSize/lcPrefix)
-		t := 0.0
-		for i := range n {
-			t += g.exp(1 / (lcRate * x))
-			doc := g.intn(lcDocs)
-			w.Requests = append(w.Requests, &Request{
-				At: secs(t),
-				Messages: []Message{
-					{Role: "system", Content: []Segment{{ID: mix(uint64(doc) + 1<<40), Tokens: lcPrefix}}},
-					{Role: "user", Content: []Segment{{ID: mix(uint64(i) + 2<<40 + seed<<20), Tokens: 40 + g.intn(161)}}},
-				},
-				Output: lcOutMin + g.intn(lcOutSpan+1),
-			})
-		}
+		g.longContext(w, n, x, seed)
 	case "sharegpt":
-		// Short multi-turn chats: a few shared system prompts, turns of
-		// 20-200 tokens, answers of 50-400 tokens, think time ~10 s.
-		w.Engine.CacheBlocks = 4000
-		w.Note = "4 system prompts of 150 tokens; conversations of 1-6 turns, user turns 20-200 tokens, answers 50-400 tokens, think time 10 s; 4,000 KV blocks per replica"
-		w.Requests = g.conversations(n, 12*x, func(conv int) []Message {
-			return []Message{{Role: "system", Content: []Segment{{ID: mix(uint64(conv%4) + 3<<40), Tokens: 150}}}}
-		}, 6, 20, 200, 50, 400, 10, seed)
+		g.shareGPT(w, n, x, seed)
 	case "multitenant":
-		// 16 tenants share the same 2,000-token system prompt text; each
-		// tenant is a group with its own cache salt.
-		w.Salted = true
-		w.Engine.CacheBlocks = 6000
-		w.Note = "16 tenants (groups, cache-salted) with the same 2,000-token system prompt; 1-4 turns; 6,000 KV blocks per replica"
-		reqs := g.conversations(n, 10*x, func(int) []Message {
-			return []Message{{Role: "system", Content: []Segment{{ID: mix(4 << 40), Tokens: 2000}}}}
-		}, 4, 20, 200, 50, 300, 8, seed)
-		for i, r := range reqs {
-			r.Group = fmt.Sprintf("tenant-%02d", g.intn(16))
-			_ = i
-		}
-		// A conversation keeps its tenant.
-		byConv := map[uint64]string{}
-		for _, r := range reqs {
-			c := r.Messages[1].Content[0].ID
-			if t, ok := byConv[c]; ok {
-				r.Group = t
-			} else {
-				byConv[c] = r.Group
-			}
-		}
-		w.Requests = reqs
+		g.multitenant(w, n, x, seed)
 	case "zipf":
-		// Hot prefixes: 200 documents of 3,000 tokens, Zipf(1.1) popularity.
-		w.Engine.CacheBlocks = 8000
-		w.Note = "200 documents of 3,000 tokens, Zipf s=1.1 popularity; unique suffixes; Poisson 14 req/s; 8,000 KV blocks per replica"
-		z := newZipf(200, 1.1)
-		t := 0.0
-		for i := range n {
-			t += g.exp(1 / (14.0 * x))
-			doc := z.draw(g.float())
-			w.Requests = append(w.Requests, &Request{
-				At: secs(t),
-				Messages: []Message{
-					{Role: "system", Content: []Segment{{ID: mix(uint64(doc) + 5<<40), Tokens: 3000}}},
-					{Role: "user", Content: []Segment{{ID: mix(uint64(i) + 6<<40 + seed<<20), Tokens: 40 + g.intn(161)}}},
-				},
-				Output: 50 + g.intn(151),
-			})
-		}
+		g.zipfDocuments(w, n, x, seed)
 	case "agent":
-		// Tool loops: 8 agent types with 1,500-token system prompts; a task
-		// runs 4-20 steps, each adding a tool call and a tool result, so the
-		// context grows; steps follow each other after 2-4 s.
-		w.Engine.CacheBlocks = 12000
-		w.Note = "8 agent system prompts of 1,500 tokens; tasks of 4-20 steps, each adding a 30-80 token call and a 100-1,000 token tool result; 12,000 KV blocks per replica"
-		t := 0.0
-		for task := 0; len(w.Requests) < n; task++ {
-			t += g.exp(1 / (1.2 * x))
-			msgs := []Message{
-				{Role: "system", Content: []Segment{{ID: mix(uint64(task%8) + 7<<40), Tokens: 1500}}},
-				{Role: "user", Content: []Segment{{ID: mix(uint64(task) + 8<<40 + seed<<20), Tokens: 30 + g.intn(200)}}},
-			}
-			steps := 4 + g.intn(17)
-			at := t
-			for s := 0; s < steps && len(w.Requests) < n; s++ {
-				w.Requests = append(w.Requests, &Request{At: secs(at), Messages: slices.Clone(msgs), Output: 30 + g.intn(51)})
-				msgs = append(msgs,
-					Message{Role: "assistant", Content: []Segment{{ID: mix(uint64(task)<<8 + uint64(s) + 9<<40 + seed<<20), Tokens: 30 + g.intn(51)}}},
-					Message{Role: "tool", Content: []Segment{{ID: mix(uint64(task)<<8 + uint64(s) + 10<<40 + seed<<20), Tokens: 100 + g.intn(901)}}})
-				at += 2 + 2*g.float()
-			}
-		}
+		g.agent(w, n, x, seed)
 	case "shared-prefix":
 		g.sharedPrefix(w, n, x, seed)
 	case "multi-turn":
@@ -184,18 +95,142 @@ func BuildWorkloadRate(name string, n int, seed uint64, x float64) (*Workload, e
 		return nil, fmt.Errorf("sim: unknown workload %q (have %s, trace:FILE)", name, strings.Join(Workloads, ", "))
 	}
 	slices.SortStableFunc(w.Requests, func(a, b *Request) int { return int(a.At - b.At) })
-	if len(w.Requests) > n {
-		for _, r := range w.Requests[n:] {
-			r.dropped = true
-		}
-		w.Requests = w.Requests[:n]
+	w.truncate(n)
+	return w, nil
+}
+
+// loadTraceRate loads n requests of a trace (all if n <= 0) with its
+// timestamps divided by x.
+func loadTraceRate(file string, n int, x float64) (*Workload, error) {
+	w, err := LoadTrace(file, n)
+	if err != nil {
+		return nil, err
+	}
+	if x != 1 {
 		for _, r := range w.Requests {
-			if r.next != nil && r.next.dropped {
-				r.next = nil
-			}
+			r.At = time.Duration(float64(r.At) / x)
 		}
 	}
 	return w, nil
+}
+
+// truncate keeps the first n requests; a kept turn whose next turn was
+// dropped ends its session.
+func (w *Workload) truncate(n int) {
+	if len(w.Requests) <= n {
+		return
+	}
+	for _, r := range w.Requests[n:] {
+		r.dropped = true
+	}
+	w.Requests = w.Requests[:n]
+	for _, r := range w.Requests {
+		if r.next != nil && r.next.dropped {
+			r.next = nil
+		}
+	}
+}
+
+// longContext: documents of uniform popularity behind unique questions
+// (see the calibration above).
+func (g *gen) longContext(w *Workload, n int, x float64, seed uint64) {
+	w.Engine.CacheBlocks = lcCacheBlocks
+	w.Note = fmt.Sprintf("%d documents of %d tokens, uniform popularity; unique suffixes of 40-200 tokens; outputs 300-700 tokens; Poisson %.0f req/s; %d KV blocks per replica (about %d documents)",
+		lcDocs, lcPrefix, lcRate, lcCacheBlocks, lcCacheBlocks*vllmsim.BlockSize/lcPrefix)
+	t := 0.0
+	for i := range n {
+		t += g.exp(1 / (lcRate * x))
+		doc := g.intn(lcDocs)
+		w.Requests = append(w.Requests, &Request{
+			At: secs(t),
+			Messages: []Message{
+				{Role: "system", Content: []Segment{{ID: mix(uint64(doc) + 1<<40), Tokens: lcPrefix}}},
+				{Role: "user", Content: []Segment{{ID: mix(uint64(i) + 2<<40 + seed<<20), Tokens: 40 + g.intn(161)}}},
+			},
+			Output: lcOutMin + g.intn(lcOutSpan+1),
+		})
+	}
+}
+
+// shareGPT: short multi-turn chats: a few shared system prompts, turns of
+// 20-200 tokens, answers of 50-400 tokens, think time ~10 s.
+func (g *gen) shareGPT(w *Workload, n int, x float64, seed uint64) {
+	w.Engine.CacheBlocks = 4000
+	w.Note = "4 system prompts of 150 tokens; conversations of 1-6 turns, user turns 20-200 tokens, answers 50-400 tokens, think time 10 s; 4,000 KV blocks per replica"
+	w.Requests = g.conversations(n, 12*x, func(conv int) []Message {
+		return []Message{{Role: "system", Content: []Segment{{ID: mix(uint64(conv%4) + 3<<40), Tokens: 150}}}}
+	}, 6, 20, 200, 50, 400, 10, seed)
+}
+
+// multitenant: 16 tenants share the same 2,000-token system prompt text;
+// each tenant is a group with its own cache salt.
+func (g *gen) multitenant(w *Workload, n int, x float64, seed uint64) {
+	w.Salted = true
+	w.Engine.CacheBlocks = 6000
+	w.Note = "16 tenants (groups, cache-salted) with the same 2,000-token system prompt; 1-4 turns; 6,000 KV blocks per replica"
+	reqs := g.conversations(n, 10*x, func(int) []Message {
+		return []Message{{Role: "system", Content: []Segment{{ID: mix(4 << 40), Tokens: 2000}}}}
+	}, 4, 20, 200, 50, 300, 8, seed)
+	for _, r := range reqs {
+		r.Group = fmt.Sprintf("tenant-%02d", g.intn(16))
+	}
+	// A conversation keeps its tenant.
+	byConv := map[uint64]string{}
+	for _, r := range reqs {
+		c := r.Messages[1].Content[0].ID
+		if t, ok := byConv[c]; ok {
+			r.Group = t
+		} else {
+			byConv[c] = r.Group
+		}
+	}
+	w.Requests = reqs
+}
+
+// zipfDocuments: hot prefixes, 200 documents of 3,000 tokens with Zipf(1.1)
+// popularity.
+func (g *gen) zipfDocuments(w *Workload, n int, x float64, seed uint64) {
+	w.Engine.CacheBlocks = 8000
+	w.Note = "200 documents of 3,000 tokens, Zipf s=1.1 popularity; unique suffixes; Poisson 14 req/s; 8,000 KV blocks per replica"
+	z := newZipf(200, 1.1)
+	t := 0.0
+	for i := range n {
+		t += g.exp(1 / (14.0 * x))
+		doc := z.draw(g.float())
+		w.Requests = append(w.Requests, &Request{
+			At: secs(t),
+			Messages: []Message{
+				{Role: "system", Content: []Segment{{ID: mix(uint64(doc) + 5<<40), Tokens: 3000}}},
+				{Role: "user", Content: []Segment{{ID: mix(uint64(i) + 6<<40 + seed<<20), Tokens: 40 + g.intn(161)}}},
+			},
+			Output: 50 + g.intn(151),
+		})
+	}
+}
+
+// agent: tool loops. 8 agent types with 1,500-token system prompts; a task
+// runs 4-20 steps, each adding a tool call and a tool result, so the
+// context grows; steps follow each other after 2-4 s.
+func (g *gen) agent(w *Workload, n int, x float64, seed uint64) {
+	w.Engine.CacheBlocks = 12000
+	w.Note = "8 agent system prompts of 1,500 tokens; tasks of 4-20 steps, each adding a 30-80 token call and a 100-1,000 token tool result; 12,000 KV blocks per replica"
+	t := 0.0
+	for task := 0; len(w.Requests) < n; task++ {
+		t += g.exp(1 / (1.2 * x))
+		msgs := []Message{
+			{Role: "system", Content: []Segment{{ID: mix(uint64(task%8) + 7<<40), Tokens: 1500}}},
+			{Role: "user", Content: []Segment{{ID: mix(uint64(task) + 8<<40 + seed<<20), Tokens: 30 + g.intn(200)}}},
+		}
+		steps := 4 + g.intn(17)
+		at := t
+		for s := 0; s < steps && len(w.Requests) < n; s++ {
+			w.Requests = append(w.Requests, &Request{At: secs(at), Messages: slices.Clone(msgs), Output: 30 + g.intn(51)})
+			msgs = append(msgs,
+				Message{Role: "assistant", Content: []Segment{{ID: mix(uint64(task)<<8 + uint64(s) + 9<<40 + seed<<20), Tokens: 30 + g.intn(51)}}},
+				Message{Role: "tool", Content: []Segment{{ID: mix(uint64(task)<<8 + uint64(s) + 10<<40 + seed<<20), Tokens: 100 + g.intn(901)}}})
+			at += 2 + 2*g.float()
+		}
+	}
 }
 
 // conversations generates multi-turn chats: conversations start as a
