@@ -1,8 +1,8 @@
 package server
 
 import (
+	"github.com/prefixgate/prefixgate/internal/h1front"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -36,10 +36,9 @@ func SetHeaderTimeout(d time.Duration) (restore func()) {
 // ServeFrontDoor serves h on ln through the HTTP/1.1 front door, with
 // net/http's server behind it for what it hands over, until stop.
 func ServeFrontDoor(h http.Handler, ln net.Listener) (stop func()) {
-	s := &Server{cfg: Config{MaxBodyBytes: DefaultMaxBodyBytes}, log: slog.New(slog.DiscardHandler), metrics: newMetrics(), handler: h}
-	f := newH1Front(s, ln, headerTimeout)
+	f := h1front.New(ln, h1front.Config{Handler: h, HeaderTimeout: headerTimeout, MaxBodyBytes: DefaultMaxBodyBytes})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout}
 	go func() { _ = srv.Serve(f) }()
-	go func() { _ = f.run() }()
+	go func() { _ = f.Run() }()
 	return func() { _ = srv.Close(); _ = f.Close() }
 }

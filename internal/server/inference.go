@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/prefixgate/prefixgate/internal/h1front"
 	"net/http"
 	"strings"
 
@@ -118,9 +119,9 @@ func (a *answer) readChoice(c gjson.Result, textPath string) {
 // learns as it does for the REST proxy's plain answers.
 func (is inferenceService) unary(ctx context.Context, routeName, path string, mode normalize.Mode, body []byte, group string, hdr http.Header, out http.Header) ([]byte, answer, *pb.Routing, error) {
 	s := is.s
-	ctx, cancel := withRequestTimeout(ctx, s.cfg.RequestTimeout)
+	ctx, cancel := h1front.WithRequestTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	bodyRead(ctx) // the message is decoded
+	h1front.BodyRead(ctx) // the message is decoded
 	x, err := s.open(ctx, path, mode, body, group, hdr, out)
 	if err != nil {
 		s.record(routeName, nil, asRequestError(err).status)
@@ -195,9 +196,9 @@ func (is inferenceService) Invoke(ctx context.Context, req *connect.Request[pb.I
 // [DONE]); the routing info rides on the first.
 func (is inferenceService) stream(ctx context.Context, routeName, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header, send func(chunk []byte, a answer, routing *pb.Routing) error) error {
 	s := is.s
-	ctx, cancel := withRequestTimeout(ctx, s.cfg.RequestTimeout)
+	ctx, cancel := h1front.WithRequestTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	bodyRead(ctx) // the message is decoded
+	h1front.BodyRead(ctx) // the message is decoded
 	x, err := s.open(ctx, path, mode, body, group, hdr, out)
 	if err != nil {
 		s.record(routeName, nil, asRequestError(err).status)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prefixgate/prefixgate/internal/h1front"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -122,7 +123,7 @@ func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([
 	// The front door's body ends at its Content-Length, which is within
 	// the limit (checked above): it needs no reader to bound it.
 	var rd io.Reader = r.Body
-	if _, front := r.Body.(*h1Body); !front {
+	if !h1front.IsRequestBody(r.Body) {
 		rd = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	}
 	lim := bodydecode.Limits{MaxDecodedBytes: s.cfg.MaxDecodedBytes, MaxRatio: s.cfg.MaxRatio}

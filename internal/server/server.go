@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/prefixgate/prefixgate/internal/h1front"
 	"log/slog"
 	"math"
 	"net"
@@ -198,21 +199,21 @@ func (s *Server) routes() http.Handler {
 }
 
 // plainRoutes serves mux, with the handlers of the plain paths the
-// front door serves (plainPaths) found once, for GET and POST, when it is
+// front door serves (h1front.PlainPaths) found once, for GET and POST, when it is
 // made: the mux's search (cleaning the path, walking its tree, joining
 // patterns) was 2% of the router's CPU per request. A table lookup is
 // the mux's own answer, since no pattern names a host, these paths are
 // clean, and the patterns on them have no wildcards.
 type plainRoutes struct {
 	mux      *http.ServeMux
-	handlers [2][len(plainPaths)]http.Handler // [0]: GET, [1]: POST
-	patterns [2][len(plainPaths)]string
+	handlers [2][len(h1front.PlainPaths)]http.Handler // [0]: GET, [1]: POST
+	patterns [2][len(h1front.PlainPaths)]string
 }
 
 func newPlainRoutes(mux *http.ServeMux) *plainRoutes {
 	pr := &plainRoutes{mux: mux}
 	for m, method := range [2]string{http.MethodGet, http.MethodPost} {
-		for i, path := range plainPaths {
+		for i, path := range h1front.PlainPaths {
 			pr.handlers[m][i], pr.patterns[m][i] = mux.Handler(&http.Request{Method: method, URL: &url.URL{Path: path}})
 		}
 	}
@@ -228,7 +229,7 @@ func (pr *plainRoutes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m = 1
 	}
 	if m >= 0 && r.URL.RawPath == "" && r.RequestURI != "*" {
-		for i, path := range plainPaths {
+		for i, path := range h1front.PlainPaths {
 			if r.URL.Path == path {
 				r.Pattern = pr.patterns[m][i]
 				pr.handlers[m][i].ServeHTTP(w, r)
@@ -333,15 +334,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	var front *h1Front
+	var front *h1front.Front
 	accepted := make(chan error, 1)
 	if s.cfg.StdlibHTTP1 {
 		go func() { errc <- srv.Serve(ln) }()
 	} else {
 		// The front door accepts; net/http serves what it hands over.
-		front = newH1Front(s, ln, headerTimeout)
+		front = h1front.New(ln, s.frontConfig())
 		go func() { errc <- srv.Serve(front) }()
-		go func() { accepted <- front.run() }()
+		go func() { accepted <- front.Run() }()
 	}
 	select {
 	case err := <-errc:
@@ -360,13 +361,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	if front != nil {
-		front.shutdown()
+		front.Shutdown()
 	}
 	err := srv.Shutdown(shutdownCtx)
 	if front != nil {
 		_ = front.Close()
 		<-accepted // no connection starts after this
-		if ferr := front.wait(shutdownCtx); err == nil {
+		if ferr := front.Wait(shutdownCtx); err == nil {
 			err = ferr
 		}
 	}
@@ -377,6 +378,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 		s.log.Warn("flushing traces", "err", err)
 	}
 	return nil
+}
+
+// frontConfig is the HTTP/1.1 front door's configuration, shared with
+// the net/http server it hands connections to.
+func (s *Server) frontConfig() h1front.Config {
+	return h1front.Config{
+		Handler: s.handler, Log: s.log, HeaderTimeout: headerTimeout,
+		ClientIdleTimeout: s.cfg.ClientIdleTimeout, MaxBodyBytes: s.cfg.MaxBodyBytes,
+		Requests: s.metrics.frontRequests, Handovers: s.metrics.handovers,
+	}
 }
 
 // headerTimeout bounds the wait for a request's head once it has begun

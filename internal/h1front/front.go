@@ -1,4 +1,4 @@
-package server
+package h1front
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,16 +19,6 @@ import (
 	"syscall"
 	"time"
 )
-
-// The HTTP/1.1 front door. Serve accepts connections itself: an HTTP/1.1
-// connection whose requests have the plain shape (h1request.go) is served
-// here, one request after another on the connection's goroutine, with
-// buffers reused across its requests and no per-request background read.
-// The first request that is not plain (h2c's preface, an upgrade, a
-// chunked body, an odd header, another path), and every TLS connection,
-// hands the connection with the bytes already read to net/http's server
-// (h1Front is the listener it serves), for the rest of its life: Connect, gRPC,
-// gRPC-Web and everything unusual keep net/http's behaviour.
 
 const (
 	// h1ReadBuffer holds a request head (a larger head goes to net/http)
@@ -63,11 +54,11 @@ const (
 	h1CloseDelay = 500 * time.Millisecond
 )
 
-// h1Front accepts from the real listener and serves plain HTTP/1.1
+// Front accepts from the real listener and serves plain HTTP/1.1
 // connections; it is also the listener (Accept, Close, Addr) that
 // net/http's server serves the handed-over connections from.
-type h1Front struct {
-	s             *Server
+type Front struct {
+	cfg           Config
 	ln            net.Listener
 	headerTimeout time.Duration
 
@@ -76,7 +67,7 @@ type h1Front struct {
 	closeOnce sync.Once
 
 	mu    sync.Mutex
-	conns map[*h1Conn]struct{} // served here
+	conns map[*clientConn]struct{} // served here
 	// shutting, and each connection's idle flag, are atomics rather than
 	// under mu: every request sets its connection idle and busy again and
 	// reads shutting, and a mutex and map shared by all connections was
@@ -85,13 +76,42 @@ type h1Front struct {
 	left     sync.WaitGroup // one per connection served here
 }
 
-func newH1Front(s *Server, ln net.Listener, headerTimeout time.Duration) *h1Front {
-	return &h1Front{s: s, ln: ln, headerTimeout: headerTimeout, handoff: make(chan net.Conn),
-		closed: make(chan struct{}), conns: map[*h1Conn]struct{}{}}
+// Config is what the front door needs from the server it fronts.
+type Config struct {
+	// Handler serves the plain requests; it should be the handler of the
+	// net/http server the front door hands connections to.
+	Handler http.Handler
+	// Log takes a handler's panic; nil discards it.
+	Log *slog.Logger
+	// HeaderTimeout bounds the wait for a request's head once it has
+	// begun, and for a new connection's first head (net/http's
+	// ReadHeaderTimeout, which the server must share).
+	HeaderTimeout time.Duration
+	// ClientIdleTimeout bounds the wait for a connection's next request
+	// (net/http's IdleTimeout); 0: none.
+	ClientIdleTimeout time.Duration
+	// MaxBodyBytes: a request with a longer declared body goes to
+	// net/http, for its 413 and lingering close.
+	MaxBodyBytes int64
+	// Requests and Handovers, when set, count the requests served here
+	// and the connections handed to net/http.
+	Requests, Handovers Counter
+}
+
+// Counter is a metric the front door adds to (a Prometheus counter).
+type Counter interface{ Inc() }
+
+// New returns a front door accepting from ln; Run serves it.
+func New(ln net.Listener, cfg Config) *Front {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Front{cfg: cfg, ln: ln, headerTimeout: cfg.HeaderTimeout, handoff: make(chan net.Conn),
+		closed: make(chan struct{}), conns: map[*clientConn]struct{}{}}
 }
 
 // Accept yields a handed-over connection to net/http.
-func (f *h1Front) Accept() (net.Conn, error) {
+func (f *Front) Accept() (net.Conn, error) {
 	select {
 	case c := <-f.handoff:
 		return c, nil
@@ -101,7 +121,7 @@ func (f *h1Front) Accept() (net.Conn, error) {
 }
 
 // Close stops accepting (net/http's Shutdown calls it).
-func (f *h1Front) Close() error {
+func (f *Front) Close() error {
 	var err error
 	f.closeOnce.Do(func() {
 		close(f.closed)
@@ -111,11 +131,11 @@ func (f *h1Front) Close() error {
 }
 
 // Addr is the real listener's address.
-func (f *h1Front) Addr() net.Addr { return f.ln.Addr() }
+func (f *Front) Addr() net.Addr { return f.ln.Addr() }
 
-// run accepts until the listener is closed; a temporary error (out of
+// Run accepts until the listener is closed; a temporary error (out of
 // file descriptors) is retried after a growing pause, as net/http does.
-func (f *h1Front) run() error {
+func (f *Front) Run() error {
 	var pause time.Duration
 	for {
 		c, err := f.ln.Accept()
@@ -143,8 +163,10 @@ func (f *h1Front) run() error {
 }
 
 // give hands c to net/http, or closes it once the server is closed.
-func (f *h1Front) give(c net.Conn) {
-	f.s.metrics.handovers.Inc()
+func (f *Front) give(c net.Conn) {
+	if f.cfg.Handovers != nil {
+		f.cfg.Handovers.Inc()
+	}
 	select {
 	case f.handoff <- c:
 	case <-f.closed:
@@ -152,9 +174,9 @@ func (f *h1Front) give(c net.Conn) {
 	}
 }
 
-// shutdown closes idle connections and makes active ones close after
-// their current answer; wait then waits for them.
-func (f *h1Front) shutdown() {
+// Shutdown closes idle connections and makes active ones close after
+// their current answer; Wait then waits for them.
+func (f *Front) Shutdown() {
 	// Stored before the idle flags are read, as setIdle stores the flag
 	// before it reads shutting: of a connection going idle now, at least
 	// one side sees the other and the connection closes.
@@ -168,9 +190,9 @@ func (f *h1Front) shutdown() {
 	}
 }
 
-// wait returns once every connection served here has ended, or with
+// Wait returns once every connection served here has ended, or with
 // ctx's error.
-func (f *h1Front) wait(ctx context.Context) error {
+func (f *Front) Wait(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { f.left.Wait(); close(done) }()
 	select {
@@ -189,21 +211,21 @@ func (f *h1Front) wait(ctx context.Context) error {
 // setIdle records whether c waits for a request with no byte of it read;
 // it reports false when the server is shutting down and an idle c should
 // close.
-func (f *h1Front) setIdle(c *h1Conn, idle bool) bool {
+func (f *Front) setIdle(c *clientConn, idle bool) bool {
 	c.idle.Store(idle)
 	return !idle || !f.shutting.Load()
 }
 
 // add records c as served here.
-func (f *h1Front) add(c *h1Conn) {
+func (f *Front) add(c *clientConn) {
 	f.mu.Lock()
 	f.conns[c] = struct{}{}
 	f.mu.Unlock()
 }
 
-// h1Conn is one connection served here.
-type h1Conn struct {
-	f      *h1Front
+// clientConn is one connection served here.
+type clientConn struct {
+	f      *Front
 	nc     net.Conn
 	remote string
 	// in holds read bytes; in[start:] are not consumed yet. It lies in
@@ -243,15 +265,15 @@ type h1Conn struct {
 	wmu      sync.Mutex
 	wstate   int // watchOff, watchArmed, watchReading
 	wtimer   *time.Timer
-	wctx     *frontContext
+	wctx     *requestContext
 	wdone    chan struct{}
 	wbyte    [1]byte
 	wn       int
 	werr     error
 	aborting bool
-	// The request timeout's timer (reqcontext.go), armed for dctx.
+	// The request timeout's timer (context.go), armed for dctx.
 	dtimer *time.Timer
-	dctx   *frontContext
+	dctx   *requestContext
 	// unreadBody: the connection closes after an answer that left some of
 	// its request's body unread (closeWriteAndWait).
 	unreadBody bool
@@ -266,8 +288,8 @@ const (
 )
 
 // serve runs c's requests until it closes or goes to net/http.
-func (f *h1Front) serve(nc net.Conn) {
-	c := &h1Conn{f: f, nc: nc, own: make([]byte, 0, h1ReadBuffer)}
+func (f *Front) serve(nc net.Conn) {
+	c := &clientConn{f: f, nc: nc, own: make([]byte, 0, h1ReadBuffer)}
 	c.in = c.own
 	defer f.left.Done()
 	f.add(c)
@@ -321,7 +343,7 @@ func (f *h1Front) serve(nc net.Conn) {
 // over unread bytes makes the kernel reset the connection, and a client
 // still sending its body can lose the answer to the reset; net/http's
 // server half-closes and waits as long for the same reason.
-func (c *h1Conn) closeWriteAndWait() {
+func (c *clientConn) closeWriteAndWait() {
 	if cw, ok := c.nc.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
@@ -338,7 +360,7 @@ func (c *h1Conn) closeWriteAndWait() {
 }
 
 // setDeadline sets nc's read deadline; the zero time clears it.
-func (c *h1Conn) setDeadline(t time.Time) {
+func (c *clientConn) setDeadline(t time.Time) {
 	_ = c.nc.SetReadDeadline(t)
 	c.deadline = !t.IsZero()
 	c.stale = false
@@ -348,10 +370,10 @@ func (c *h1Conn) setDeadline(t time.Time) {
 // is known not to be plain. A head that has begun must be complete within
 // the header timeout; a next request must begin within the client idle
 // timeout, as with net/http's server's IdleTimeout.
-func (c *h1Conn) readHead() (plainHead, int, headVerdict, error) {
+func (c *clientConn) readHead() (plainHead, int, headVerdict, error) {
 	for {
 		if c.start < len(c.in) {
-			h, n, v := parsePlainHead(c.in[c.start:], c.f.s.cfg.MaxBodyBytes)
+			h, n, v := parsePlainHead(c.in[c.start:], c.f.cfg.MaxBodyBytes)
 			if v == headPlain && n > h1ReadBuffer {
 				// A head is plain within h1ReadBuffer bytes, whichever
 				// buffer it was read into.
@@ -386,8 +408,8 @@ func (c *h1Conn) readHead() (plainHead, int, headVerdict, error) {
 		}
 		idle := len(c.in) == 0
 		switch {
-		case idle && c.served && (!c.deadline || c.stale) && c.f.s.cfg.ClientIdleTimeout > 0:
-			c.setDeadline(time.Now().Add(c.f.s.cfg.ClientIdleTimeout))
+		case idle && c.served && (!c.deadline || c.stale) && c.f.cfg.ClientIdleTimeout > 0:
+			c.setDeadline(time.Now().Add(c.f.cfg.ClientIdleTimeout))
 			c.idleWait = true
 		case !idle && (!c.deadline || c.idleWait || c.stale):
 			c.setDeadline(time.Now().Add(c.f.headerTimeout))
@@ -421,7 +443,7 @@ var bigBuffers = sync.Pool{New: func() any { b := make([]byte, h1BigRead); retur
 // readBig reads into a pooled big buffer, which becomes c.in's, taken
 // only for a read that finds bytes: while the connection waits, it holds
 // no big buffer. c.in must be empty.
-func (c *h1Conn) readBig() (int, error) {
+func (c *clientConn) readBig() (int, error) {
 	// The function and its results live in c, made once per connection:
 	// a closure over locals would be three allocations per request.
 	if c.bigStep == nil {
@@ -436,7 +458,7 @@ func (c *h1Conn) readBig() (int, error) {
 
 // readBigStep is readBig's function for RawConn.Read: one read into a
 // pooled buffer, kept when it found bytes.
-func (c *h1Conn) readBigStep(fd uintptr) bool {
+func (c *clientConn) readBigStep(fd uintptr) bool {
 	bp := bigBuffers.Get().(*[]byte)
 	for {
 		m, err := readFD(fd, *bp)
@@ -465,7 +487,7 @@ func (c *h1Conn) readBigStep(fd uintptr) bool {
 // read deadline, and a client sending it slowly (or not at all) would
 // otherwise pin a 64 KiB buffer per connection for as long as it likes
 // (TestFrontSlowBodyPinsNoBigBuffer).
-func (c *h1Conn) dropDrainedBig() {
+func (c *clientConn) dropDrainedBig() {
 	if c.big != nil && c.start == len(c.in) {
 		c.in, c.start = c.own[:0], 0
 		c.releaseBig()
@@ -473,7 +495,7 @@ func (c *h1Conn) dropDrainedBig() {
 }
 
 // releaseBig returns the pooled buffer, once c.in no longer lies in it.
-func (c *h1Conn) releaseBig() {
+func (c *clientConn) releaseBig() {
 	if c.big != nil {
 		bigBuffers.Put(c.big)
 		c.big = nil
@@ -481,7 +503,7 @@ func (c *h1Conn) releaseBig() {
 }
 
 // handOver gives the connection, with its unread bytes, to net/http.
-func (c *h1Conn) handOver() {
+func (c *clientConn) handOver() {
 	c.f.mu.Lock()
 	delete(c.f.conns, c)
 	c.f.mu.Unlock()
@@ -526,9 +548,11 @@ func (p *prefixedConn) Read(b []byte) (int, error) {
 
 // serveRequest runs the handler for the head in in[start:start+n] and
 // writes its answer; it reports whether the connection stays open.
-func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
+func (c *clientConn) serveRequest(h plainHead, n int) (keep bool) {
 	c.start += n
-	c.f.s.metrics.frontRequests.Inc()
+	if c.f.cfg.Requests != nil {
+		c.f.cfg.Requests.Inc()
+	}
 	// The answer's buffer is held only while a request runs: an idle
 	// connection keeps its read buffer only.
 	bp := outBuffers.Get().(*[]byte)
@@ -542,11 +566,11 @@ func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
 	}()
 	// The request's own objects in one allocation: they live and die
 	// together.
-	one := &h1Objects{}
+	one := &requestObjects{}
 	ctx, body, w := &one.ctx, &one.body, &one.resp
 	ctx.c = c
 	defer ctx.cancelRequest()
-	*body = h1Body{c: c, left: h.contentLength, ctx: ctx}
+	*body = requestBody{c: c, left: h.contentLength, ctx: ctx}
 	ctx.body = body
 	one.url.Path = h.path
 	// WithContext copies this one (it stays on the stack): one Request
@@ -562,7 +586,7 @@ func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
 		body.read = true
 	}
 	r := tmpl.WithContext(ctx)
-	*w = h1Response{c: c, r: r, body: body, header: make(http.Header, 8), ctx: ctx, cl: -1}
+	*w = responseWriter{c: c, r: r, body: body, header: make(http.Header, 8), ctx: ctx, cl: -1}
 	if body.read {
 		c.arm(ctx)
 	}
@@ -574,10 +598,10 @@ func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
 			}
 			buf := make([]byte, 64<<10)
 			buf = buf[:runtime.Stack(buf, false)]
-			c.f.s.log.Warn("http: panic serving", "remote", c.remote, "panic", fmt.Sprint(p), "stack", string(buf))
+			c.f.cfg.Log.Warn("http: panic serving", "remote", c.remote, "panic", fmt.Sprint(p), "stack", string(buf))
 		}
 	}()
-	c.f.s.handler.ServeHTTP(w, r)
+	c.f.cfg.Handler.ServeHTTP(w, r)
 	keep = c.unwatch()
 	c.stopDeadline()
 	finished := w.finish()
@@ -592,18 +616,18 @@ func (c *h1Conn) serveRequest(h plainHead, n int) (keep bool) {
 		return false
 	}
 	if body.left > 0 {
-		if _, err := io.Copy(io.Discard, &h1Body{c: c, left: body.left}); err != nil {
+		if _, err := io.Copy(io.Discard, &requestBody{c: c, left: body.left}); err != nil {
 			return false
 		}
 	}
 	return keep && !w.closeAfter
 }
 
-// h1Objects are a request's context, body, answer writer and URL.
-type h1Objects struct {
-	ctx  frontContext
-	body h1Body
-	resp h1Response
+// requestObjects are a request's context, body, answer writer and URL.
+type requestObjects struct {
+	ctx  requestContext
+	body requestBody
+	resp responseWriter
 	url  url.URL
 }
 
@@ -612,7 +636,7 @@ var outBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return
 // arm starts the timer after which a running request's context follows
 // the client's connection (see watch), and which starts the request
 // timeout's own timer; x is the request's context.
-func (c *h1Conn) arm(x *frontContext) {
+func (c *clientConn) arm(x *requestContext) {
 	if c.start < len(c.in) {
 		// Pipelined bytes wait; net/http does not watch these either. The
 		// request timeout, if set, needs its timer now.
@@ -635,7 +659,7 @@ func (c *h1Conn) arm(x *frontContext) {
 // watch reads one byte from the client while its request runs: an end
 // of the connection cancels the request's context, as net/http's
 // background read does.
-func (c *h1Conn) watch() {
+func (c *clientConn) watch() {
 	c.wmu.Lock()
 	if c.wstate != watchArmed {
 		c.wmu.Unlock()
@@ -667,7 +691,7 @@ func (c *h1Conn) watch() {
 
 // unwatch stops the request's watch; it reports false when the watch saw
 // the connection end.
-func (c *h1Conn) unwatch() bool {
+func (c *clientConn) unwatch() bool {
 	if c.wtimer == nil {
 		return true
 	}
@@ -697,11 +721,11 @@ func (c *h1Conn) unwatch() bool {
 	return errors.As(c.werr, &ne) && ne.Timeout()
 }
 
-// h1Body is a plain request's body: its Content-Length bytes, first from
+// requestBody is a plain request's body: its Content-Length bytes, first from
 // the connection's buffer, then straight from the connection.
-type h1Body struct {
-	c    *h1Conn
-	ctx  *frontContext // the request's, for the watch; nil when discarding
+type requestBody struct {
+	c    *clientConn
+	ctx  *requestContext // the request's, for the watch; nil when discarding
 	left int64
 	read bool // reached its end
 	done bool // the handler returned
@@ -710,7 +734,7 @@ type h1Body struct {
 
 var errBodyAfterHandler = errors.New("http: invalid Read on closed Body")
 
-func (b *h1Body) Read(p []byte) (int, error) {
+func (b *requestBody) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, errBodyAfterHandler
 	}
@@ -756,15 +780,15 @@ func (b *h1Body) Read(p []byte) (int, error) {
 }
 
 // Close leaves the unread rest to serveRequest (dropped or closing).
-func (b *h1Body) Close() error { return nil }
+func (b *requestBody) Close() error { return nil }
 
-// h1Response writes one answer on the connection.
-type h1Response struct {
-	c      *h1Conn
+// responseWriter writes one answer on the connection.
+type responseWriter struct {
+	c      *clientConn
 	r      *http.Request
-	body   *h1Body
+	body   *requestBody
 	header http.Header
-	ctx    *frontContext // the request's, ended by a failed write
+	ctx    *requestContext // the request's, ended by a failed write
 
 	status     int   // 0 until WriteHeader
 	cl         int64 // the declared Content-Length, or -1
@@ -776,9 +800,9 @@ type h1Response struct {
 	err        error
 }
 
-func (w *h1Response) Header() http.Header { return w.header }
+func (w *responseWriter) Header() http.Header { return w.header }
 
-func (w *h1Response) WriteHeader(code int) {
+func (w *responseWriter) WriteHeader(code int) {
 	if code < 100 || code > 999 {
 		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
 	}
@@ -805,7 +829,7 @@ func (w *h1Response) WriteHeader(code int) {
 	}
 }
 
-func (w *h1Response) Write(p []byte) (int, error) {
+func (w *responseWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -847,10 +871,10 @@ func (w *h1Response) Write(p []byte) (int, error) {
 
 // Flush sends what is written so far; an answer without a length becomes
 // chunked.
-func (w *h1Response) Flush() { _ = w.FlushError() }
+func (w *responseWriter) Flush() { _ = w.FlushError() }
 
 // FlushError is Flush for http.ResponseController.
-func (w *h1Response) FlushError() error {
+func (w *responseWriter) FlushError() error {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -868,7 +892,7 @@ func (w *h1Response) FlushError() error {
 }
 
 // SetReadDeadline and SetWriteDeadline serve http.ResponseController.
-func (w *h1Response) SetReadDeadline(t time.Time) error {
+func (w *responseWriter) SetReadDeadline(t time.Time) error {
 	c := w.c
 	c.wmu.Lock() // against a watch clearing a stale deadline
 	defer c.wmu.Unlock()
@@ -876,15 +900,15 @@ func (w *h1Response) SetReadDeadline(t time.Time) error {
 	return c.nc.SetReadDeadline(t)
 }
 
-func (w *h1Response) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+func (w *responseWriter) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
 
 // EnableFullDuplex: the body is read from the connection as the handler
 // asks, before or after the answer is written.
-func (w *h1Response) EnableFullDuplex() error { return nil }
+func (w *responseWriter) EnableFullDuplex() error { return nil }
 
 // finish completes the answer after the handler; false means the
 // connection must close.
-func (w *h1Response) finish() bool {
+func (w *responseWriter) finish() bool {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -909,7 +933,7 @@ func (w *h1Response) finish() bool {
 
 // commit puts the status line and header in c.out. first is the body's
 // first bytes, for Content-Type sniffing.
-func (w *h1Response) commit(chunked bool, first []byte) {
+func (w *responseWriter) commit(chunked bool, first []byte) {
 	w.committed, w.chunked = true, chunked
 	c := w.c
 	// The request's body, if the handler left it unread, is dropped now
@@ -950,7 +974,7 @@ func (w *h1Response) commit(chunked bool, first []byte) {
 // beside a framing that disagrees with it, and the client would read the
 // next answer as this one's body or wait for bytes that never come.
 // net/http's server also decides the framing itself.
-func (w *h1Response) keepFraming(chunked bool) {
+func (w *responseWriter) keepFraming(chunked bool) {
 	h := w.header
 	if _, ok := h["Transfer-Encoding"]; ok {
 		delete(h, "Transfer-Encoding")
@@ -969,11 +993,11 @@ func (w *h1Response) keepFraming(chunked bool) {
 	}
 }
 
-func (f *h1Front) isShutting() bool { return f.shutting.Load() }
+func (f *Front) isShutting() bool { return f.shutting.Load() }
 
 // emit queues p after c.out, writing both in one writev when they pass
 // the buffer.
-func (w *h1Response) emit(p []byte) {
+func (w *responseWriter) emit(p []byte) {
 	c := w.c
 	if len(c.out)+len(p) <= h1OutBuffer {
 		c.out = append(c.out, p...)
@@ -989,7 +1013,7 @@ func (w *h1Response) emit(p []byte) {
 }
 
 // emitChunk queues p as one chunk.
-func (w *h1Response) emitChunk(p []byte) {
+func (w *responseWriter) emitChunk(p []byte) {
 	if len(p) == 0 {
 		return
 	}
@@ -1000,7 +1024,7 @@ func (w *h1Response) emitChunk(p []byte) {
 }
 
 // flushOut writes c.out.
-func (w *h1Response) flushOut() {
+func (w *responseWriter) flushOut() {
 	c := w.c
 	if len(c.out) > 0 && w.err == nil {
 		if _, err := c.nc.Write(c.out); err != nil {
@@ -1012,7 +1036,7 @@ func (w *h1Response) flushOut() {
 
 // fail records a write error: the client is gone, so the request's
 // context ends, as net/http's does.
-func (w *h1Response) fail(err error) {
+func (w *responseWriter) fail(err error) {
 	w.err = err
 	w.ctx.cancelRequest()
 }
@@ -1091,7 +1115,7 @@ func appendHeader(b []byte, h http.Header) []byte {
 }
 
 // httpDate is the Date header's value, formatted once a second.
-func (c *h1Conn) httpDate() []byte {
+func (c *clientConn) httpDate() []byte {
 	now := time.Now()
 	if sec := now.Unix(); sec != c.dateSec || c.date == nil {
 		c.dateSec = sec

@@ -1,4 +1,4 @@
-package server
+package h1front
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // context.WithCancel ends with it; a second timeout goes to a derived
 // context.
 func TestFrontContextActsAsAContext(t *testing.T) {
-	x := &frontContext{c: &h1Conn{}, body: &h1Body{read: true}}
+	x := &requestContext{c: &clientConn{}, body: &requestBody{read: true}}
 	if x.Err() != nil {
 		t.Fatalf("Err before cancel: %v", x.Err())
 	}
@@ -61,13 +61,13 @@ func TestFrontContextActsAsAContext(t *testing.T) {
 		t.Fatal(s)
 	default:
 	}
-	y := &frontContext{c: &h1Conn{}, body: &h1Body{read: true}}
-	ctx, cancel := withRequestTimeout(y, time.Hour)
+	y := &requestContext{c: &clientConn{}, body: &requestBody{read: true}}
+	ctx, cancel := WithRequestTimeout(y, time.Hour)
 	defer cancel()
 	if ctx != context.Context(y) {
 		t.Fatal("the first timeout did not go to the front context itself")
 	}
-	ctx2, cancel2 := withRequestTimeout(ctx, time.Minute)
+	ctx2, cancel2 := WithRequestTimeout(ctx, time.Minute)
 	defer cancel2()
 	if ctx2 == ctx {
 		t.Fatal("a second timeout went to the front context")
@@ -86,8 +86,8 @@ func TestFrontContextDoneHooks(t *testing.T) {
 	var _ interface {
 		AddDoneHook(func()) uint64
 		RemoveDoneHook(uint64) bool
-	} = (*frontContext)(nil) // what backends' doneHooker asks of a context
-	x := &frontContext{c: &h1Conn{}, body: &h1Body{read: true}}
+	} = (*requestContext)(nil) // what backends' doneHooker asks of a context
+	x := &requestContext{c: &clientConn{}, body: &requestBody{read: true}}
 	ran := make(chan string, 4)
 	removed := x.AddDoneHook(func() { ran <- "removed" })
 	kept := x.AddDoneHook(func() { ran <- "kept" })

@@ -1,4 +1,4 @@
-package server
+package h1front
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The plain request shape the HTTP/1.1 front door serves itself (h1front.go);
+// The plain request shape the HTTP/1.1 front door serves itself (front.go);
 // every other request, and the rest of its connection, goes to net/http.
 // The shape is what OpenAI SDKs, curl and load generators send: a request
 // line "GET|POST <hot path> HTTP/1.1", CRLF line ends, token header names
@@ -31,10 +31,10 @@ const (
 // request with more goes to net/http, whose bound is in bytes only.
 const maxPlainHeaderLines = 64
 
-// plainPaths are the request targets served on the fast path, as the
+// PlainPaths are the request targets served on the fast path, as the
 // constants the request carries (no allocation per request). Anything
 // else, a query string included, goes to net/http.
-var plainPaths = [...]string{
+var PlainPaths = [...]string{
 	"/v1/chat/completions", "/v1/completions", "/invocations",
 	"/v1/models", "/v1/explain", "/healthz", "/readyz",
 }
@@ -82,7 +82,7 @@ func parsePlainHead(b []byte, maxBody int64) (h plainHead, n int, v headVerdict)
 	if !ok || string(proto) != "HTTP/1.1" {
 		return h, 0, headOther
 	}
-	for _, p := range plainPaths {
+	for _, p := range PlainPaths {
 		if string(target) == p {
 			h.path = p
 			break
