@@ -1,6 +1,6 @@
 //go:build unix
 
-package backends
+package h1client
 
 import (
 	"bufio"
@@ -32,7 +32,7 @@ func TestH1PeekDropsAConnectionClosedWhileIdle(t *testing.T) {
 	p, b := newTestPool(t, url, Options{})
 	forwardBody(t, p, b, "/", []byte("x"), nil)
 	<-closed
-	tr := p.transport.(*h1Transport)
+	tr := p.transport
 	tr.mu.Lock()
 	for _, c := range tr.idle[b.URL.Host] {
 		c.idleAt = c.idleAt.Add(-peekAfter) // old enough to be peeked at
@@ -173,7 +173,7 @@ func TestH1StaleHeaderDeadlineDoesNotFailThePeek(t *testing.T) {
 	p, b := newTestPool(t, url, Options{FirstByteTimeout: 5 * time.Millisecond})
 	forwardBody(t, p, b, "/", []byte("x"), nil)
 	time.Sleep(20 * time.Millisecond) // past the deadline left in place
-	tr := p.transport.(*h1Transport)
+	tr := p.transport
 	tr.mu.Lock()
 	for _, c := range tr.idle[b.URL.Host] {
 		if !c.staleDeadline {
@@ -221,7 +221,7 @@ func TestH1AwaitHandsAPartialWriteOn(t *testing.T) {
 	p, b := newTestPool(t, url, Options{})
 	forwardBody(t, p, b, "/", []byte("x"), nil)
 	<-got
-	tr := p.transport.(*h1Transport)
+	tr := p.transport
 	tr.mu.Lock()
 	idle := tr.idle[b.URL.Host]
 	if len(idle) != 1 {

@@ -1,4 +1,4 @@
-package backends
+package h1client
 
 import (
 	"bufio"
@@ -165,8 +165,8 @@ func readSimpleResponse(br *bufio.Reader, req *http.Request) (*http.Response, bo
 type simpleAnswer struct {
 	resp   http.Response
 	body   lengthBody
-	outer  h1Body
-	idle   idleBody
+	outer  responseBody
+	idle   IdleBody
 	values [8]string
 }
 
@@ -334,5 +334,5 @@ func (b *lengthBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Close does nothing: h1Body, which wraps it, owns the connection.
+// Close does nothing: responseBody, which wraps it, owns the connection.
 func (b *lengthBody) Close() error { return nil }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package backends
+package h1client
 
 import (
 	"bufio"

@@ -1,6 +1,6 @@
 //go:build unix
 
-package backends
+package h1client
 
 import (
 	"net"
@@ -32,7 +32,7 @@ func rawConnOf(nc net.Conn) syscall.RawConn {
 // alive reports whether an idle connection may be reused: nothing has
 // arrived on it, neither an end of stream (the backend closed it) nor
 // stray bytes, which would be read as the next response.
-func (c *h1Conn) alive() bool {
+func (c *backendConn) alive() bool {
 	if c.raw == nil {
 		return true
 	}
@@ -67,7 +67,7 @@ func (c *h1Conn) alive() bool {
 // RST), or stray bytes; the peek before reuse (peekAfter) finds those.
 // A wait while the deadline is expired or the connection closes ends
 // with an error, which the following read meets again and reports.
-func (c *h1Conn) writeAndAwait(msg []byte) int {
+func (c *backendConn) writeAndAwait(msg []byte) int {
 	if c.raw == nil {
 		return 0
 	}
@@ -85,7 +85,7 @@ func (c *h1Conn) writeAndAwait(msg []byte) int {
 
 // awaitStep is writeAndAwait's function for RawConn.Read: first the
 // writes, then, once woken, done.
-func (c *h1Conn) awaitStep(fd uintptr) bool {
+func (c *backendConn) awaitStep(fd uintptr) bool {
 	a := &c.await
 	if a.written {
 		return true // readable now
