@@ -174,3 +174,18 @@ func TestForwardHeaderRules(t *testing.T) {
 
 // maxFastBody is the largest body the HTTP/1.1 fast path takes.
 const maxFastBody = 1 << 20
+
+// TestForwardReadsALargeResponseHeader: the pool's HTTP/1.1 transport
+// reads a response header of 2 MB, as net/http's Transport does (its
+// default limit is 10 MiB), rather than fail the backend.
+func TestForwardReadsALargeResponseHeader(t *testing.T) {
+	srv, _ := echoServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Pad", strings.Repeat("p", 2<<20))
+		io.WriteString(w, "ok")
+	})
+	srv.Config.MaxHeaderBytes = 4 << 20
+	p, b := newTestPool(t, srv.URL, Options{})
+	if got := forwardBody(t, p, b, "/", []byte("x"), nil); got != "ok" {
+		t.Fatalf("answer %q", got)
+	}
+}

@@ -251,7 +251,7 @@ func NewPool(specs []string, opts Options) (*Pool, error) {
 		p.transport = &h1client.Transport{
 			Fallback: transport, Dial: dialer.DialContext, HeaderTimeout: opts.FirstByteTimeout,
 			MaxIdlePerHost: transport.MaxIdleConnsPerHost, IdleTimeout: transport.IdleConnTimeout,
-			ReadBufferSize: transport.ReadBufferSize, MaxResponseHeaderBytes: 1 << 20,
+			ReadBufferSize: transport.ReadBufferSize, MaxResponseHeaderBytes: transport.MaxResponseHeaderBytes,
 		}
 	}
 	// Probes get their own connections so that a pool full of streams

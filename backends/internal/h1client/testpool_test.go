@@ -36,7 +36,7 @@ func newTestPool(t *testing.T, rawURL string, o Options) (*testPool, *Backend) {
 	fallback := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second, ResponseHeaderTimeout: o.FirstByteTimeout}
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	tr := &Transport{Fallback: fallback, Dial: dialer.DialContext, HeaderTimeout: o.FirstByteTimeout,
-		MaxIdlePerHost: 64, IdleTimeout: 90 * time.Second, ReadBufferSize: 32 << 10, MaxResponseHeaderBytes: 1 << 20}
+		MaxIdlePerHost: 64, IdleTimeout: 90 * time.Second, ReadBufferSize: 32 << 10}
 	// Idle connections end with the test, so that servers' connection
 	// goroutines do.
 	t.Cleanup(tr.CloseIdleConnections)
