@@ -32,8 +32,8 @@ import (
 // to fallback.
 //
 // What net/http's reader goroutine also gives, noticing that the backend
-// closed an idle connection, is done by a non-blocking peek before a
-// connection idle for longer than peekAfter is reused.
+// closed an idle connection, is done by a non-blocking peek on a reused
+// connection just before its request is written (writeAndAwait).
 type Transport struct {
 	// Fallback takes what the fast path does not.
 	Fallback http.RoundTripper
@@ -68,9 +68,6 @@ type backendConn struct {
 	br     *bufio.Reader
 	idleAt time.Time
 	reused bool
-	// staleDeadline: the last exchange's header deadline is still set on
-	// conn (its answer needed no read after the header).
-	staleDeadline bool
 	// expire unblocks a write or read in progress on conn (a cancelled
 	// request), made once per connection rather than once per request.
 	expire func()
@@ -83,6 +80,9 @@ type awaitState struct {
 	msg     []byte
 	n       int
 	written bool
+	// check: look for an end or stray bytes before writing (a reused
+	// connection); closed: the look found them, and nothing was written.
+	check, closed bool
 }
 
 // DefaultMaxResponseHeaderBytes is the response header limit when
@@ -186,22 +186,28 @@ func (t *Transport) send(req *http.Request, body []byte, direct bool) (*http.Res
 	}
 	ctx := req.Context()
 	for attempt := 0; ; attempt++ {
-		resp, retry, err := t.exchange(ctx, req, msg)
-		// A reused connection that the backend closed as we sent on it
-		// (an idle keep-alive timing out) ends before a single byte of
-		// answer: the backend never read the request, so it goes out
-		// again once, on a new connection.
-		if retry && attempt == 0 && ctx.Err() == nil {
+		resp, unsent, err := t.exchange(ctx, req, msg)
+		// A request that provably never reached the backend (its reused
+		// connection was found closed before a byte was written, or the
+		// write failed with no byte of it taken) goes again on another
+		// connection; one that may have reached it never does, since the
+		// backend may have run it. The bound only guards against a loop:
+		// each attempt takes another idle connection or dials.
+		if unsent && attempt <= t.MaxIdlePerHost && ctx.Err() == nil {
 			continue
 		}
 		return resp, err
 	}
 }
 
+// errClosedBeforeWrite: the reused connection had ended (or held stray
+// bytes) before the request was written; nothing of it was sent.
+var errClosedBeforeWrite = errors.New("backend closed the idle connection before the request was written")
+
 // exchange sends msg, the bytes of req, on one connection and reads the
-// response header. retry reports that the connection was a reused one that
-// ended without a byte of answer.
-func (t *Transport) exchange(ctx context.Context, req *http.Request, msg []byte) (resp *http.Response, retry bool, err error) {
+// response header. unsent reports that the request provably never
+// reached the backend: no byte of it was written.
+func (t *Transport) exchange(ctx context.Context, req *http.Request, msg []byte) (resp *http.Response, unsent bool, err error) {
 	trace := httptrace.ContextClientTrace(ctx)
 	c, err := t.conn(ctx, req.URL.Host)
 	if err != nil {
@@ -214,57 +220,22 @@ func (t *Transport) exchange(ctx context.Context, req *http.Request, msg []byte)
 	// connection's deadline; a connection that saw it is never reused.
 	// The front door's contexts take the function themselves (donehook).
 	hook := donehook.AfterFunc(ctx, c.expire)
-	// The request goes out and the wait for its answer begins in one step
-	// (writeAndAwait), under the header timeout. A trace that wants to
-	// hear of the write as it ends, and a write that does not finish at
-	// once, take the ordinary write, after which the header timeout
-	// starts.
-	sent := 0
-	if trace == nil || trace.WroteRequest == nil {
-		c.setHeaderDeadline(ctx)
-		sent = c.writeAndAwait(msg)
-	}
-	var werr error
-	if sent < len(msg) {
-		_, werr = c.conn.Write(msg[sent:])
-		if trace != nil && trace.WroteRequest != nil {
-			trace.WroteRequest(httptrace.WroteRequestInfo{Err: werr})
-		}
-		// Even after a failed write the answer is read: a backend may
-		// answer (a 413, say) and close before it has read the whole body.
-		c.setHeaderDeadline(ctx)
-	}
-	resp, rerr := c.readResponse(req)
-	if rerr == nil && t.HeaderTimeout > 0 && c.buffered(resp) {
-		// No read of this answer waits: the header timeout's deadline
-		// stays until the next exchange sets its own (or the peek before
-		// a long-idle reuse clears it), one deadline call per request
-		// instead of two.
-		c.staleDeadline = true
-	} else if rerr == nil && t.HeaderTimeout > 0 {
-		c.conn.SetReadDeadline(time.Time{})
-		// A cancellation that expired the deadline between the header and
-		// this line must not be undone: expire it again.
-		if ctx.Err() != nil {
-			c.conn.SetDeadline(time.Unix(1, 0))
-		}
-	}
-	if rerr != nil {
+	written, werr := c.write(ctx, msg, trace)
+	if written == 0 && werr != nil {
 		hook.Stop()
 		c.conn.Close()
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, false, cerr
 		}
-		retry = c.reused && c.lim.n == t.maxHeaderBytes()
-		if werr != nil {
-			return nil, retry, fmt.Errorf("writing the request: %w", werr)
-		}
-		var ne net.Error
-		if errors.As(rerr, &ne) && ne.Timeout() {
-			return nil, false, fmt.Errorf("no response header within %s: %w", t.HeaderTimeout, rerr)
-		}
-		return nil, retry, fmt.Errorf("reading the response: %w", rerr)
+		return nil, true, fmt.Errorf("writing the request: %w", werr)
 	}
+	resp, rerr := c.readResponse(req)
+	if rerr != nil {
+		hook.Stop()
+		c.conn.Close()
+		return nil, false, t.exchangeError(ctx, werr, rerr)
+	}
+	c.keepDeadline(ctx, resp)
 	keep := werr == nil && !resp.Close && !req.Close
 	if resp.Body == http.NoBody {
 		c.finish(&hook, keep)
@@ -281,6 +252,77 @@ func (t *Transport) exchange(ctx context.Context, req *http.Request, msg []byte)
 	*hb = responseBody{rc: resp.Body, c: c, ctx: ctx, hook: hook, keep: keep, answer: answer}
 	resp.Body = hb
 	return resp, false, nil
+}
+
+// write sends msg on c and starts the header timeout, reporting how many
+// bytes went out. On a reused connection it first makes sure the backend
+// has not closed it (errClosedBeforeWrite, nothing written). The request
+// goes out and the wait for its answer begins in one step
+// (writeAndAwait), under the header timeout; a trace that wants to hear
+// of the write as it ends, and a write that does not finish at once, take
+// the ordinary write, after which the header timeout starts.
+func (c *backendConn) write(ctx context.Context, msg []byte, trace *httptrace.ClientTrace) (int, error) {
+	sent := 0
+	if trace == nil || trace.WroteRequest == nil {
+		c.setHeaderDeadline(ctx)
+		var closed bool
+		sent, closed = c.writeAndAwait(msg, c.reused)
+		if closed {
+			return 0, errClosedBeforeWrite
+		}
+	} else if c.reused {
+		c.setHeaderDeadline(ctx) // a deadline left expired would fail the look
+		if !c.alive() {
+			return 0, errClosedBeforeWrite
+		}
+	}
+	if sent == len(msg) {
+		return sent, nil
+	}
+	n, werr := c.conn.Write(msg[sent:])
+	if trace != nil && trace.WroteRequest != nil {
+		trace.WroteRequest(httptrace.WroteRequestInfo{Err: werr})
+	}
+	// Even after a failed write the answer is read: a backend may answer
+	// (a 413, say) and close before it has read the whole body.
+	c.setHeaderDeadline(ctx)
+	return sent + n, werr
+}
+
+// exchangeError is the error of an exchange whose response header could
+// not be read: the context's when it ended, else what failed.
+func (t *Transport) exchangeError(ctx context.Context, werr, rerr error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if werr != nil {
+		return fmt.Errorf("writing the request: %w", werr)
+	}
+	var ne net.Error
+	if errors.As(rerr, &ne) && ne.Timeout() {
+		return fmt.Errorf("no response header within %s: %w", t.HeaderTimeout, rerr)
+	}
+	return fmt.Errorf("reading the response: %w", rerr)
+}
+
+// keepDeadline settles the header timeout's deadline once the header of
+// resp is read.
+func (c *backendConn) keepDeadline(ctx context.Context, resp *http.Response) {
+	if c.t.HeaderTimeout <= 0 {
+		return
+	}
+	if c.buffered(resp) {
+		// No read of this answer waits: the header timeout's deadline
+		// stays until the next exchange sets its own, one deadline call
+		// per request instead of two.
+		return
+	}
+	c.conn.SetReadDeadline(time.Time{})
+	// A cancellation that expired the deadline between the header and
+	// this line must not be undone: expire it again.
+	if ctx.Err() != nil {
+		c.conn.SetDeadline(time.Unix(1, 0))
+	}
 }
 
 // buffered reports whether the body of resp, just read from c, is all in
@@ -301,7 +343,6 @@ func (c *backendConn) setHeaderDeadline(ctx context.Context) {
 		return
 	}
 	c.conn.SetReadDeadline(time.Now().Add(c.t.HeaderTimeout))
-	c.staleDeadline = false
 	if ctx.Err() != nil {
 		c.expire()
 	}
@@ -423,13 +464,7 @@ func (t *Transport) conn(ctx context.Context, host string) (*backendConn, error)
 		list[len(list)-1] = nil
 		t.idle[host] = list[:len(list)-1]
 		t.mu.Unlock()
-		idle := now.Sub(c.idleAt)
-		if idle >= peekAfter && idle < t.IdleTimeout && c.staleDeadline {
-			// The peek is a read: an expired deadline would fail it.
-			c.conn.SetReadDeadline(time.Time{})
-			c.staleDeadline = false
-		}
-		if idle < t.IdleTimeout && (idle < peekAfter || c.alive()) {
+		if now.Sub(c.idleAt) < t.IdleTimeout {
 			c.reused = true
 			return c, nil
 		}
@@ -444,21 +479,6 @@ func (t *Transport) conn(ctx context.Context, host string) (*backendConn, error)
 	c.br = bufio.NewReaderSize(&c.lim, t.ReadBufferSize)
 	return c, nil
 }
-
-// peekAfter is how long a connection may sit idle and be reused without
-// the peek: under load a connection is idle for microseconds, where the
-// peek's system call would be spent on every request. A connection that
-// a backend closed whole (a restart, an idle keep-alive timing out) meets
-// the write with a reset, which ends writeAndAwait's wait, and exchange
-// sends the request again. One the backend only half-closed (its end of
-// stream sent, its reads still open, as a server draining before its
-// close does) gives no such reset: its end arrived before the wait began,
-// which the wait cannot see (the poller's readiness is reset first), so
-// without the peek the request would wait out the header timeout
-// (TestH1AwaitSeesABackendThatHalfClosedWhileIdle). Hence a short bound:
-// only a half-close within this long of the last answer still goes
-// unseen.
-const peekAfter = time.Millisecond
 
 // put returns c to the idle set, within the per-host bound, and now and
 // then closes connections idle past the timeout (those of backends that

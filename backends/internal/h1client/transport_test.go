@@ -114,8 +114,9 @@ func TestH1ClosedIdleConnectionIsNotReused(t *testing.T) {
 	p, b := newTestPool(t, srv.URL, Options{})
 	forwardBody(t, p, b, "/a", []byte("1"), nil)
 	srv.CloseClientConnections()
-	// The FIN may take a moment to arrive; either the peek sees it or the
-	// retry of a reused connection covers it. Both must give an answer.
+	// The server's end has arrived when CloseClientConnections returns:
+	// the look before the write finds it, and the request goes on a new
+	// connection.
 	if got := forwardBody(t, p, b, "/a", []byte("2"), nil); got != "POST /a |2" {
 		t.Fatalf("answer %q", got)
 	}
@@ -146,34 +147,6 @@ func rawServer(t *testing.T, serve func(c net.Conn, n int)) string {
 }
 
 const okAnswer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-
-func TestH1ReusedConnectionThatEndsUnansweredIsRetriedOnce(t *testing.T) {
-	var requests atomic.Int32
-	url := rawServer(t, func(c net.Conn, n int) {
-		br := bufio.NewReader(c)
-		for i := 0; ; i++ {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			io.Copy(io.Discard, req.Body)
-			requests.Add(1)
-			if i == 1 {
-				return // a keep-alive timing out as the request arrives
-			}
-			io.WriteString(c, okAnswer)
-		}
-	})
-	p, b := newTestPool(t, url, Options{})
-	for i := range 2 {
-		if got := forwardBody(t, p, b, "/", []byte("x"), nil); got != "ok" {
-			t.Fatalf("request %d: %q", i, got)
-		}
-	}
-	if r := requests.Load(); r != 3 {
-		t.Fatalf("backend read %d requests, want 3 (the second once more on a new connection)", r)
-	}
-}
 
 func TestH1NewConnectionThatEndsUnansweredIsAnError(t *testing.T) {
 	url := rawServer(t, func(c net.Conn, n int) {
@@ -313,12 +286,6 @@ func TestH1PeekKeepsAConnectionStillOpen(t *testing.T) {
 	srv, conns := echoServer(t, nil)
 	p, b := newTestPool(t, srv.URL, Options{})
 	forwardBody(t, p, b, "/", []byte("x"), nil)
-	tr := p.transport
-	tr.mu.Lock()
-	for _, c := range tr.idle[b.URL.Host] {
-		c.idleAt = c.idleAt.Add(-peekAfter)
-	}
-	tr.mu.Unlock()
 	forwardBody(t, p, b, "/", []byte("y"), nil)
 	if c := conns.Load(); c != 1 {
 		t.Fatalf("%d connections: the peek dropped a connection the backend still held open", c)
