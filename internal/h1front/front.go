@@ -62,9 +62,13 @@ type Front struct {
 	ln            net.Listener
 	headerTimeout time.Duration
 
-	handoff   chan net.Conn
-	closed    chan struct{}
-	closeOnce sync.Once
+	handoff chan net.Conn // fresh connections and TLS ones
+	// continued takes connections that have spoken HTTP/1.1 here, when a
+	// server serves Continued.
+	continued    chan net.Conn
+	hasContinued atomic.Bool
+	closed       chan struct{}
+	closeOnce    sync.Once
 
 	mu    sync.Mutex
 	conns map[*clientConn]struct{} // served here
@@ -107,7 +111,7 @@ func New(ln net.Listener, cfg Config) *Front {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Front{cfg: cfg, ln: ln, headerTimeout: cfg.HeaderTimeout, handoff: make(chan net.Conn),
-		closed: make(chan struct{}), conns: map[*clientConn]struct{}{}}
+		continued: make(chan net.Conn), closed: make(chan struct{}), conns: map[*clientConn]struct{}{}}
 }
 
 // Accept yields a handed-over connection to net/http.
@@ -119,6 +123,31 @@ func (f *Front) Accept() (net.Conn, error) {
 		return nil, net.ErrClosed
 	}
 }
+
+// Continued is the listener of the connections handed over after they
+// have spoken HTTP/1.1 here: the net/http server that serves it must
+// speak HTTP/1.1 only, since HTTP/2's preface may only start a
+// connection (RFC 9113, 3.4), and net/http looks for it at the start of
+// every connection it is given. Until Continued is called, those
+// connections go to Accept too.
+func (f *Front) Continued() net.Listener {
+	f.hasContinued.Store(true)
+	return continuedListener{f}
+}
+
+type continuedListener struct{ f *Front }
+
+func (l continuedListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.f.continued:
+		return c, nil
+	case <-l.f.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l continuedListener) Close() error   { return l.f.Close() }
+func (l continuedListener) Addr() net.Addr { return l.f.Addr() }
 
 // Close stops accepting (net/http's Shutdown calls it).
 func (f *Front) Close() error {
@@ -154,7 +183,7 @@ func (f *Front) Run() error {
 		}
 		pause = 0
 		if _, ok := c.(*tls.Conn); ok {
-			f.give(c) // net/http does the handshake and ALPN
+			f.give(c, false) // net/http does the handshake and ALPN
 			continue
 		}
 		f.left.Add(1) // before wait can begin: run has returned by then
@@ -162,13 +191,18 @@ func (f *Front) Run() error {
 	}
 }
 
-// give hands c to net/http, or closes it once the server is closed.
-func (f *Front) give(c net.Conn) {
+// give hands c to net/http, or closes it once the server is closed;
+// continued says it has spoken HTTP/1.1 here.
+func (f *Front) give(c net.Conn, continued bool) {
 	if f.cfg.Handovers != nil {
 		f.cfg.Handovers.Inc()
 	}
+	to := f.handoff
+	if continued && f.hasContinued.Load() {
+		to = f.continued
+	}
 	select {
-	case f.handoff <- c:
+	case to <- c:
 	case <-f.closed:
 		_ = c.Close()
 	}
@@ -247,9 +281,17 @@ type clientConn struct {
 	// deadline is set while a read deadline is in force on nc; idleWait
 	// while that deadline is the client idle timeout (between requests)
 	// rather than the header timeout; served once a request has been.
-	deadline bool
-	idleWait bool
-	served   bool
+	deadline   bool
+	deadlineAt time.Time // the deadline in force, while deadline
+	idleWait   bool
+	served     bool
+	// afterPost: how many more CR or LF bytes before the next request
+	// are dropped, as net/http's server drops up to four after a POST
+	// for old clients that end its body with one.
+	afterPost int
+	// writeDeadline: the handler set one (http.ResponseController); it
+	// ends with its request, as net/http's server clears it.
+	writeDeadline bool
 	// stale: the deadline in force is the one the last head was read
 	// under, left in place because its request was read whole with it
 	// and no read of the connection waits during the request (saving a
@@ -324,13 +366,22 @@ func (f *Front) serve(nc net.Conn) {
 			c.handOver()
 			return
 		}
-		if !c.serveRequest(h, n) {
+		keep := c.serveRequest(h, n)
+		if c.writeDeadline {
+			_ = c.nc.SetWriteDeadline(time.Time{})
+			c.writeDeadline = false
+		}
+		if !keep {
 			if c.unreadBody {
 				c.closeWriteAndWait()
 			}
 			return
 		}
 		c.served = true
+		c.afterPost = 0
+		if h.method == http.MethodPost {
+			c.afterPost = 4
+		}
 		if c.deadline && !c.stale { // the handler set one (http.ResponseController)
 			c.setDeadline(time.Time{})
 		}
@@ -362,7 +413,7 @@ func (c *clientConn) closeWriteAndWait() {
 // setDeadline sets nc's read deadline; the zero time clears it.
 func (c *clientConn) setDeadline(t time.Time) {
 	_ = c.nc.SetReadDeadline(t)
-	c.deadline = !t.IsZero()
+	c.deadline, c.deadlineAt = !t.IsZero(), t
 	c.stale = false
 }
 
@@ -372,6 +423,9 @@ func (c *clientConn) setDeadline(t time.Time) {
 // timeout, as with net/http's server's IdleTimeout.
 func (c *clientConn) readHead() (plainHead, int, headVerdict, error) {
 	for {
+		if c.afterPost > 0 {
+			c.dropLeadingCRLF()
+		}
 		if c.start < len(c.in) {
 			h, n, v := parsePlainHead(c.in[c.start:], c.f.cfg.MaxBodyBytes)
 			if v == headPlain && n > h1ReadBuffer {
@@ -434,6 +488,19 @@ func (c *clientConn) readHead() (plainHead, int, headVerdict, error) {
 		if err != nil && m == 0 {
 			return plainHead{}, 0, headOther, err
 		}
+	}
+}
+
+// dropLeadingCRLF drops the CR and LF bytes that begin the next request,
+// within afterPost's allowance.
+func (c *clientConn) dropLeadingCRLF() {
+	for c.afterPost > 0 && c.start < len(c.in) {
+		if b := c.in[c.start]; b != '\r' && b != '\n' {
+			c.afterPost = 0
+			return
+		}
+		c.start++
+		c.afterPost--
 	}
 }
 
@@ -502,7 +569,9 @@ func (c *clientConn) releaseBig() {
 	}
 }
 
-// handOver gives the connection, with its unread bytes, to net/http.
+// handOver gives the connection, with its unread bytes, to net/http, with
+// what it has been through here: a head that began here keeps its
+// deadline, and a connection that has spoken HTTP/1.1 goes to Continued.
 func (c *clientConn) handOver() {
 	c.f.mu.Lock()
 	delete(c.f.conns, c)
@@ -512,17 +581,38 @@ func (c *clientConn) handOver() {
 	pending := bytes.Clone(c.in[c.start:])
 	c.in = nil
 	c.releaseBig()
-	if len(pending) == 0 {
-		c.f.give(c.nc)
+	var head time.Time
+	if c.deadline && !c.stale && !c.idleWait {
+		head = c.deadlineAt // the header timeout counts from the head's start here
+	}
+	if len(pending) == 0 && head.IsZero() {
+		c.f.give(c.nc, c.served)
 		return
 	}
-	c.f.give(&prefixedConn{Conn: c.nc, pending: pending})
+	c.f.give(&prefixedConn{Conn: c.nc, pending: pending, headDeadline: head}, c.served)
 }
 
-// prefixedConn reads pending before the connection's own bytes.
+// prefixedConn reads pending before the connection's own bytes. Its
+// first read deadline, net/http's header timeout counted from the
+// handover, is held to headDeadline, when set.
 type prefixedConn struct {
 	net.Conn
 	pending []byte
+
+	mu           sync.Mutex
+	headDeadline time.Time
+}
+
+func (p *prefixedConn) SetReadDeadline(t time.Time) error {
+	p.mu.Lock()
+	if hd := p.headDeadline; !hd.IsZero() {
+		if t.IsZero() || t.After(hd) {
+			t = hd
+		}
+		p.headDeadline = time.Time{}
+	}
+	p.mu.Unlock()
+	return p.Conn.SetReadDeadline(t)
 }
 
 // CloseWrite lets net/http half-close before closing after an error
@@ -900,7 +990,10 @@ func (w *responseWriter) SetReadDeadline(t time.Time) error {
 	return c.nc.SetReadDeadline(t)
 }
 
-func (w *responseWriter) SetWriteDeadline(t time.Time) error { return w.c.nc.SetWriteDeadline(t) }
+func (w *responseWriter) SetWriteDeadline(t time.Time) error {
+	w.c.writeDeadline = true // cleared after the request
+	return w.c.nc.SetWriteDeadline(t)
+}
 
 // EnableFullDuplex: the body is read from the connection as the handler
 // asks, before or after the answer is written.

@@ -38,7 +38,10 @@ func SetHeaderTimeout(d time.Duration) (restore func()) {
 func ServeFrontDoor(h http.Handler, ln net.Listener) (stop func()) {
 	f := h1front.New(ln, h1front.Config{Handler: h, HeaderTimeout: headerTimeout, MaxBodyBytes: DefaultMaxBodyBytes})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout}
+	http1 := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout, Protocols: new(http.Protocols)}
+	http1.Protocols.SetHTTP1(true)
 	go func() { _ = srv.Serve(f) }()
+	go func() { _ = http1.Serve(f.Continued()) }()
 	go func() { _ = f.Run() }()
-	return func() { _ = srv.Close(); _ = f.Close() }
+	return func() { _ = srv.Close(); _ = http1.Close(); _ = f.Close() }
 }

@@ -325,15 +325,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	protocols.SetHTTP2(true)
-	srv := &http.Server{
-		Handler:           s.handler,
-		Protocols:         protocols,
-		ReadHeaderTimeout: headerTimeout,
-		IdleTimeout:       s.cfg.ClientIdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
-	errc := make(chan error, 1)
+	srv := s.httpServer(protocols)
+	// Connections that spoke HTTP/1.1 with the front door first go to a
+	// server that speaks nothing else (h1front.Front.Continued).
+	http1 := new(http.Protocols)
+	http1.SetHTTP1(true)
+	continued := s.httpServer(http1)
+	errc := make(chan error, 2)
 	var front *h1front.Front
 	accepted := make(chan error, 1)
 	if s.cfg.StdlibHTTP1 {
@@ -342,16 +340,20 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 		// The front door accepts; net/http serves what it hands over.
 		front = h1front.New(ln, s.frontConfig())
 		go func() { errc <- srv.Serve(front) }()
+		go func() { errc <- continued.Serve(front.Continued()) }()
 		go func() { accepted <- front.Run() }()
 	}
 	select {
 	case err := <-errc:
 		if front != nil {
 			_ = front.Close()
+			_ = srv.Close()
+			_ = continued.Close()
 		}
 		return err
 	case err := <-accepted:
 		_ = srv.Close()
+		_ = continued.Close()
 		return err
 	case <-ctx.Done():
 	}
@@ -364,6 +366,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 		front.Shutdown()
 	}
 	err := srv.Shutdown(shutdownCtx)
+	if cerr := continued.Shutdown(shutdownCtx); err == nil {
+		err = cerr
+	}
 	if front != nil {
 		_ = front.Close()
 		<-accepted // no connection starts after this
@@ -378,6 +383,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 		s.log.Warn("flushing traces", "err", err)
 	}
 	return nil
+}
+
+// httpServer is the net/http server of Serve, speaking protocols.
+func (s *Server) httpServer(protocols *http.Protocols) *http.Server {
+	return &http.Server{
+		Handler:           s.handler,
+		Protocols:         protocols,
+		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       s.cfg.ClientIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
 }
 
 // frontConfig is the HTTP/1.1 front door's configuration, shared with
