@@ -3,8 +3,12 @@ package h1front
 import (
 	"context"
 	"errors"
+	"net"
+	"net/http"
 	"testing"
 	"time"
+
+	"github.com/prefixgate/prefixgate/internal/donehook"
 )
 
 // TestFrontContextActsAsAContext: Done and Err change once, on cancel; a
@@ -114,5 +118,30 @@ func TestFrontContextDoneHooks(t *testing.T) {
 	case got := <-ran:
 		t.Fatalf("%q ran too", got)
 	default:
+	}
+}
+
+// TestRequestContextIsADoneHookContext: what a handler gets as its
+// request's context is the front door's own, which the backend client
+// finds by the donehook contract.
+func TestRequestContextIsADoneHookContext(t *testing.T) {
+	got := make(chan bool, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- donehook.Hooked(r.Context())
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := New(ln, Config{Handler: h, HeaderTimeout: 10 * time.Second, MaxBodyBytes: 1 << 20})
+	go func() { _ = f.Run() }()
+	defer f.Close()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !<-got {
+		t.Fatal("a front door request's context is not a donehook.Context")
 	}
 }

@@ -350,7 +350,7 @@ func (c *backendConn) setHeaderDeadline(ctx context.Context) {
 
 // readResponse reads the response header, skipping informational answers
 // other than 101: the simple shape of a plain answer with the fast parser
-// (h1response.go), anything else with http.ReadResponse.
+// (response.go), anything else with http.ReadResponse.
 func (c *backendConn) readResponse(req *http.Request) (*http.Response, error) {
 	c.lim.n = c.t.maxHeaderBytes()
 	for range 8 {
