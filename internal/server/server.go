@@ -365,8 +365,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	if front != nil {
 		front.Shutdown()
 	}
+	cerrc := make(chan error, 1)
+	go func() { cerrc <- continued.Shutdown(shutdownCtx) }()
 	err := srv.Shutdown(shutdownCtx)
-	if cerr := continued.Shutdown(shutdownCtx); err == nil {
+	if cerr := <-cerrc; err == nil {
 		err = cerr
 	}
 	if front != nil {
