@@ -183,7 +183,6 @@ func TestForwardReadsALargeResponseHeader(t *testing.T) {
 		w.Header().Set("X-Pad", strings.Repeat("p", 2<<20))
 		io.WriteString(w, "ok")
 	})
-	srv.Config.MaxHeaderBytes = 4 << 20
 	p, b := newTestPool(t, srv.URL, Options{})
 	if got := forwardBody(t, p, b, "/", []byte("x"), nil); got != "ok" {
 		t.Fatalf("answer %q", got)
