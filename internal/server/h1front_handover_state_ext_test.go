@@ -46,7 +46,8 @@ func TestFrontHandoverKeepsWhatWasSpoken(t *testing.T) {
 // starts at the handover, so the head would otherwise get more time.
 func TestFrontHandoverKeepsTheHeadDeadline(t *testing.T) {
 	const timeout = 600 * time.Millisecond
-	defer server.SetHeaderTimeout(timeout)()
+	// Restored after the routers have stopped (cleanups run last first).
+	t.Cleanup(server.SetHeaderTimeout(timeout))
 	backend := answeringBackend(t)
 	for _, stdlib := range []bool{true, false} {
 		addr := frontRouter(t, backend.URL, stdlib)
