@@ -1,7 +1,6 @@
 package server
 
 import (
-	"github.com/prefixgate/prefixgate/internal/h1front"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +8,8 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/prefixgate/prefixgate/internal/h1front"
 )
 
 // ClientCompressionOptions are the client options matching

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"github.com/prefixgate/prefixgate/internal/h1front"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -19,6 +18,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/prefixgate/prefixgate/internal/h1front"
 )
 
 // RequestIDHeader carries the request id: the caller's, when it sends a

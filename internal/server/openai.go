@@ -3,12 +3,12 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"github.com/prefixgate/prefixgate/internal/h1front"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/normalize"
 )
 

@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"github.com/prefixgate/prefixgate/internal/h1front"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/prefixgate/prefixgate/internal/h1front"
 )
 
 // TestPlainRoutesAreTheMuxs: for the front door's plain paths and their
