@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prefixgate/prefixgate/internal/donehook"
+	"github.com/prefixgate/prefixgate/backends/donehook"
 )
 
 // The backend client registers its connection's expiry on the request's

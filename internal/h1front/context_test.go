@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prefixgate/prefixgate/internal/donehook"
+	"github.com/prefixgate/prefixgate/backends/donehook"
 )
 
 // TestFrontContextActsAsAContext: Done and Err change once, on cancel; a

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/prefixgate/prefixgate/internal/donehook"
+	"github.com/prefixgate/prefixgate/backends/donehook"
 )
 
 // hookCounter is a donehook.Context that counts its hooks.

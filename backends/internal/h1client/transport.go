@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prefixgate/prefixgate/internal/donehook"
+	"github.com/prefixgate/prefixgate/backends/donehook"
 )
 
 // Transport forwards requests with a known body length to http://

@@ -1,6 +1,7 @@
-// Package donehook names the contract between the HTTP/1.1 front door's
-// request contexts and the backend client that forwards their requests:
-// a context that runs a function once it is done, registered by number.
+// Package donehook names the contract between the contexts of the
+// requests backends.Pool.Forward sends and the pool's HTTP/1.1 client: a
+// context that runs a function once it is done, registered by number. The
+// router's HTTP/1.1 front door (internal/h1front) makes such contexts.
 //
 // The backend client must stop a write or read in progress on its
 // connection when the request's context ends. context.AfterFunc does
