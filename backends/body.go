@@ -1,80 +1,21 @@
 package backends
 
 import (
-	"errors"
 	"io"
-	"sync/atomic"
 	"time"
+
+	"github.com/prefixgate/prefixgate/backends/internal/h1client"
 )
 
 // ErrIdleTimeout is returned by a body read that waited longer than the idle
 // timeout for a byte.
-var ErrIdleTimeout = errors.New("backend stream idle for longer than the idle timeout")
+var ErrIdleTimeout = h1client.ErrIdleTimeout
 
-// idleBody is a forwarded response body under the idle timeout: a Read
-// that waits more than idle for data fails with ErrIdleTimeout and closes
-// the body, for server-sent event streams whose backend stalls; the stall
-// counts as a failure of its backend when the error reaches Observe. Only
-// time spent inside Read counts: a slow consumer does not trip it. Close
-// may be called from another goroutine. In-flight counts are the router's
-// (the caller's Decision), not the body's.
-type idleBody struct {
-	rc   io.ReadCloser
-	idle time.Duration
-	// ready, when rc has it, tells that rc's next Read returns without
-	// waiting (its bytes are buffered): such a Read needs no timer. A
-	// plain answer usually arrives with its header, so most bodies never
-	// make theirs.
-	ready    interface{ readyNow() bool }
-	timer    atomic.Pointer[time.Timer] // made by the first Read that may wait
-	timedOut atomic.Bool
-}
-
+// newIdleBody puts a forwarded response body under the idle timeout: a
+// Read that waits more than idle for data fails with ErrIdleTimeout and
+// closes the body, for server-sent event streams whose backend stalls;
+// the stall counts as a failure of its backend when the error reaches
+// Observe (h1client.IdleBody).
 func newIdleBody(rc io.ReadCloser, idle time.Duration) io.ReadCloser {
-	var t *idleBody
-	if hb, ok := rc.(*h1Body); ok && hb.answer != nil {
-		t = &hb.answer.idle // allocated with the response
-	} else {
-		t = new(idleBody)
-	}
-	t.rc, t.idle = rc, idle
-	t.ready, _ = rc.(interface{ readyNow() bool })
-	return t
-}
-
-func (t *idleBody) expire() {
-	t.timedOut.Store(true)
-	// Closing unblocks the Read in progress.
-	t.rc.Close()
-}
-
-func (t *idleBody) Read(p []byte) (int, error) {
-	if t.timedOut.Load() {
-		return 0, ErrIdleTimeout
-	}
-	if t.ready != nil && t.ready.readyNow() {
-		return t.rc.Read(p)
-	}
-	tm := t.timer.Load()
-	if tm == nil {
-		tm = time.AfterFunc(t.idle, t.expire)
-		t.timer.Store(tm)
-	} else {
-		tm.Reset(t.idle)
-	}
-	n, err := t.rc.Read(p)
-	fired := !tm.Stop() && t.timedOut.Load()
-	if fired && err != nil && err != io.EOF {
-		// The timer closed the body under the Read; a body that ended
-		// anyway ended well.
-		return n, ErrIdleTimeout
-	}
-	return n, err
-}
-
-func (t *idleBody) Close() error {
-	if tm := t.timer.Load(); tm != nil {
-		tm.Stop()
-	}
-	return t.rc.Close()
+	return h1client.NewIdleBody(rc, idle)
 }

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prefixgate/prefixgate/backends/internal/h1client"
 )
 
 // Backend is one replica the router forwards to. Its Name is stable (the
@@ -248,11 +250,11 @@ func NewPool(specs []string, opts Options) (*Pool, error) {
 	p.transport = transport
 	if !opts.H2C {
 		// HTTP/1.1 keep-alive, what vLLM serves, on the caller's
-		// goroutine (h1.go); net/http's Transport for the rest.
-		p.transport = &h1Transport{
-			fallback: transport, dial: dialer.DialContext, headerTimeout: opts.FirstByteTimeout,
-			maxIdlePerHost: transport.MaxIdleConnsPerHost, idleTimeout: transport.IdleConnTimeout,
-			readBufferSize: transport.ReadBufferSize, maxResponseHeader: 1 << 20,
+		// goroutine (h1client); net/http's Transport for the rest.
+		p.transport = &h1client.Transport{
+			Fallback: transport, Dial: dialer.DialContext, HeaderTimeout: opts.FirstByteTimeout,
+			MaxIdlePerHost: transport.MaxIdleConnsPerHost, IdleTimeout: transport.IdleConnTimeout,
+			ReadBufferSize: transport.ReadBufferSize, MaxResponseHeaderBytes: transport.MaxResponseHeaderBytes,
 		}
 	}
 	// Probes get their own connections so that a pool full of streams
@@ -411,10 +413,10 @@ func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, bod
 	if method == "" {
 		method = http.MethodGet // as NewRequest reads it
 	}
-	if !validToken(method) {
+	if !h1client.ValidToken(method) {
 		return nil, fmt.Errorf("backend %s: invalid method %q", b.Name, method)
 	}
-	if t, ok := p.transport.(*h1Transport); ok && fastPath(&u, int64(len(body))) {
+	if t, ok := p.transport.(*h1client.Transport); ok && h1client.FastPath(&u, int64(len(body))) {
 		// The fast path copies body into the message it sends, and sends
 		// hdr as the rules below say without a copy of it to edit
 		// (appendForwardHead).
@@ -423,7 +425,7 @@ func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, bod
 			Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 			Header: hdr, ContentLength: int64(len(body)), Body: http.NoBody,
 		}).WithContext(ctx)
-		resp, err := t.send(req, body, true)
+		resp, err := t.Forward(req, body)
 		return p.forwarded(ctx, b, method, &u, resp, err)
 	}
 	req := (&http.Request{
@@ -480,8 +482,8 @@ var jsonContentType = []string{"application/json"}
 // sends anything, so the caller may reuse the body as soon as Forward
 // returns.
 func (p *Pool) HoldsBody(b *Backend, n int) bool {
-	_, ok := p.transport.(*h1Transport)
-	return !ok || !fastPath(b.URL, int64(n))
+	_, ok := p.transport.(*h1client.Transport)
+	return !ok || !h1client.FastPath(b.URL, int64(n))
 }
 
 // UnreachableError says a backend sent nothing back: the request may be

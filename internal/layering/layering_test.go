@@ -59,6 +59,16 @@ func TestImportGraph(t *testing.T) {
 			pkgs:      []string{mod + "gen/prefixgate/v1", mod + "gen/prefixgate/v1/prefixgatev1connect"},
 			forbidden: []string{"google.golang.org/grpc", "github.com/klauspost/compress", mod + "internal/", mod + "normalize"},
 		},
+		{
+			why:       "the HTTP/1.1 front door and the backend client meet through backends/donehook only",
+			pkgs:      []string{mod + "internal/h1front"},
+			forbidden: []string{mod + "internal/server", mod + "backends/internal/", mod + "route", mod + "normalize", mod + "backends/vllmsim"},
+		},
+		{
+			why:       "the backend HTTP/1.1 client knows no front door, pool or router",
+			pkgs:      []string{mod + "backends/internal/h1client"},
+			forbidden: []string{mod + "internal/", mod + "route", mod + "normalize"},
+		},
 	} {
 		t.Run(tc.pkgs[0], func(t *testing.T) {
 			args := []string{"list", "-deps"}

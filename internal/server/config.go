@@ -89,7 +89,7 @@ type Config struct {
 	Drain []string
 	// StdlibHTTP1 serves every connection with net/http's server, turning
 	// off the HTTP/1.1 front door's own loop for plain requests
-	// (h1front.go); for comparison and as a way out.
+	// (internal/h1front); for comparison and as a way out.
 	StdlibHTTP1 bool
 	// SettingName names a field (MaxStringBytes) as an operator sets it
 	// (a flag and a file key), so that a limit error says what raises the

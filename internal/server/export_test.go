@@ -2,13 +2,14 @@ package server
 
 import (
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/prefixgate/prefixgate/internal/h1front"
 )
 
 // ClientCompressionOptions are the client options matching
@@ -36,10 +37,12 @@ func SetHeaderTimeout(d time.Duration) (restore func()) {
 // ServeFrontDoor serves h on ln through the HTTP/1.1 front door, with
 // net/http's server behind it for what it hands over, until stop.
 func ServeFrontDoor(h http.Handler, ln net.Listener) (stop func()) {
-	s := &Server{cfg: Config{MaxBodyBytes: DefaultMaxBodyBytes}, log: slog.New(slog.DiscardHandler), metrics: newMetrics(), handler: h}
-	f := newH1Front(s, ln, headerTimeout)
+	f := h1front.New(ln, h1front.Config{Handler: h, HeaderTimeout: headerTimeout, MaxBodyBytes: DefaultMaxBodyBytes})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout}
+	http1 := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout, Protocols: new(http.Protocols)}
+	http1.Protocols.SetHTTP1(true)
 	go func() { _ = srv.Serve(f) }()
-	go func() { _ = f.run() }()
-	return func() { _ = srv.Close(); _ = f.Close() }
+	go func() { _ = http1.Serve(f.Continued()) }()
+	go func() { _ = f.Run() }()
+	return func() { _ = srv.Close(); _ = http1.Close(); _ = f.Close() }
 }

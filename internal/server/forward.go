@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
@@ -47,7 +48,7 @@ func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([
 	// The front door's body ends at its Content-Length, which Decode
 	// checks against the limit: it needs no reader to bound it.
 	var rd io.Reader = r.Body
-	if _, front := r.Body.(*h1Body); !front {
+	if !h1front.IsRequestBody(r.Body) {
 		rd = http.MaxBytesReader(w, r.Body, s.pipe.Config().MaxBodyBytes)
 	}
 	return s.pipe.Decode(buf, headerValue(r.Header, "Content-Encoding"), rd, r.ContentLength)

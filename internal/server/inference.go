@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
+	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
@@ -119,9 +120,9 @@ func (a *answer) readChoice(c gjson.Result, textPath string) {
 // learns as it does for the REST proxy's plain answers.
 func (is inferenceService) unary(ctx context.Context, routeName, path string, mode normalize.Mode, body []byte, group string, hdr http.Header, out http.Header) ([]byte, answer, *pb.Routing, error) {
 	s := is.s
-	ctx, cancel := withRequestTimeout(ctx, s.cfg.RequestTimeout)
+	ctx, cancel := h1front.WithRequestTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	bodyRead(ctx) // the message is decoded
+	h1front.BodyRead(ctx) // the message is decoded
 	x, err := s.open(ctx, path, mode, body, group, hdr, out)
 	if err != nil {
 		s.record(routeName, nil, pipeline.Status(err))
@@ -196,9 +197,9 @@ func (is inferenceService) Invoke(ctx context.Context, req *connect.Request[pb.I
 // [DONE]); the routing info rides on the first.
 func (is inferenceService) stream(ctx context.Context, routeName, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header, send func(chunk []byte, a answer, routing *pb.Routing) error) error {
 	s := is.s
-	ctx, cancel := withRequestTimeout(ctx, s.cfg.RequestTimeout)
+	ctx, cancel := h1front.WithRequestTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	bodyRead(ctx) // the message is decoded
+	h1front.BodyRead(ctx) // the message is decoded
 	x, err := s.open(ctx, path, mode, body, group, hdr, out)
 	if err != nil {
 		s.record(routeName, nil, pipeline.Status(err))

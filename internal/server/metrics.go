@@ -22,7 +22,7 @@ type metrics struct {
 	// with its engine (usage.go).
 	backendCacheTokens *prometheus.GaugeVec
 	// frontRequests and handovers count the HTTP/1.1 front door's work
-	// (h1front.go).
+	// (internal/h1front).
 	frontRequests prometheus.Counter
 	handovers     prometheus.Counter
 

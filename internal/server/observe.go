@@ -18,6 +18,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/prefixgate/prefixgate/internal/h1front"
 )
 
 // RequestIDHeader carries the request id: the caller's, when it sends a
@@ -113,9 +115,7 @@ type observed struct {
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		if x, ok := r.Context().(*frontContext); ok {
-			x.start = start // the request timeout counts from here
-		}
+		h1front.MarkStart(r.Context(), start) // the request timeout counts from here
 		// The header names here are canonical: looked up as they are,
 		// without Get's canonicalization of each.
 		id := headerValue(r.Header, RequestIDHeader)
@@ -171,4 +171,12 @@ func (s *Server) startSpan(ctx context.Context, name string, attrs ...attribute.
 // backend's own traces join the router's.
 func injectTrace(ctx context.Context, hdr http.Header) {
 	propagator.Inject(ctx, propagation.HeaderCarrier(hdr))
+}
+
+// headerValue is h.Get(key) for a key already in canonical form.
+func headerValue(h http.Header, key string) string {
+	if vs := h[key]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
 }

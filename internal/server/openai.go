@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/normalize"
 )
@@ -27,11 +28,11 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 			writeError(w, err)
 			return
 		}
-		ctx, cancel := withRequestTimeout(r.Context(), s.cfg.RequestTimeout)
+		ctx, cancel := h1front.WithRequestTimeout(r.Context(), s.cfg.RequestTimeout)
 		defer cancel()
 		bp := getBodyBuffer()
 		raw, err := s.readBody(r, w, *bp)
-		bodyRead(ctx)
+		h1front.BodyRead(ctx)
 		// raw is dead once open has normalized it (the canonical copy is
 		// what goes to the backend) and any error has been written.
 		defer putBodyBuffer(bp, raw)
@@ -68,7 +69,7 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 		if err := x.relay(w, stream); err != nil {
 			// Canceled: the client left, not the backend's failure. The
 			// front door's request context also carries the request
-			// timeout (withRequestTimeout), which is the backend's.
+			// timeout (h1front.WithRequestTimeout), which is the backend's.
 			if r.Context().Err() != context.Canceled {
 				x.err = err
 			}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/gen/prefixgate/v1/prefixgatev1connect"
+	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
@@ -212,21 +213,21 @@ func (s *Server) routes() http.Handler {
 }
 
 // plainRoutes serves mux, with the handlers of the plain paths the
-// front door serves (plainPaths) found once, for GET and POST, when it is
+// front door serves (h1front.PlainPaths) found once, for GET and POST, when it is
 // made: the mux's search (cleaning the path, walking its tree, joining
 // patterns) was 2% of the router's CPU per request. A table lookup is
 // the mux's own answer, since no pattern names a host, these paths are
 // clean, and the patterns on them have no wildcards.
 type plainRoutes struct {
 	mux      *http.ServeMux
-	handlers [2][len(plainPaths)]http.Handler // [0]: GET, [1]: POST
-	patterns [2][len(plainPaths)]string
+	handlers [2][len(h1front.PlainPaths)]http.Handler // [0]: GET, [1]: POST
+	patterns [2][len(h1front.PlainPaths)]string
 }
 
 func newPlainRoutes(mux *http.ServeMux) *plainRoutes {
 	pr := &plainRoutes{mux: mux}
 	for m, method := range [2]string{http.MethodGet, http.MethodPost} {
-		for i, path := range plainPaths {
+		for i, path := range h1front.PlainPaths {
 			pr.handlers[m][i], pr.patterns[m][i] = mux.Handler(&http.Request{Method: method, URL: &url.URL{Path: path}})
 		}
 	}
@@ -242,7 +243,7 @@ func (pr *plainRoutes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m = 1
 	}
 	if m >= 0 && r.URL.RawPath == "" && r.RequestURI != "*" {
-		for i, path := range plainPaths {
+		for i, path := range h1front.PlainPaths {
 			if r.URL.Path == path {
 				r.Pattern = pr.patterns[m][i]
 				pr.handlers[m][i].ServeHTTP(w, r)
@@ -344,33 +345,35 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	protocols.SetHTTP2(true)
-	srv := &http.Server{
-		Handler:           s.handler,
-		Protocols:         protocols,
-		ReadHeaderTimeout: headerTimeout,
-		IdleTimeout:       s.cfg.ClientIdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
-	errc := make(chan error, 1)
-	var front *h1Front
+	srv := s.httpServer(protocols)
+	// Connections that spoke HTTP/1.1 with the front door first go to a
+	// server that speaks nothing else (h1front.Front.Continued).
+	http1 := new(http.Protocols)
+	http1.SetHTTP1(true)
+	continued := s.httpServer(http1)
+	errc := make(chan error, 2)
+	var front *h1front.Front
 	accepted := make(chan error, 1)
 	if s.cfg.StdlibHTTP1 {
 		go func() { errc <- srv.Serve(ln) }()
 	} else {
 		// The front door accepts; net/http serves what it hands over.
-		front = newH1Front(s, ln, headerTimeout)
+		front = h1front.New(ln, s.frontConfig())
 		go func() { errc <- srv.Serve(front) }()
-		go func() { accepted <- front.run() }()
+		go func() { errc <- continued.Serve(front.Continued()) }()
+		go func() { accepted <- front.Run() }()
 	}
 	select {
 	case err := <-errc:
 		if front != nil {
 			_ = front.Close()
+			_ = srv.Close()
+			_ = continued.Close()
 		}
 		return err
 	case err := <-accepted:
 		_ = srv.Close()
+		_ = continued.Close()
 		return err
 	case <-ctx.Done():
 	}
@@ -380,13 +383,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	if front != nil {
-		front.shutdown()
+		front.Shutdown()
 	}
+	cerrc := make(chan error, 1)
+	go func() { cerrc <- continued.Shutdown(shutdownCtx) }()
 	err := srv.Shutdown(shutdownCtx)
+	if cerr := <-cerrc; err == nil {
+		err = cerr
+	}
 	if front != nil {
 		_ = front.Close()
 		<-accepted // no connection starts after this
-		if ferr := front.wait(shutdownCtx); err == nil {
+		if ferr := front.Wait(shutdownCtx); err == nil {
 			err = ferr
 		}
 	}
@@ -397,6 +405,28 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, drain time.Duration
 		s.log.Warn("flushing traces", "err", err)
 	}
 	return nil
+}
+
+// httpServer is the net/http server of Serve, speaking protocols.
+func (s *Server) httpServer(protocols *http.Protocols) *http.Server {
+	return &http.Server{
+		Handler:           s.handler,
+		Protocols:         protocols,
+		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       s.cfg.ClientIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// frontConfig is the HTTP/1.1 front door's configuration, shared with
+// the net/http server it hands connections to.
+func (s *Server) frontConfig() h1front.Config {
+	return h1front.Config{
+		Handler: s.handler, Log: s.log, HeaderTimeout: headerTimeout,
+		ClientIdleTimeout: s.cfg.ClientIdleTimeout, MaxBodyBytes: s.cfg.MaxBodyBytes,
+		Requests: s.metrics.frontRequests, Handovers: s.metrics.handovers,
+	}
 }
 
 // headerTimeout bounds the wait for a request's head once it has begun

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/prefixgate/prefixgate/internal/h1front"
 )
 
 // TestPlainRoutesAreTheMuxs: for the front door's plain paths and their
@@ -26,7 +28,7 @@ func TestPlainRoutesAreTheMuxs(t *testing.T) {
 		t.Fatalf("routes is a %T, want *plainRoutes", s.routes())
 	}
 	var targets []string
-	for _, p := range plainPaths {
+	for _, p := range h1front.PlainPaths {
 		targets = append(targets, p, p+"/", p+"?a=1", strings.Replace(p, "/", "/%2F", 1), "/."+p, strings.ToUpper(p))
 	}
 	targets = append(targets, "/", "/v1", "/v1/chat")
@@ -66,7 +68,7 @@ func TestPlainRoutesAreTheMuxs(t *testing.T) {
 	if w.Code != http.StatusBadRequest {
 		t.Fatalf("OPTIONS *: %d, want the mux's 400", w.Code)
 	}
-	if checked < 5*len(plainPaths)*6 {
+	if checked < 5*len(h1front.PlainPaths)*6 {
 		t.Fatalf("only %d requests compared", checked)
 	}
 }

@@ -1,9 +1,8 @@
-package server
+package h1front
 
 import (
 	"bufio"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -21,18 +20,17 @@ func TestFrontHeadIsPlainWithinItsBuffer(t *testing.T) {
 	// requests carry its own context type.
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
-		_, front := r.Context().(*frontContext)
+		_, front := r.Context().(*requestContext)
 		_, _ = io.WriteString(w, strconv.FormatInt(n, 10)+" "+strconv.FormatBool(front))
 	})
-	s := &Server{cfg: Config{MaxBodyBytes: DefaultMaxBodyBytes}, log: slog.New(slog.DiscardHandler), metrics: newMetrics(), handler: handler}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newH1Front(s, ln, headerTimeout)
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: headerTimeout}
+	f := New(ln, Config{Handler: handler, HeaderTimeout: 10 * time.Second, MaxBodyBytes: 1 << 20})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(f) }()
-	go func() { _ = f.run() }()
+	go func() { _ = f.Run() }()
 	defer func() { _ = srv.Close(); _ = f.Close() }()
 
 	c, err := net.Dial("tcp", ln.Addr().String())

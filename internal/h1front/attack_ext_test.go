@@ -1,4 +1,4 @@
-package server_test
+package h1front_test
 
 import (
 	"bufio"
@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prefixgate/prefixgate/internal/server"
+	"github.com/prefixgate/prefixgate/internal/h1front"
 )
 
 // The front door under attack: requests and handlers chosen to break its
 // framing, its hand-over to net/http and its per-connection state. Each
-// test serves its own handler through server.ServeFrontDoor.
+// test serves its own handler through h1front.ServeFrontDoor.
 
 // serveAttack serves h through the front door on loopback and returns the
 // address.
@@ -28,7 +28,7 @@ func serveAttack(t *testing.T, h http.Handler) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := server.ServeFrontDoor(h, ln)
+	stop := h1front.ServeFrontDoor(h, ln)
 	t.Cleanup(stop)
 	return ln.Addr().String()
 }
@@ -409,4 +409,9 @@ func TestFrontEarlyAnswerOverUnreadBodyIsRead(t *testing.T) {
 			t.Fatalf("try %d: %d close=%v %q", i, resp.StatusCode, resp.Close, b)
 		}
 	}
+}
+
+// post is the bytes of a POST of body to path with the extra headers.
+func post(path, headers, body string) string {
+	return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: router\r\n%sContent-Length: %d\r\n\r\n%s", path, headers, len(body), body)
 }

@@ -1,4 +1,4 @@
-package backends
+package h1client
 
 import (
 	"bufio"
@@ -15,9 +15,11 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/prefixgate/prefixgate/backends/donehook"
 )
 
-// h1Transport forwards requests with a known body length to http://
+// Transport forwards requests with a known body length to http://
 // backends over HTTP/1.1 keep-alive connections, doing the whole exchange
 // on the caller's goroutine: the request line, headers and body go out in
 // one write, and the response is read from the connection by whoever reads
@@ -30,25 +32,34 @@ import (
 // to fallback.
 //
 // What net/http's reader goroutine also gives, noticing that the backend
-// closed an idle connection, is done by a non-blocking peek before a
-// connection idle for longer than peekAfter is reused.
-type h1Transport struct {
-	fallback          http.RoundTripper
-	dial              func(ctx context.Context, network, addr string) (net.Conn, error)
-	headerTimeout     time.Duration // ResponseHeaderTimeout; 0: none
-	maxIdlePerHost    int
-	idleTimeout       time.Duration
-	readBufferSize    int
-	maxResponseHeader int64
+// closed an idle connection, is done by a non-blocking peek on a reused
+// connection just before its request is written (writeAndAwait).
+type Transport struct {
+	// Fallback takes what the fast path does not.
+	Fallback http.RoundTripper
+	// Dial makes a new connection.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// HeaderTimeout bounds the wait for a response header once the
+	// request is written (net/http's ResponseHeaderTimeout); 0: none.
+	HeaderTimeout time.Duration
+	// MaxIdlePerHost and IdleTimeout bound the idle connections kept, as
+	// net/http's Transport's fields of those names do.
+	MaxIdlePerHost int
+	IdleTimeout    time.Duration
+	// ReadBufferSize is each connection's read buffer.
+	ReadBufferSize int
+	// MaxResponseHeaderBytes limits the response header, as net/http's
+	// Transport's field does; 0: DefaultMaxResponseHeaderBytes.
+	MaxResponseHeaderBytes int64
 
 	mu        sync.Mutex
-	idle      map[string][]*h1Conn // by host:port, most recently used last
+	idle      map[string][]*backendConn // by host:port, most recently used last
 	nextSweep time.Time
 }
 
-// h1Conn is one backend connection and its read buffer.
-type h1Conn struct {
-	t      *h1Transport
+// backendConn is one backend connection and its read buffer.
+type backendConn struct {
+	t      *Transport
 	host   string
 	conn   net.Conn
 	raw    syscall.RawConn // conn's, for alive and writeAndAwait; nil without one
@@ -57,9 +68,6 @@ type h1Conn struct {
 	br     *bufio.Reader
 	idleAt time.Time
 	reused bool
-	// staleDeadline: the last exchange's header deadline is still set on
-	// conn (its answer needed no read after the header).
-	staleDeadline bool
 	// expire unblocks a write or read in progress on conn (a cancelled
 	// request), made once per connection rather than once per request.
 	expire func()
@@ -72,35 +80,20 @@ type awaitState struct {
 	msg     []byte
 	n       int
 	written bool
+	// check: look for an end or stray bytes before writing (a reused
+	// connection); closed: the look found them, and nothing was written.
+	check, closed bool
 }
 
-// doneHooker is a context that runs a function once it is done by
-// itself, as context.AfterFunc would for it (the router's HTTP/1.1 front
-// door's request contexts), and names each such function by a number
-// rather than a stop closure: calling it directly saves
-// context.AfterFunc's context, closures and link into the parent, and the
-// number saves the closure's allocation. AddDoneHook runs f at once (in
-// its own goroutine) and returns 0 when the context is done already;
-// RemoveDoneHook reports whether it kept f from running.
-type doneHooker interface {
-	AddDoneHook(f func()) (id uint64)
-	RemoveDoneHook(id uint64) bool
-}
+// DefaultMaxResponseHeaderBytes is the response header limit when
+// Transport.MaxResponseHeaderBytes is 0: net/http's Transport's default.
+const DefaultMaxResponseHeaderBytes = 10 << 20
 
-// expireHook is an exchange's registration of its connection's expire
-// on the request's context: stop removes it, as context.AfterFunc's stop
-// does, and reports whether it kept expire from running.
-type expireHook struct {
-	hooker doneHooker // nil: stopFn, context.AfterFunc's
-	id     uint64
-	stopFn func() bool
-}
-
-func (h *expireHook) stop() bool {
-	if h.hooker != nil {
-		return h.hooker.RemoveDoneHook(h.id)
+func (t *Transport) maxHeaderBytes() int64 {
+	if t.MaxResponseHeaderBytes > 0 {
+		return t.MaxResponseHeaderBytes
 	}
-	return h.stopFn()
+	return DefaultMaxResponseHeaderBytes
 }
 
 // limitReader fails reads past n bytes while n >= 0; the response header
@@ -136,31 +129,39 @@ const maxPooledRequest = 1 << 20
 // handles reports whether the fast path can send req. Bodies over
 // maxPooledRequest go to fallback, which streams them from the caller's
 // buffer instead of copying them whole into the request's.
-func (t *h1Transport) handles(req *http.Request) bool {
-	return fastPath(req.URL, req.ContentLength) &&
+func (t *Transport) handles(req *http.Request) bool {
+	return FastPath(req.URL, req.ContentLength) &&
 		len(req.TransferEncoding) == 0 && req.Trailer == nil &&
 		(req.ContentLength > 0 || req.Body == nil || req.Body == http.NoBody)
 }
 
-// fastPath reports whether a request to u with a body of n bytes, framed
+// FastPath reports whether a request to u with a body of n bytes, framed
 // as Pool.Forward frames it, goes out on the fast path.
-func fastPath(u *url.URL, n int64) bool {
+func FastPath(u *url.URL, n int64) bool {
 	return u.Scheme == "http" && u.Host != "" && n >= 0 && n <= maxPooledRequest
 }
 
 // RoundTrip implements http.RoundTripper.
-func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.handles(req) {
-		return t.fallback.RoundTrip(req)
+		return t.Fallback.RoundTrip(req)
 	}
 	return t.send(req, nil, false)
 }
 
+// Forward sends req, which FastPath takes, with body as its body (copied
+// into the message as it is, with no reader over it to allocate and read
+// through). req.Header is sent as it is, but for the framing fields,
+// Content-Encoding (the body is decoded) and, when there is a body,
+// Content-Type, which is application/json (appendForwardHead); req.Body is
+// not read. The caller may reuse body and req.Header once Forward returns.
+func (t *Transport) Forward(req *http.Request, body []byte) (*http.Response, error) {
+	return t.send(req, body, true)
+}
+
 // send sends req on the fast path, whose body is req.Body or, with
-// direct, body (Pool.Forward's: copied into the message as it is, with no
-// reader over it to allocate and read through). With direct, req.Header
-// is Forward's caller's, sent as Forward's rules say (appendForwardHead).
-func (t *h1Transport) send(req *http.Request, body []byte, direct bool) (*http.Response, error) {
+// direct, body (Forward's).
+func (t *Transport) send(req *http.Request, body []byte, direct bool) (*http.Response, error) {
 	bp := requestBuffers.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) > maxPooledRequest {
@@ -185,22 +186,28 @@ func (t *h1Transport) send(req *http.Request, body []byte, direct bool) (*http.R
 	}
 	ctx := req.Context()
 	for attempt := 0; ; attempt++ {
-		resp, retry, err := t.exchange(ctx, req, msg)
-		// A reused connection that the backend closed as we sent on it
-		// (an idle keep-alive timing out) ends before a single byte of
-		// answer: the backend never read the request, so it goes out
-		// again once, on a new connection.
-		if retry && attempt == 0 && ctx.Err() == nil {
+		resp, unsent, err := t.exchange(ctx, req, msg)
+		// A request that provably never reached the backend (its reused
+		// connection was found closed before a byte was written, or the
+		// write failed with no byte of it taken) goes again on another
+		// connection; one that may have reached it never does, since the
+		// backend may have run it. The bound only guards against a loop:
+		// each attempt takes another idle connection or dials.
+		if unsent && attempt <= t.MaxIdlePerHost && ctx.Err() == nil {
 			continue
 		}
 		return resp, err
 	}
 }
 
+// errClosedBeforeWrite: the reused connection had ended (or held stray
+// bytes) before the request was written; nothing of it was sent.
+var errClosedBeforeWrite = errors.New("backend closed the idle connection before the request was written")
+
 // exchange sends msg, the bytes of req, on one connection and reads the
-// response header. retry reports that the connection was a reused one that
-// ended without a byte of answer.
-func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byte) (resp *http.Response, retry bool, err error) {
+// response header. unsent reports that the request provably never
+// reached the backend: no byte of it was written.
+func (t *Transport) exchange(ctx context.Context, req *http.Request, msg []byte) (resp *http.Response, unsent bool, err error) {
 	trace := httptrace.ContextClientTrace(ctx)
 	c, err := t.conn(ctx, req.URL.Host)
 	if err != nil {
@@ -211,84 +218,116 @@ func (t *h1Transport) exchange(ctx context.Context, req *http.Request, msg []byt
 	}
 	// Cancellation unblocks a write or read in progress by expiring the
 	// connection's deadline; a connection that saw it is never reused.
-	var hook expireHook
-	if dh, ok := ctx.(doneHooker); ok {
-		hook = expireHook{hooker: dh, id: dh.AddDoneHook(c.expire)}
-	} else {
-		hook.stopFn = context.AfterFunc(ctx, c.expire)
-	}
-	// The request goes out and the wait for its answer begins in one step
-	// (writeAndAwait), under the header timeout. A trace that wants to
-	// hear of the write as it ends, and a write that does not finish at
-	// once, take the ordinary write, after which the header timeout
-	// starts.
-	sent := 0
-	if trace == nil || trace.WroteRequest == nil {
-		c.setHeaderDeadline(ctx)
-		sent = c.writeAndAwait(msg)
-	}
-	var werr error
-	if sent < len(msg) {
-		_, werr = c.conn.Write(msg[sent:])
-		if trace != nil && trace.WroteRequest != nil {
-			trace.WroteRequest(httptrace.WroteRequestInfo{Err: werr})
-		}
-		// Even after a failed write the answer is read: a backend may
-		// answer (a 413, say) and close before it has read the whole body.
-		c.setHeaderDeadline(ctx)
-	}
-	resp, rerr := c.readResponse(req)
-	if rerr == nil && t.headerTimeout > 0 && c.buffered(resp) {
-		// No read of this answer waits: the header timeout's deadline
-		// stays until the next exchange sets its own (or the peek before
-		// a long-idle reuse clears it), one deadline call per request
-		// instead of two.
-		c.staleDeadline = true
-	} else if rerr == nil && t.headerTimeout > 0 {
-		c.conn.SetReadDeadline(time.Time{})
-		// A cancellation that expired the deadline between the header and
-		// this line must not be undone: expire it again.
-		if ctx.Err() != nil {
-			c.conn.SetDeadline(time.Unix(1, 0))
-		}
-	}
-	if rerr != nil {
-		hook.stop()
+	// The front door's contexts take the function themselves (donehook).
+	hook := donehook.AfterFunc(ctx, c.expire)
+	written, werr := c.write(ctx, msg, trace)
+	if written == 0 && werr != nil {
+		hook.Stop()
 		c.conn.Close()
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, false, cerr
 		}
-		retry = c.reused && c.lim.n == t.maxResponseHeader
-		if werr != nil {
-			return nil, retry, fmt.Errorf("writing the request: %w", werr)
-		}
-		var ne net.Error
-		if errors.As(rerr, &ne) && ne.Timeout() {
-			return nil, false, fmt.Errorf("no response header within %s: %w", t.headerTimeout, rerr)
-		}
-		return nil, retry, fmt.Errorf("reading the response: %w", rerr)
+		return nil, true, fmt.Errorf("writing the request: %w", werr)
 	}
+	resp, rerr := c.readResponse(req)
+	if rerr != nil {
+		hook.Stop()
+		c.conn.Close()
+		return nil, false, t.exchangeError(ctx, werr, rerr)
+	}
+	c.keepDeadline(ctx, resp)
 	keep := werr == nil && !resp.Close && !req.Close
 	if resp.Body == http.NoBody {
 		c.finish(&hook, keep)
 		return resp, false, nil
 	}
-	var hb *h1Body
+	var hb *responseBody
 	var answer *simpleAnswer
 	if lb, ok := resp.Body.(*lengthBody); ok && lb.answer != nil {
 		answer = lb.answer
 		hb = &answer.outer // allocated with the response
 	} else {
-		hb = new(h1Body)
+		hb = new(responseBody)
 	}
-	*hb = h1Body{rc: resp.Body, c: c, ctx: ctx, hook: hook, keep: keep, answer: answer}
+	*hb = responseBody{rc: resp.Body, c: c, ctx: ctx, hook: hook, keep: keep, answer: answer}
 	resp.Body = hb
 	return resp, false, nil
 }
 
+// write sends msg on c and starts the header timeout, reporting how many
+// bytes went out. On a reused connection it first makes sure the backend
+// has not closed it (errClosedBeforeWrite, nothing written). The request
+// goes out and the wait for its answer begins in one step
+// (writeAndAwait), under the header timeout; a trace that wants to hear
+// of the write as it ends, and a write that does not finish at once, take
+// the ordinary write, after which the header timeout starts.
+func (c *backendConn) write(ctx context.Context, msg []byte, trace *httptrace.ClientTrace) (int, error) {
+	sent := 0
+	if trace == nil || trace.WroteRequest == nil {
+		c.setHeaderDeadline(ctx)
+		var closed bool
+		sent, closed = c.writeAndAwait(msg, c.reused)
+		if closed {
+			return 0, errClosedBeforeWrite
+		}
+	} else if c.reused {
+		c.setHeaderDeadline(ctx) // a deadline left expired would fail the look
+		if !c.alive() {
+			return 0, errClosedBeforeWrite
+		}
+	}
+	if sent == len(msg) {
+		return sent, nil
+	}
+	n, werr := c.conn.Write(msg[sent:])
+	if trace != nil && trace.WroteRequest != nil {
+		trace.WroteRequest(httptrace.WroteRequestInfo{Err: werr})
+	}
+	// Even after a failed write the answer is read: a backend may answer
+	// (a 413, say) and close before it has read the whole body.
+	c.setHeaderDeadline(ctx)
+	return sent + n, werr
+}
+
+// exchangeError is the error of an exchange whose response header could
+// not be read: the context's when it ended, else what failed.
+func (t *Transport) exchangeError(ctx context.Context, werr, rerr error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if werr != nil {
+		return fmt.Errorf("writing the request: %w", werr)
+	}
+	var ne net.Error
+	if errors.As(rerr, &ne) && ne.Timeout() {
+		return fmt.Errorf("no response header within %s: %w", t.HeaderTimeout, rerr)
+	}
+	return fmt.Errorf("reading the response: %w", rerr)
+}
+
+// keepDeadline settles the header timeout's deadline once the header of
+// resp is read.
+func (c *backendConn) keepDeadline(ctx context.Context, resp *http.Response) {
+	if c.t.HeaderTimeout <= 0 {
+		return
+	}
+	if c.buffered(resp) {
+		// No read of this answer waits: the header timeout's deadline
+		// stays until the next exchange sets its own, one deadline call
+		// per request instead of two.
+		return
+	}
+	c.conn.SetReadDeadline(time.Time{})
+	// A cancellation that expired the deadline between the header and
+	// this line must not be undone: expire it again.
+	if ctx.Err() != nil {
+		c.conn.SetDeadline(time.Unix(1, 0))
+	}
+}
+
 // buffered reports whether the body of resp, just read from c, is all in
 // c's buffer (or empty): reading it will not wait for the backend.
-func (c *h1Conn) buffered(resp *http.Response) bool {
+func (c *backendConn) buffered(resp *http.Response) bool {
 	if resp.Body == http.NoBody {
 		return true
 	}
@@ -299,12 +338,11 @@ func (c *h1Conn) buffered(resp *http.Response) bool {
 // setHeaderDeadline starts the header timeout, if there is one, on c's
 // reads. A cancellation that already expired the deadline (c.expire) is
 // not undone: it expires it again.
-func (c *h1Conn) setHeaderDeadline(ctx context.Context) {
-	if c.t.headerTimeout <= 0 {
+func (c *backendConn) setHeaderDeadline(ctx context.Context) {
+	if c.t.HeaderTimeout <= 0 {
 		return
 	}
-	c.conn.SetReadDeadline(time.Now().Add(c.t.headerTimeout))
-	c.staleDeadline = false
+	c.conn.SetReadDeadline(time.Now().Add(c.t.HeaderTimeout))
 	if ctx.Err() != nil {
 		c.expire()
 	}
@@ -312,9 +350,9 @@ func (c *h1Conn) setHeaderDeadline(ctx context.Context) {
 
 // readResponse reads the response header, skipping informational answers
 // other than 101: the simple shape of a plain answer with the fast parser
-// (h1response.go), anything else with http.ReadResponse.
-func (c *h1Conn) readResponse(req *http.Request) (*http.Response, error) {
-	c.lim.n = c.t.maxResponseHeader
+// (response.go), anything else with http.ReadResponse.
+func (c *backendConn) readResponse(req *http.Request) (*http.Response, error) {
+	c.lim.n = c.t.maxHeaderBytes()
 	for range 8 {
 		resp, ok := readSimpleResponse(c.br, req)
 		if ok {
@@ -333,15 +371,15 @@ func (c *h1Conn) readResponse(req *http.Request) (*http.Response, error) {
 			c.lim.n = -1
 			return resp, nil
 		}
-		c.lim.n = c.t.maxResponseHeader
+		c.lim.n = c.t.maxHeaderBytes()
 	}
 	return nil, errors.New("more than 8 informational (1xx) responses")
 }
 
 // finish ends an exchange on c: the connection goes back to the idle set
 // when keep holds and cancellation never touched it, else it is closed.
-func (c *h1Conn) finish(hook *expireHook, keep bool) {
-	if !hook.stop() {
+func (c *backendConn) finish(hook *donehook.Stop, keep bool) {
+	if !hook.Stop() {
 		keep = false // the AfterFunc ran or is running: the deadline is spent
 	}
 	if keep && c.br.Buffered() == 0 {
@@ -351,24 +389,24 @@ func (c *h1Conn) finish(hook *expireHook, keep bool) {
 	c.conn.Close()
 }
 
-// h1Body is a response body on an h1Conn. Reading it to the end returns
+// responseBody is a response body on an backendConn. Reading it to the end returns
 // the connection to the idle set; closing it early closes the connection
 // (Close may come from another goroutine, to unblock a Read).
-type h1Body struct {
+type responseBody struct {
 	rc   io.ReadCloser
-	c    *h1Conn
+	c    *backendConn
 	ctx  context.Context
-	hook expireHook
+	hook donehook.Stop
 	keep bool
 	// answer holds the objects of a simple answer, the idle timeout's
-	// wrapper (newIdleBody) among them; nil for another answer.
+	// wrapper (NewIdleBody) among them; nil for another answer.
 	answer *simpleAnswer
 
 	mu   sync.Mutex
 	done bool
 }
 
-func (b *h1Body) Read(p []byte) (int, error) {
+func (b *responseBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err != nil {
 		b.end(err == io.EOF)
@@ -381,7 +419,7 @@ func (b *h1Body) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *h1Body) Close() error {
+func (b *responseBody) Close() error {
 	b.end(false)
 	return nil
 }
@@ -389,14 +427,14 @@ func (b *h1Body) Close() error {
 // readyNow reports whether the next Read returns without waiting for the
 // backend: a body of known length whose next bytes (or end) are in the
 // connection's buffer. Called on the reading goroutine only.
-func (b *h1Body) readyNow() bool {
+func (b *responseBody) readyNow() bool {
 	lb, ok := b.rc.(*lengthBody)
 	return ok && (lb.n <= 0 || lb.br.Buffered() > 0)
 }
 
 // end releases the connection once: kept when the body was read to its
 // end, closed otherwise.
-func (b *h1Body) end(eof bool) {
+func (b *responseBody) end(eof bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.done {
@@ -407,13 +445,13 @@ func (b *h1Body) end(eof bool) {
 		b.c.finish(&b.hook, b.keep)
 		return
 	}
-	b.hook.stop()
+	b.hook.Stop()
 	b.c.conn.Close()
 }
 
 // conn returns an idle connection to host that the backend has not
 // closed, or dials a new one.
-func (t *h1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
+func (t *Transport) conn(ctx context.Context, host string) (*backendConn, error) {
 	now := time.Now()
 	for {
 		t.mu.Lock()
@@ -426,66 +464,45 @@ func (t *h1Transport) conn(ctx context.Context, host string) (*h1Conn, error) {
 		list[len(list)-1] = nil
 		t.idle[host] = list[:len(list)-1]
 		t.mu.Unlock()
-		idle := now.Sub(c.idleAt)
-		if idle >= peekAfter && idle < t.idleTimeout && c.staleDeadline {
-			// The peek is a read: an expired deadline would fail it.
-			c.conn.SetReadDeadline(time.Time{})
-			c.staleDeadline = false
-		}
-		if idle < t.idleTimeout && (idle < peekAfter || c.alive()) {
+		if now.Sub(c.idleAt) < t.IdleTimeout {
 			c.reused = true
 			return c, nil
 		}
 		c.conn.Close()
 	}
-	nc, err := t.dial(ctx, "tcp", host)
+	nc, err := t.Dial(ctx, "tcp", host)
 	if err != nil {
 		return nil, err
 	}
-	c := &h1Conn{t: t, host: host, conn: nc, raw: rawConnOf(nc), lim: limitReader{r: nc, n: -1}}
+	c := &backendConn{t: t, host: host, conn: nc, raw: rawConnOf(nc), lim: limitReader{r: nc, n: -1}}
 	c.expire = func() { c.conn.SetDeadline(time.Unix(1, 0)) }
-	c.br = bufio.NewReaderSize(&c.lim, t.readBufferSize)
+	c.br = bufio.NewReaderSize(&c.lim, t.ReadBufferSize)
 	return c, nil
 }
-
-// peekAfter is how long a connection may sit idle and be reused without
-// the peek: under load a connection is idle for microseconds, where the
-// peek's system call would be spent on every request. A connection that
-// a backend closed whole (a restart, an idle keep-alive timing out) meets
-// the write with a reset, which ends writeAndAwait's wait, and exchange
-// sends the request again. One the backend only half-closed (its end of
-// stream sent, its reads still open, as a server draining before its
-// close does) gives no such reset: its end arrived before the wait began,
-// which the wait cannot see (the poller's readiness is reset first), so
-// without the peek the request would wait out the header timeout
-// (TestH1AwaitSeesABackendThatHalfClosedWhileIdle). Hence a short bound:
-// only a half-close within this long of the last answer still goes
-// unseen.
-const peekAfter = time.Millisecond
 
 // put returns c to the idle set, within the per-host bound, and now and
 // then closes connections idle past the timeout (those of backends that
 // have gone included).
-func (t *h1Transport) put(c *h1Conn) {
+func (t *Transport) put(c *backendConn) {
 	now := time.Now()
 	c.idleAt = now
-	var stale []*h1Conn
+	var stale []*backendConn
 	t.mu.Lock()
 	if t.idle == nil {
-		t.idle = make(map[string][]*h1Conn)
+		t.idle = make(map[string][]*backendConn)
 	}
 	list := t.idle[c.host]
-	if len(list) >= t.maxIdlePerHost {
+	if len(list) >= t.MaxIdlePerHost {
 		stale = append(stale, list[0])
 		list = append(list[:0], list[1:]...)
 	}
 	t.idle[c.host] = append(list, c)
 	if now.After(t.nextSweep) {
-		t.nextSweep = now.Add(t.idleTimeout / 4)
+		t.nextSweep = now.Add(t.IdleTimeout / 4)
 		for h, l := range t.idle {
 			keep := l[:0]
 			for _, ic := range l {
-				if now.Sub(ic.idleAt) >= t.idleTimeout {
+				if now.Sub(ic.idleAt) >= t.IdleTimeout {
 					stale = append(stale, ic)
 				} else {
 					keep = append(keep, ic)
@@ -506,7 +523,7 @@ func (t *h1Transport) put(c *h1Conn) {
 }
 
 // CloseIdleConnections closes every idle connection.
-func (t *h1Transport) CloseIdleConnections() {
+func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle = nil
@@ -516,7 +533,7 @@ func (t *h1Transport) CloseIdleConnections() {
 			c.conn.Close()
 		}
 	}
-	if ci, ok := t.fallback.(interface{ CloseIdleConnections() }); ok {
+	if ci, ok := t.Fallback.(interface{ CloseIdleConnections() }); ok {
 		ci.CloseIdleConnections()
 	}
 }
@@ -566,7 +583,7 @@ func appendHeadAs(dst []byte, req *http.Request, forward, json bool) ([]byte, er
 	if method == "" {
 		method = http.MethodGet
 	}
-	if !validToken(method) {
+	if !ValidToken(method) {
 		return dst, fmt.Errorf("invalid method %q", method)
 	}
 	host := req.Host
@@ -615,7 +632,7 @@ func appendHeadAs(dst []byte, req *http.Request, forward, json bool) ([]byte, er
 				continue
 			}
 		}
-		if !validToken(k) {
+		if !ValidToken(k) {
 			return dst, fmt.Errorf("invalid header name %q", k)
 		}
 		for _, v := range vs {
@@ -631,8 +648,8 @@ func appendHeadAs(dst []byte, req *http.Request, forward, json bool) ([]byte, er
 	return append(dst, "\r\n"...), nil
 }
 
-// validToken reports whether s is an HTTP token (a method or header name).
-func validToken(s string) bool {
+// ValidToken reports whether s is an HTTP token (a method or header name).
+func ValidToken(s string) bool {
 	if s == "" {
 		return false
 	}

@@ -1,4 +1,4 @@
-package backends
+package h1client
 
 import (
 	"bufio"
@@ -165,8 +165,8 @@ func readSimpleResponse(br *bufio.Reader, req *http.Request) (*http.Response, bo
 type simpleAnswer struct {
 	resp   http.Response
 	body   lengthBody
-	outer  h1Body
-	idle   idleBody
+	outer  responseBody
+	idle   IdleBody
 	values [8]string
 }
 
@@ -177,45 +177,63 @@ func parseSimpleResponse(hdr []byte, req *http.Request) (*simpleAnswer, bool) {
 	if len(hdr) < len(proto)+3+4 || string(hdr[:len(proto)]) != proto {
 		return nil, false
 	}
-	// One string holds the status and every value; the response's
-	// strings are slices of it.
-	s := string(hdr[len(proto) : len(hdr)-2])
 	eol := bytes.IndexByte(hdr, '\n')
 	if eol <= len(proto) || hdr[eol-1] != '\r' {
 		return nil, false
 	}
 	line := hdr[len(proto) : eol-1]
-	// The status: three digits, 200 to 599, then nothing or one space
-	// and a reason phrase.
-	if len(line) < 3 || line[0] < '2' || line[0] > '5' || line[1] < '0' || line[1] > '9' ||
-		line[2] < '0' || line[2] > '9' {
+	code, ok := statusCode(line)
+	if !ok {
 		return nil, false
 	}
-	if len(line) > 3 {
-		if line[3] != ' ' {
-			return nil, false
-		}
-		for _, c := range line[4:] {
-			if !valueByte(c) {
-				return nil, false
-			}
-		}
-	}
-	code := int(line[0]-'0')*100 + int(line[1]-'0')*10 + int(line[2]-'0')
-	if code == http.StatusNoContent || code == http.StatusNotModified {
-		return nil, false // no body whatever the header says: ReadResponse's
-	}
-	a := &simpleAnswer{resp: http.Response{
-		Status: s[:len(line)], StatusCode: code,
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		ContentLength: -1, Request: req,
-	}}
-	resp := &a.resp
 	// Every line ends in a LF, the status line and the blank one too.
 	lines := bytes.Count(hdr, []byte{'\n'}) - 2
 	if lines > maxSimpleHeaders {
 		return nil, false
 	}
+	// One string holds the status and every value; the response's
+	// strings are slices of it.
+	s := string(hdr[len(proto) : len(hdr)-2])
+	a := &simpleAnswer{resp: http.Response{
+		Status: s[:len(line)], StatusCode: code,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		ContentLength: -1, Request: req,
+	}}
+	if !a.parseFields(hdr, s, eol+1, len(proto), lines) {
+		return nil, false
+	}
+	return a, true
+}
+
+// statusCode reads a status line's code and reason: three digits, 200 to
+// 599 but 204 and 304 (which have no body whatever the header says:
+// ReadResponse's rule), then nothing or one space and a reason phrase.
+func statusCode(line []byte) (int, bool) {
+	if len(line) < 3 || line[0] < '2' || line[0] > '5' || line[1] < '0' || line[1] > '9' ||
+		line[2] < '0' || line[2] > '9' {
+		return 0, false
+	}
+	if len(line) > 3 {
+		if line[3] != ' ' {
+			return 0, false
+		}
+		for _, c := range line[4:] {
+			if !valueByte(c) {
+				return 0, false
+			}
+		}
+	}
+	code := int(line[0]-'0')*100 + int(line[1]-'0')*10 + int(line[2]-'0')
+	if code == http.StatusNoContent || code == http.StatusNotModified {
+		return 0, false
+	}
+	return code, true
+}
+
+// parseFields parses the header lines of hdr from off on into a.resp,
+// whose values are slices of s, the string of hdr from skip on.
+func (a *simpleAnswer) parseFields(hdr []byte, s string, off, skip, lines int) bool {
+	resp := &a.resp
 	h := make(http.Header, lines)
 	// One backing array holds the values, each key's first one in a
 	// slice of capacity one; a repeated key's append copies out of it.
@@ -223,62 +241,28 @@ func parseSimpleResponse(hdr []byte, req *http.Request) (*simpleAnswer, bool) {
 	if lines > len(a.values) {
 		strs = make([]string, lines)
 	}
-	off := eol + 1 // offset in hdr of the next header line
 	for off < len(hdr)-2 {
 		end := off + bytes.IndexByte(hdr[off:], '\n')
 		if end <= off || hdr[end-1] != '\r' {
-			return nil, false
+			return false
 		}
 		kv := hdr[off : end-1]
 		colon := bytes.IndexByte(kv, ':')
-		if colon <= 0 {
-			return nil, false // no colon or no name (a fold fails the token check below)
-		}
-		for _, c := range kv[:colon] {
-			if !tokenByte[c] {
-				return nil, false
-			}
-		}
-		for _, c := range kv[colon+1:] {
-			if !valueByte(c) {
-				return nil, false
-			}
+		if colon <= 0 || !fieldBytes(kv, colon) {
+			return false // no colon or no name (a fold fails the token check)
 		}
 		key := canonicalKey(kv[:colon])
 		raw := trimOWS(kv[colon+1:])
-		// raw is a slice of hdr; the value is the same bytes of s, which
-		// starts len(proto) bytes into hdr.
-		start := off + colon + 1 + len(kv[colon+1:]) - len(trimOWSLeft(kv[colon+1:])) - len(proto)
+		// raw is a slice of hdr; the value is the same bytes of s.
+		start := off + colon + 1 + len(kv[colon+1:]) - len(trimOWSLeft(kv[colon+1:])) - skip
 		value := s[start : start+len(raw)]
-		switch key {
-		case "Transfer-Encoding", "Trailer", "Pragma":
-			return nil, false
-		case "Content-Length":
-			if resp.ContentLength >= 0 || len(raw) == 0 || len(raw) > 18 {
-				return nil, false
-			}
-			var n int64
-			for _, c := range raw {
-				if c < '0' || c > '9' {
-					return nil, false
-				}
-				n = n*10 + int64(c-'0')
-			}
-			resp.ContentLength = n
-		case "Connection":
-			if _, seen := h["Connection"]; seen || resp.Close {
-				return nil, false
-			}
-			switch {
-			case equalFoldASCII(raw, "close"):
-				// ReadResponse drops the header it acted on.
-				resp.Close = true
-				off = end + 1
-				continue
-			case equalFoldASCII(raw, "keep-alive"):
-			default:
-				return nil, false
-			}
+		off = end + 1
+		keep, ok := framingField(resp, h, key, raw)
+		if !ok {
+			return false
+		}
+		if !keep {
+			continue
 		}
 		if vs, seen := h[key]; seen {
 			h[key] = append(vs, value)
@@ -287,13 +271,64 @@ func parseSimpleResponse(hdr []byte, req *http.Request) (*simpleAnswer, bool) {
 			h[key] = strs[:1:1]
 			strs = strs[1:]
 		}
-		off = end + 1
 	}
 	if resp.ContentLength < 0 {
-		return nil, false // read to the connection's end: ReadResponse's
+		return false // read to the connection's end: ReadResponse's
 	}
 	resp.Header = h
-	return a, true
+	return true
+}
+
+// fieldBytes reports whether kv, a header line with its colon at colon,
+// has a token for a name and only value bytes after it.
+func fieldBytes(kv []byte, colon int) bool {
+	for _, c := range kv[:colon] {
+		if !tokenByte[c] {
+			return false
+		}
+	}
+	for _, c := range kv[colon+1:] {
+		if !valueByte(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// framingField applies a field that frames the answer to resp: ok is false
+// for one the simple shape refuses, keep false for one ReadResponse
+// drops from the header.
+func framingField(resp *http.Response, h http.Header, key string, raw []byte) (keep, ok bool) {
+	switch key {
+	case "Transfer-Encoding", "Trailer", "Pragma":
+		return false, false
+	case "Content-Length":
+		if resp.ContentLength >= 0 || len(raw) == 0 || len(raw) > 18 {
+			return false, false
+		}
+		var n int64
+		for _, c := range raw {
+			if c < '0' || c > '9' {
+				return false, false
+			}
+			n = n*10 + int64(c-'0')
+		}
+		resp.ContentLength = n
+	case "Connection":
+		if _, seen := h["Connection"]; seen || resp.Close {
+			return false, false
+		}
+		switch {
+		case equalFoldASCII(raw, "close"):
+			// ReadResponse drops the header it acted on.
+			resp.Close = true
+			return false, true
+		case equalFoldASCII(raw, "keep-alive"):
+		default:
+			return false, false
+		}
+	}
+	return true, true
 }
 
 // trimOWSLeft trims spaces and tabs at the start.
@@ -334,5 +369,5 @@ func (b *lengthBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Close does nothing: h1Body, which wraps it, owns the connection.
+// Close does nothing: responseBody, which wraps it, owns the connection.
 func (b *lengthBody) Close() error { return nil }

@@ -1,4 +1,4 @@
-package server_test
+package h1front_test
 
 import (
 	"bufio"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prefixgate/prefixgate/internal/server"
+	"github.com/prefixgate/prefixgate/internal/h1front"
 )
 
 // TestFrontBigReadThenSlowHeadIsCut: after a request larger than the
@@ -21,7 +21,7 @@ import (
 // replaced by the head's own.
 func TestFrontBigReadThenSlowHeadIsCut(t *testing.T) {
 	const head = 30 * time.Millisecond
-	defer server.SetHeaderTimeout(head)()
+	defer h1front.SetHeaderTimeout(head)()
 	addr := serveAttack(t, sumHandler())
 	big := "POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 16384\r\n\r\n" + strings.Repeat("x", 16384)
 	for _, split := range []bool{false, true} {

@@ -1,4 +1,4 @@
-package server
+package h1front
 
 import (
 	"bufio"

@@ -1,4 +1,4 @@
-package server_test
+package h1front_test
 
 import (
 	"bufio"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prefixgate/prefixgate/internal/server"
+	"github.com/prefixgate/prefixgate/internal/h1front"
 )
 
 // TestFrontStaleHeadDeadlineEndsNothing: a request read whole leaves the
@@ -18,7 +18,7 @@ import (
 // the connection's next request when the client pauses past it.
 func TestFrontStaleHeadDeadlineEndsNothing(t *testing.T) {
 	const head = 30 * time.Millisecond
-	defer server.SetHeaderTimeout(head)()
+	defer h1front.SetHeaderTimeout(head)()
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		if r.URL.Path == "/v1/completions" { // slow: past the head's deadline
@@ -35,7 +35,7 @@ func TestFrontStaleHeadDeadlineEndsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer server.ServeFrontDoor(handler, ln)()
+	defer h1front.ServeFrontDoor(handler, ln)()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package server_test
+package h1front_test
 
 import (
 	"crypto/sha256"

@@ -1,6 +1,6 @@
 //go:build unix
 
-package backends
+package h1client
 
 import (
 	"bufio"
@@ -41,7 +41,7 @@ func TestH1AwaitSeesABackendThatHalfClosedWhileIdle(t *testing.T) {
 		t.Fatalf("first request: %q", got)
 	}
 	<-halfClosed
-	time.Sleep(5 * time.Millisecond) // the end crosses loopback; the connection idles past peekAfter
+	time.Sleep(5 * time.Millisecond) // the end crosses loopback
 	if got := forwardBody(t, p, b, "/", []byte("y"), nil); got != "ok" {
 		t.Fatalf("second request: %q", got)
 	}

@@ -1,4 +1,4 @@
-package server
+package h1front
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The plain request shape the HTTP/1.1 front door serves itself (h1front.go);
+// The plain request shape the HTTP/1.1 front door serves itself (front.go);
 // every other request, and the rest of its connection, goes to net/http.
 // The shape is what OpenAI SDKs, curl and load generators send: a request
 // line "GET|POST <hot path> HTTP/1.1", CRLF line ends, token header names
@@ -31,10 +31,10 @@ const (
 // request with more goes to net/http, whose bound is in bytes only.
 const maxPlainHeaderLines = 64
 
-// plainPaths are the request targets served on the fast path, as the
+// PlainPaths are the request targets served on the fast path, as the
 // constants the request carries (no allocation per request). Anything
 // else, a query string included, goes to net/http.
-var plainPaths = [...]string{
+var PlainPaths = [...]string{
 	"/v1/chat/completions", "/v1/completions", "/invocations",
 	"/v1/models", "/v1/explain", "/healthz", "/readyz",
 }
@@ -69,34 +69,41 @@ func parsePlainHead(b []byte, maxBody int64) (h plainHead, n int, v headVerdict)
 	if end < 0 {
 		return h, 0, headMore
 	}
-	n = end + 4
 	block := b[:end+2] // every line with its CRLF
-	// The request line.
 	eol := bytes.IndexByte(block, '\n')
-	line := block[:eol]
-	if line[len(line)-1] != '\r' {
+	if !h.requestLine(block[:eol]) || !h.fields(block[eol+1:], maxBody) {
 		return h, 0, headOther
+	}
+	return h, end + 4, headPlain
+}
+
+// requestLine reads the request line (with its CR, without its LF) after
+// the method: a plain path and HTTP/1.1.
+func (h *plainHead) requestLine(line []byte) bool {
+	if line[len(line)-1] != '\r' {
+		return false
 	}
 	line = line[len(h.method)+1 : len(line)-1]
 	target, proto, ok := bytes.Cut(line, []byte(" "))
 	if !ok || string(proto) != "HTTP/1.1" {
-		return h, 0, headOther
+		return false
 	}
-	for _, p := range plainPaths {
+	for _, p := range PlainPaths {
 		if string(target) == p {
 			h.path = p
-			break
+			return true
 		}
 	}
-	if h.path == "" {
-		return h, 0, headOther
-	}
-	// The header lines: count them first, so that the values share one
-	// string and one slice of strings.
-	rest := block[eol+1:]
+	return false
+}
+
+// fields reads the header lines, each with its CRLF, into h.
+func (h *plainHead) fields(rest []byte, maxBody int64) bool {
+	// Count the lines first, so that the values share one string and one
+	// slice of strings.
 	lines := bytes.Count(rest, []byte("\n"))
 	if lines > maxPlainHeaderLines {
-		return h, 0, headOther
+		return false
 	}
 	text := string(rest) // one allocation holds every name and value
 	values := make([]string, lines)
@@ -107,47 +114,26 @@ func parsePlainHead(b []byte, maxBody int64) (h plainHead, n int, v headVerdict)
 		eol := strings.IndexByte(text, '\n')
 		line := text[:eol]
 		text = text[eol+1:]
-		if len(line) < 2 || line[len(line)-1] != '\r' {
-			return h, 0, headOther // bare LF, or an empty line inside the head
+		key, value, ok := plainField(line)
+		if !ok {
+			return false
 		}
-		line = line[:len(line)-1]
-		colon := strings.IndexByte(line, ':')
-		if colon <= 0 || !plainToken(line[:colon]) {
-			return h, 0, headOther // no name, a space before the colon, obs-fold
-		}
-		name, value := line[:colon], trimOWS(line[colon+1:])
-		if !plainValue(value) {
-			return h, 0, headOther // control bytes (a bare CR among them), non-ASCII
-		}
-		key := textproto.CanonicalMIMEHeaderKey(name)
 		switch key {
 		case "Host":
 			hosts++
 			if !plainHost(value) {
-				return h, 0, headOther
+				return false
 			}
 			h.host = value
 			continue // net/http keeps the host in Request.Host only
-		case "Content-Length":
-			if h.contentLength >= 0 {
-				return h, 0, headOther // repeated, even with the same value
+		case "Content-Length", "Connection", "Transfer-Encoding", "Upgrade", "Expect",
+			"Http2-Settings", "Trailer", "Te", "Pragma":
+			if key == "Connection" {
+				conns++
 			}
-			cl, ok := plainLength(value)
-			if !ok || cl > maxBody {
-				return h, 0, headOther
+			if !h.framing(key, value, maxBody) {
+				return false
 			}
-			h.contentLength = cl
-		case "Connection":
-			conns++
-			switch {
-			case asciiEqualFold(value, "close"):
-				h.close = true
-			case asciiEqualFold(value, "keep-alive"):
-			default:
-				return h, 0, headOther // an upgrade, or a list
-			}
-		case "Transfer-Encoding", "Upgrade", "Expect", "Http2-Settings", "Trailer", "Te", "Pragma":
-			return h, 0, headOther
 		}
 		values[i] = value
 		if vs, repeated := h.header[key]; repeated {
@@ -157,12 +143,56 @@ func parsePlainHead(b []byte, maxBody int64) (h plainHead, n int, v headVerdict)
 		}
 	}
 	if hosts != 1 || conns > 1 {
-		return h, 0, headOther
+		return false
 	}
-	if h.contentLength < 0 {
-		h.contentLength = 0
+	h.contentLength = max(h.contentLength, 0)
+	return true
+}
+
+// plainField splits a header line (with its CR) into its canonical name
+// and its value, or reports false for a line that is not plain.
+func plainField(line string) (key, value string, ok bool) {
+	if len(line) < 2 || line[len(line)-1] != '\r' {
+		return "", "", false // bare LF, or an empty line inside the head
 	}
-	return h, n, headPlain
+	line = line[:len(line)-1]
+	colon := strings.IndexByte(line, ':')
+	if colon <= 0 || !plainToken(line[:colon]) {
+		return "", "", false // no name, a space before the colon, obs-fold
+	}
+	value = trimOWS(line[colon+1:])
+	if !plainValue(value) {
+		return "", "", false // control bytes (a bare CR among them), non-ASCII
+	}
+	return textproto.CanonicalMIMEHeaderKey(line[:colon]), value, true
+}
+
+// framing takes a field that frames the request: one Content-Length of
+// digits within maxBody, a Connection of close or keep-alive; any other
+// framing field is not plain.
+func (h *plainHead) framing(key, value string, maxBody int64) bool {
+	switch key {
+	case "Content-Length":
+		if h.contentLength >= 0 {
+			return false // repeated, even with the same value
+		}
+		cl, ok := plainLength(value)
+		if !ok || cl > maxBody {
+			return false
+		}
+		h.contentLength = cl
+		return true
+	case "Connection":
+		switch {
+		case asciiEqualFold(value, "close"):
+			h.close = true
+			return true
+		case asciiEqualFold(value, "keep-alive"):
+			return true
+		}
+		return false // an upgrade, or a list
+	}
+	return false
 }
 
 // trimOWS drops the spaces and tabs around a header value.

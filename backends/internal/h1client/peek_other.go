@@ -1,6 +1,6 @@
 //go:build !unix
 
-package backends
+package h1client
 
 import (
 	"net"
@@ -12,9 +12,8 @@ import (
 func rawConnOf(net.Conn) syscall.RawConn { return nil }
 
 // alive cannot peek without unix sockets' MSG_PEEK here: the connection is
-// reused, and one the backend has closed ends before a byte of answer, so
-// exchange sends the request again on a new connection.
-func (c *h1Conn) alive() bool { return true }
+// reused, and one the backend has closed fails the request.
+func (c *backendConn) alive() bool { return true }
 
 // writeAndAwait writes nothing here: the ordinary write and read do it all.
-func (c *h1Conn) writeAndAwait([]byte) int { return 0 }
+func (c *backendConn) writeAndAwait([]byte, bool) (int, bool) { return 0, false }

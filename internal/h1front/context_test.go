@@ -1,10 +1,14 @@
-package server
+package h1front
 
 import (
 	"context"
 	"errors"
+	"net"
+	"net/http"
 	"testing"
 	"time"
+
+	"github.com/prefixgate/prefixgate/backends/donehook"
 )
 
 // TestFrontContextActsAsAContext: Done and Err change once, on cancel; a
@@ -13,7 +17,7 @@ import (
 // context.WithCancel ends with it; a second timeout goes to a derived
 // context.
 func TestFrontContextActsAsAContext(t *testing.T) {
-	x := &frontContext{c: &h1Conn{}, body: &h1Body{read: true}}
+	x := &requestContext{c: &clientConn{}, body: &requestBody{read: true}}
 	if x.Err() != nil {
 		t.Fatalf("Err before cancel: %v", x.Err())
 	}
@@ -61,13 +65,13 @@ func TestFrontContextActsAsAContext(t *testing.T) {
 		t.Fatal(s)
 	default:
 	}
-	y := &frontContext{c: &h1Conn{}, body: &h1Body{read: true}}
-	ctx, cancel := withRequestTimeout(y, time.Hour)
+	y := &requestContext{c: &clientConn{}, body: &requestBody{read: true}}
+	ctx, cancel := WithRequestTimeout(y, time.Hour)
 	defer cancel()
 	if ctx != context.Context(y) {
 		t.Fatal("the first timeout did not go to the front context itself")
 	}
-	ctx2, cancel2 := withRequestTimeout(ctx, time.Minute)
+	ctx2, cancel2 := WithRequestTimeout(ctx, time.Minute)
 	defer cancel2()
 	if ctx2 == ctx {
 		t.Fatal("a second timeout went to the front context")
@@ -86,8 +90,8 @@ func TestFrontContextDoneHooks(t *testing.T) {
 	var _ interface {
 		AddDoneHook(func()) uint64
 		RemoveDoneHook(uint64) bool
-	} = (*frontContext)(nil) // what backends' doneHooker asks of a context
-	x := &frontContext{c: &h1Conn{}, body: &h1Body{read: true}}
+	} = (*requestContext)(nil) // what backends' doneHooker asks of a context
+	x := &requestContext{c: &clientConn{}, body: &requestBody{read: true}}
 	ran := make(chan string, 4)
 	removed := x.AddDoneHook(func() { ran <- "removed" })
 	kept := x.AddDoneHook(func() { ran <- "kept" })
@@ -114,5 +118,30 @@ func TestFrontContextDoneHooks(t *testing.T) {
 	case got := <-ran:
 		t.Fatalf("%q ran too", got)
 	default:
+	}
+}
+
+// TestRequestContextIsADoneHookContext: what a handler gets as its
+// request's context is the front door's own, which the backend client
+// finds by the donehook contract.
+func TestRequestContextIsADoneHookContext(t *testing.T) {
+	got := make(chan bool, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- donehook.Hooked(r.Context())
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := New(ln, Config{Handler: h, HeaderTimeout: 10 * time.Second, MaxBodyBytes: 1 << 20})
+	go func() { _ = f.Run() }()
+	defer f.Close()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if !<-got {
+		t.Fatal("a front door request's context is not a donehook.Context")
 	}
 }

@@ -1,18 +1,24 @@
-package server
+package h1front
 
 import (
 	"context"
+	"io"
 	"sync"
 	"time"
+
+	"github.com/prefixgate/prefixgate/backends/donehook"
 )
 
-// frontContext is the context of a request served by the HTTP/1.1 front
+// The backend client registers its connection's expiry on the request's
+// context through the donehook contract; this keeps the two in step.
+var _ donehook.Context = (*requestContext)(nil)
+
+// requestContext is the context of a request served by the HTTP/1.1 front
 // door. It replaces, for the steady path, a cancel context from the front
 // door plus a timer context from the handler plus an AfterFunc context
 // from the forwarder: each of those allocated, linked itself into its
 // parent's child map and (the timer context) put a fresh timer in the
-// runtime's heap, on every request (docs/benchmarks.md, issue 13, round
-// 5). Here the request timeout is a deadline the handler sets on the
+// runtime's heap, on every request. Here the request timeout is a deadline the handler sets on the
 // context the front door made, and the timer that enforces it is the
 // connection's own, armed only for a request that is still running after
 // h1WatchDelay (see armDeadline): shorter requests never touch it.
@@ -22,9 +28,9 @@ import (
 // cancel or by the deadline's timer; AfterFunc (which context.AfterFunc
 // and derived contexts use for a parent that has it) runs each function
 // in its own goroutine once it is done.
-type frontContext struct {
-	c    *h1Conn
-	body *h1Body // read on the handler's goroutine only
+type requestContext struct {
+	c    *clientConn
+	body *requestBody // read on the handler's goroutine only
 
 	mu       sync.Mutex
 	done     chan struct{} // made when first asked for
@@ -36,14 +42,14 @@ type frontContext struct {
 	// armSees: the deadline was set before the body's end, where arm
 	// starts its timer if it is near (handler's goroutine only).
 	armSees  bool
-	hooks    []frontHook
+	hooks    []doneHook
 	nextHook uint64
 	// hook0 holds the first hook (the forwarder registers one at a time)
 	// without a slice of its own.
-	hook0 [1]frontHook
+	hook0 [1]doneHook
 }
 
-type frontHook struct {
+type doneHook struct {
 	id uint64
 	f  func()
 }
@@ -52,13 +58,13 @@ type frontHook struct {
 // asked for it.
 var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func (x *frontContext) Deadline() (time.Time, bool) {
+func (x *requestContext) Deadline() (time.Time, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.deadline, !x.deadline.IsZero()
 }
 
-func (x *frontContext) Done() <-chan struct{} {
+func (x *requestContext) Done() <-chan struct{} {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.done == nil {
@@ -70,7 +76,7 @@ func (x *frontContext) Done() <-chan struct{} {
 	return x.done
 }
 
-func (x *frontContext) Err() error {
+func (x *requestContext) Err() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.err
@@ -78,11 +84,11 @@ func (x *frontContext) Err() error {
 
 // Value: the front door's requests carry no values (net/http's server
 // context values are not set for them either).
-func (x *frontContext) Value(any) any { return nil }
+func (x *requestContext) Value(any) any { return nil }
 
 // AfterFunc arranges for f to run in its own goroutine once x is done,
 // as context.AfterFunc does; stop reports whether it kept f from running.
-func (x *frontContext) AfterFunc(f func()) (stop func() bool) {
+func (x *requestContext) AfterFunc(f func()) (stop func() bool) {
 	id := x.AddDoneHook(f)
 	return func() bool { return x.RemoveDoneHook(id) }
 }
@@ -91,7 +97,7 @@ func (x *frontContext) AfterFunc(f func()) (stop func() bool) {
 // closure, for the backend transport (one allocation less per request):
 // f runs in its own goroutine once x is done, at once (with 0 returned)
 // when it is done already.
-func (x *frontContext) AddDoneHook(f func()) (id uint64) {
+func (x *requestContext) AddDoneHook(f func()) (id uint64) {
 	x.mu.Lock()
 	if x.err != nil {
 		x.mu.Unlock()
@@ -103,14 +109,14 @@ func (x *frontContext) AddDoneHook(f func()) (id uint64) {
 	if x.hooks == nil {
 		x.hooks = x.hook0[:0]
 	}
-	x.hooks = append(x.hooks, frontHook{id: id, f: f})
+	x.hooks = append(x.hooks, doneHook{id: id, f: f})
 	x.mu.Unlock()
 	return id
 }
 
 // RemoveDoneHook keeps the function AddDoneHook named id from running;
 // it reports whether it did (false: it ran or is running, or id is 0).
-func (x *frontContext) RemoveDoneHook(id uint64) bool {
+func (x *requestContext) RemoveDoneHook(id uint64) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	for i, h := range x.hooks {
@@ -123,7 +129,7 @@ func (x *frontContext) RemoveDoneHook(id uint64) bool {
 }
 
 // cancel ends x with err unless it has ended already.
-func (x *frontContext) cancel(err error) {
+func (x *requestContext) cancel(err error) {
 	x.mu.Lock()
 	if x.err != nil {
 		x.mu.Unlock()
@@ -145,15 +151,15 @@ func (x *frontContext) cancel(err error) {
 
 // cancelRequest is the request's cancel function (a client gone, the
 // handler returned).
-func (x *frontContext) cancelRequest() { x.cancel(context.Canceled) }
+func (x *requestContext) cancelRequest() { x.cancel(context.Canceled) }
 
-// withRequestTimeout bounds ctx to timeout from now, as
+// WithRequestTimeout bounds ctx to timeout from now, as
 // context.WithTimeout does. A front door request's own context takes the
 // deadline itself (no context, timer or child link is made); the cancel
 // function returned for it does nothing, since the front door cancels
 // the context when the handler returns.
-func withRequestTimeout(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	if x, ok := ctx.(*frontContext); ok && x.setTimeout(timeout) {
+func WithRequestTimeout(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if x, ok := ctx.(*requestContext); ok && x.setTimeout(timeout) {
 		return x, func() {}
 	}
 	return context.WithTimeout(ctx, timeout)
@@ -161,7 +167,7 @@ func withRequestTimeout(ctx context.Context, timeout time.Duration) (context.Con
 
 // setTimeout sets x's deadline to timeout from the request's start; false when x already
 // has one (a second bound goes to a derived context).
-func (x *frontContext) setTimeout(timeout time.Duration) bool {
+func (x *requestContext) setTimeout(timeout time.Duration) bool {
 	now := x.start // observe's clock read, when it set one
 	if now.IsZero() {
 		now = time.Now()
@@ -189,19 +195,35 @@ func (x *frontContext) setTimeout(timeout time.Duration) bool {
 	return true
 }
 
-// bodyRead tells a front door request's context that the handler has
+// BodyRead tells a front door request's context that the handler has
 // read the body it will read, to its end or not: from here on only a
 // timer enforces the deadline (at the body's end the front door sees to
 // that itself).
-func bodyRead(ctx context.Context) {
+func BodyRead(ctx context.Context) {
 	// A body read to its end after the deadline was set has had arm see
 	// to the deadline already.
-	if x, ok := ctx.(*frontContext); ok && !(x.armSees && x.body.read) {
+	if x, ok := ctx.(*requestContext); ok && !(x.armSees && x.body.read) {
 		x.c.deadlineSet(x, true)
 	}
 }
 
-func (x *frontContext) deadlineAt() time.Time {
+// MarkStart records when the server began a front door request (its
+// observer's clock read): the request timeout counts from it. Other
+// contexts are left alone.
+func MarkStart(ctx context.Context, start time.Time) {
+	if x, ok := ctx.(*requestContext); ok {
+		x.start = start
+	}
+}
+
+// IsRequestBody reports whether body is a front door request's body,
+// which ends at its Content-Length, already checked against the limit.
+func IsRequestBody(body io.Reader) bool {
+	_, ok := body.(*requestBody)
+	return ok
+}
+
+func (x *requestContext) deadlineAt() time.Time {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.deadline
@@ -211,7 +233,7 @@ func (x *frontContext) deadlineAt() time.Time {
 // context, unless something later will: the watch's timer, which starts
 // it when it fires (a request still running after h1WatchDelay), or the
 // end of the body (arm), when bodyDone is false and the body is unread.
-func (c *h1Conn) deadlineSet(x *frontContext, bodyDone bool) {
+func (c *clientConn) deadlineSet(x *requestContext, bodyDone bool) {
 	dl := x.deadlineAt()
 	if dl.IsZero() {
 		return
@@ -227,7 +249,7 @@ func (c *h1Conn) deadlineSet(x *frontContext, bodyDone bool) {
 
 // startDeadline arms the connection's deadline timer for x's deadline,
 // or ends x at once when it has passed.
-func (c *h1Conn) startDeadline(x *frontContext) {
+func (c *clientConn) startDeadline(x *requestContext) {
 	dl := x.deadlineAt()
 	if dl.IsZero() {
 		return
@@ -250,7 +272,7 @@ func (c *h1Conn) startDeadline(x *frontContext) {
 // deadlineFired ends the request whose deadline the timer was armed for,
 // if that deadline has passed (a callback that began as the timer was
 // reset for the next request finds a later one and does nothing).
-func (c *h1Conn) deadlineFired() {
+func (c *clientConn) deadlineFired() {
 	c.wmu.Lock()
 	x := c.dctx
 	c.wmu.Unlock()
@@ -263,7 +285,7 @@ func (c *h1Conn) deadlineFired() {
 }
 
 // stopDeadline disarms the deadline timer after a request.
-func (c *h1Conn) stopDeadline() {
+func (c *clientConn) stopDeadline() {
 	c.wmu.Lock()
 	if c.dctx != nil {
 		c.dtimer.Stop()

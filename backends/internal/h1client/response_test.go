@@ -1,4 +1,4 @@
-package backends
+package h1client
 
 import (
 	"bufio"

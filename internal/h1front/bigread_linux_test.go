@@ -1,6 +1,6 @@
 //go:build linux
 
-package server_test
+package h1front_test
 
 import (
 	"bufio"
