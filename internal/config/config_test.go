@@ -62,7 +62,7 @@ tenants:
 	c := s.Server
 	if c.Route.Policy != "random" || c.Route.LoadFactor != 1.5 || c.Route.DefaultThreshold != 100 || c.Route.QueueWait != 250*time.Millisecond ||
 		c.RequestTimeout != 30*time.Second || c.ClientIdleTimeout != 45*time.Second ||
-		len(c.Backends) != 2 || c.Tenants["key-for-tenant-a-0001"] != "tenant-a" || string(c.TenantSecret) != "0123456789abcdef0123" {
+		len(c.Backends) != 2 || c.Pipeline.Tenants["key-for-tenant-a-0001"] != "tenant-a" || string(c.Pipeline.TenantSecret) != "0123456789abcdef0123" {
 		t.Errorf("config = %+v", c)
 	}
 	if s.Listen != "127.0.0.1:9000" || s.DrainTimeout != 30*time.Second || s.LogLevel != "info" || s.LogFormat != "text" || s.ConfigPoll != 2*time.Second {

@@ -114,7 +114,7 @@ func (fl *Flags) Load(lookup func(string) (string, bool)) (Settings, error) {
 		return s, err
 	}
 	s.fillDefaults(given)
-	s.Server.SettingName = SettingName
+	s.Server.Pipeline.SettingName = func(field string) string { return SettingName("Pipeline." + field) }
 	if err := s.check(lookup); err != nil {
 		return s, explain(err, given)
 	}
@@ -174,14 +174,14 @@ func (s *Settings) check(lookup func(string) (string, bool)) error {
 		return errors.New("DrainTimeout: must not be negative")
 	}
 	s.Server.TraceEndpoint = strings.TrimSuffix(s.Server.TraceEndpoint, "/")
-	if len(s.Server.Tenants) == 0 {
+	if len(s.Server.Pipeline.Tenants) == 0 {
 		return nil
 	}
 	// Short keys are guessed; the server takes any key, the operator's
 	// file does not.
-	for key, tenant := range s.Server.Tenants {
+	for key, tenant := range s.Server.Pipeline.Tenants {
 		if len(key) < 16 {
-			return fmt.Errorf("Server.Tenants: a key for tenant %q is shorter than 16 characters", tenant)
+			return fmt.Errorf("Server.Pipeline.Tenants: a key for tenant %q is shorter than 16 characters", tenant)
 		}
 	}
 	if s.TenantSecretEnv == "" {
@@ -191,7 +191,7 @@ func (s *Settings) check(lookup func(string) (string, bool)) error {
 	if !ok || len(secret) < 16 {
 		return fmt.Errorf("TenantSecretEnv: environment variable %s must hold a secret of at least 16 characters", s.TenantSecretEnv)
 	}
-	s.Server.TenantSecret = []byte(secret)
+	s.Server.Pipeline.TenantSecret = []byte(secret)
 	return nil
 }
 
@@ -217,7 +217,7 @@ func explain(err error, given map[string]origin) error {
 	return err
 }
 
-// SettingName names the setting of a server.Config field (MaxBodyBytes)
+// SettingName names the setting of a server.Config field (Pipeline.MaxBodyBytes)
 // by its flag, file key and variable, for messages that say what raises a
 // limit.
 func SettingName(serverField string) string {

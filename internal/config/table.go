@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/server"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
@@ -61,7 +62,7 @@ var Table = []Entry{
 		Doc: fmt.Sprintf("per-backend concurrency threshold (1..%d)", route.MaxThreshold)},
 	{Key: "routing.cache_tokens", Flag: "cache-tokens", Env: "PREFIXGATE_CACHE_TOKENS", Field: "Server.Route.DefaultCacheTokens", Default: strconv.Itoa(route.DefaultCacheTokens), Cmds: Both, Reload: true,
 		Doc: "each backend's KV cache in tokens, which prefix-index remembers about"},
-	{Key: "routing.prefix_length", Flag: "prefix-length", Env: "PREFIXGATE_PREFIX_LENGTH", Field: "Server.PrefixLength", Default: strconv.Itoa(normalize.DefaultPrefixLength), Cmds: Both,
+	{Key: "routing.prefix_length", Flag: "prefix-length", Env: "PREFIXGATE_PREFIX_LENGTH", Field: "Server.Pipeline.PrefixLength", Default: strconv.Itoa(normalize.DefaultPrefixLength), Cmds: Both,
 		Doc: fmt.Sprintf("routing window N in characters (%d..%d)", normalize.MinPrefixLength, normalize.MaxPrefixLength)},
 	{Key: "routing.queue_depth", Flag: "queue-depth", Env: "PREFIXGATE_QUEUE_DEPTH", Field: "Server.Route.QueueDepth", Default: strconv.Itoa(route.DefaultQueueDepth), Cmds: Both, Reload: true,
 		Doc: "requests that may wait when every backend is full (negative: none)"},
@@ -71,15 +72,15 @@ var Table = []Entry{
 		Doc: "other backends to try when one sends nothing back (0: none; negative: the default)"},
 	{Key: "health.probe_interval", Flag: "probe-interval", Env: "PREFIXGATE_PROBE_INTERVAL", Field: "Server.Pool.ProbeInterval", Default: backends.DefaultProbeInterval.String(), Cmds: Both,
 		Doc: "how often each backend's /health is probed"},
-	{Key: "limits.max_body_bytes", Flag: "max-body-bytes", Env: "PREFIXGATE_MAX_BODY_BYTES", Field: "Server.MaxBodyBytes", Default: strconv.Itoa(server.DefaultMaxBodyBytes), Cmds: Both,
+	{Key: "limits.max_body_bytes", Flag: "max-body-bytes", Env: "PREFIXGATE_MAX_BODY_BYTES", Field: "Server.Pipeline.MaxBodyBytes", Default: strconv.Itoa(pipeline.DefaultMaxBodyBytes), Cmds: Both,
 		Doc: "largest request body accepted (413 above)"},
-	{Key: "limits.max_decoded_bytes", Flag: "max-decoded-bytes", Env: "PREFIXGATE_MAX_DECODED_BYTES", Field: "Server.MaxDecodedBytes", Default: strconv.Itoa(server.DefaultMaxDecodedBytes), Cmds: Both,
+	{Key: "limits.max_decoded_bytes", Flag: "max-decoded-bytes", Env: "PREFIXGATE_MAX_DECODED_BYTES", Field: "Server.Pipeline.MaxDecodedBytes", Default: strconv.Itoa(pipeline.DefaultMaxDecodedBytes), Cmds: Both,
 		Doc: "largest body once its Content-Encoding is decoded (413 above)"},
-	{Key: "limits.max_ratio", Flag: "max-ratio", Env: "PREFIXGATE_MAX_RATIO", Field: "Server.MaxRatio", Default: strconv.Itoa(server.DefaultMaxRatio), Cmds: Both,
+	{Key: "limits.max_ratio", Flag: "max-ratio", Env: "PREFIXGATE_MAX_RATIO", Field: "Server.Pipeline.MaxRatio", Default: strconv.Itoa(pipeline.DefaultMaxRatio), Cmds: Both,
 		Doc: "largest decoded/encoded size ratio of a compressed body (413 above)"},
-	{Key: "limits.max_depth", Flag: "max-depth", Env: "PREFIXGATE_MAX_DEPTH", Field: "Server.MaxDepth", Default: strconv.Itoa(server.DefaultMaxDepth), Cmds: Both,
+	{Key: "limits.max_depth", Flag: "max-depth", Env: "PREFIXGATE_MAX_DEPTH", Field: "Server.Pipeline.MaxDepth", Default: strconv.Itoa(pipeline.DefaultMaxDepth), Cmds: Both,
 		Doc: "deepest JSON nesting accepted (400 above)"},
-	{Key: "limits.max_string_bytes", Flag: "max-string-bytes", Env: "PREFIXGATE_MAX_STRING_BYTES", Field: "Server.MaxStringBytes", Default: strconv.Itoa(server.DefaultMaxStringBytes), Cmds: Both,
+	{Key: "limits.max_string_bytes", Flag: "max-string-bytes", Env: "PREFIXGATE_MAX_STRING_BYTES", Field: "Server.Pipeline.MaxStringBytes", Default: strconv.Itoa(pipeline.DefaultMaxStringBytes), Cmds: Both,
 		Doc: "largest JSON string or number literal in a body, in input bytes (400 above; at most the decoded body limit)"},
 	{Key: "limits.request_timeout", Flag: "request-timeout", Env: "PREFIXGATE_REQUEST_TIMEOUT", Field: "Server.RequestTimeout", Default: durString(server.DefaultRequestTimeout), Cmds: Both,
 		Doc: "end-to-end limit per request (504 past it)"},
@@ -88,7 +89,7 @@ var Table = []Entry{
 	{Key: "limits.backend_idle_timeout", Flag: "backend-idle-timeout", Env: "PREFIXGATE_BACKEND_IDLE_TIMEOUT", Field: "Server.Pool.IdleTimeout", Default: durString(server.DefaultIdleTimeout), Cmds: Both,
 		Doc: "fail a backend response that sends nothing for this long"},
 	{Key: "tenants.secret_env", Field: "TenantSecretEnv", Doc: "environment variable holding the tenants' HMAC secret (at least 16 characters)"},
-	{Key: "tenants.api_keys", Field: "Server.Tenants", Doc: "API keys (at least 16 characters) mapped to tenant names; with any set, every request needs one"},
+	{Key: "tenants.api_keys", Field: "Server.Pipeline.Tenants", Doc: "API keys (at least 16 characters) mapped to tenant names; with any set, every request needs one"},
 	{Key: "cors.allowed_origins", Flag: "cors-origin", Field: "Server.CORSOrigins", Cmds: Serve,
 		Doc: "browser origins allowed to call the router, or * (flag repeatable)"},
 	{Key: "admin.listen", Field: "AdminListen", Doc: "the operator's listener for /admin/backends (off when empty)"},
@@ -112,8 +113,8 @@ var Table = []Entry{
 
 // Internal lists the Settings fields no entry sets, and why.
 var Internal = map[string]string{
-	"Server.TenantSecret":            "read from the variable tenants.secret_env names",
-	"Server.SettingName":             "set by this package from the table",
+	"Server.Pipeline.TenantSecret":   "read from the variable tenants.secret_env names",
+	"Server.Pipeline.SettingName":    "set by this package from the table",
 	"Server.Route.Slack":             "tuned per policy (docs/routing.md)",
 	"Server.Route.VirtualNodes":      "changing it moves keys",
 	"Server.Route.DisableSpillChain": "for measurement only",

@@ -14,7 +14,7 @@ import (
 var update = flag.Bool("update", false, "rewrite the settings table in docs/configuration.md")
 
 // leafFields lists the fields of t, dotted, descending into the owning
-// packages' config structs (server.Config, route.Config, backends.Options).
+// packages' config structs (server.Config, route.Config, backends.Options, pipeline.Config).
 func leafFields(t reflect.Type, prefix string) []string {
 	var out []string
 	for i := range t.NumField() {
@@ -167,11 +167,11 @@ func collectKeys(n *yaml.Node, prefix string, keys map[string]bool) {
 // that naming.
 func TestLimitSettingsHaveEveryName(t *testing.T) {
 	for field, want := range map[string]string{
-		"MaxBodyBytes":    "--max-body-bytes, limits.max_body_bytes, PREFIXGATE_MAX_BODY_BYTES",
-		"MaxDecodedBytes": "--max-decoded-bytes, limits.max_decoded_bytes, PREFIXGATE_MAX_DECODED_BYTES",
-		"MaxRatio":        "--max-ratio, limits.max_ratio, PREFIXGATE_MAX_RATIO",
-		"MaxDepth":        "--max-depth, limits.max_depth, PREFIXGATE_MAX_DEPTH",
-		"MaxStringBytes":  "--max-string-bytes, limits.max_string_bytes, PREFIXGATE_MAX_STRING_BYTES",
+		"Pipeline.MaxBodyBytes":    "--max-body-bytes, limits.max_body_bytes, PREFIXGATE_MAX_BODY_BYTES",
+		"Pipeline.MaxDecodedBytes": "--max-decoded-bytes, limits.max_decoded_bytes, PREFIXGATE_MAX_DECODED_BYTES",
+		"Pipeline.MaxRatio":        "--max-ratio, limits.max_ratio, PREFIXGATE_MAX_RATIO",
+		"Pipeline.MaxDepth":        "--max-depth, limits.max_depth, PREFIXGATE_MAX_DEPTH",
+		"Pipeline.MaxStringBytes":  "--max-string-bytes, limits.max_string_bytes, PREFIXGATE_MAX_STRING_BYTES",
 	} {
 		if got := SettingName(field); got != want {
 			t.Errorf("SettingName(%s) = %q, want %q", field, got, want)
@@ -181,7 +181,7 @@ func TestLimitSettingsHaveEveryName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Server.SettingName == nil || s.Server.SettingName("MaxDepth") != SettingName("MaxDepth") {
+	if s.Server.Pipeline.SettingName == nil || s.Server.Pipeline.SettingName("MaxDepth") != SettingName("Pipeline.MaxDepth") {
 		t.Error("Load does not hand the server the table's names")
 	}
 }

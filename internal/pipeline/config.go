@@ -96,7 +96,7 @@ var limitFields = map[string]string{
 // Raises says what raises the limit set by field, as the end of a limit
 // error's message.
 func (c Config) Raises(field string) string {
-	name := "Config." + field
+	name := "pipeline.Config." + field
 	if c.SettingName != nil {
 		name = c.SettingName(field)
 	}

@@ -108,7 +108,7 @@ func TestPrepareRefusals(t *testing.T) {
 	ctx := context.Background()
 	_, err := p.Prepare(ctx, pipeline.Request{Body: make([]byte, 1025), Mode: normalize.ModeChat})
 	e := wantError(t, err, http.StatusRequestEntityTooLarge, "body_too_large")
-	if e.Message != "request body is larger than the limit of 1024 bytes (raise it with Config.MaxBodyBytes)" {
+	if e.Message != "request body is larger than the limit of 1024 bytes (raise it with pipeline.Config.MaxBodyBytes)" {
 		t.Errorf("message %q", e.Message)
 	}
 	_, err = p.Prepare(ctx, pipeline.Request{Body: []byte(chat), Encoding: "br", Mode: normalize.ModeChat})

@@ -12,22 +12,15 @@ import (
 
 	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
-	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
 
 // The server's own defaults. Routing defaults (policy, load factor,
 // threshold, cache size, queue depth and wait) belong to package route,
 // which applies them; the pool's (probe interval) to package backends; the
-// routing window's to package normalize; the body limits' to package
-// pipeline.
+// routing window's and the body limits' to package pipeline.
 const (
-	DefaultMaxBodyBytes    = pipeline.DefaultMaxBodyBytes
-	DefaultMaxDecodedBytes = pipeline.DefaultMaxDecodedBytes
-	DefaultMaxStringBytes  = pipeline.DefaultMaxStringBytes
-	DefaultMaxRatio        = pipeline.DefaultMaxRatio
-	DefaultMaxDepth        = pipeline.DefaultMaxDepth
-	DefaultRequestTimeout  = 5 * time.Minute
+	DefaultRequestTimeout = 5 * time.Minute
 	// DefaultClientIdleTimeout: how long a keep-alive client connection may
 	// wait for its next request before the router closes it.
 	DefaultClientIdleTimeout = 2 * time.Minute
@@ -52,18 +45,10 @@ type Config struct {
 	// defaults. Its callbacks (OnState, OnMembership, OnScrape) are the
 	// server's own and are replaced.
 	Pool backends.Options
-	// PrefixLength is the routing window N (1024..65536).
-	PrefixLength int
-	// MaxBodyBytes bounds the request body as received (413 above it).
-	MaxBodyBytes int64
-	// MaxDecodedBytes and MaxRatio bound a compressed body once decoded.
-	MaxDecodedBytes int64
-	MaxRatio        int
-	// MaxDepth bounds JSON nesting.
-	MaxDepth int
-	// MaxStringBytes bounds each JSON string (and number literal) in input
-	// bytes, escapes included.
-	MaxStringBytes int
+	// Pipeline configures what every front door does to a request before
+	// it is routed: the routing window, the body limits, the tenants;
+	// pipeline.Config documents its defaults and validates it.
+	Pipeline pipeline.Config
 	// RequestTimeout bounds one request end to end (504 past it).
 	RequestTimeout time.Duration
 	// ClientIdleTimeout closes a client connection that has waited this
@@ -79,10 +64,6 @@ type Config struct {
 	// CORSOrigins are the browser origins allowed to call the router ("*"
 	// for any); empty answers no CORS.
 	CORSOrigins []string
-	// Tenants maps API keys to tenant names; empty disables tenants.
-	Tenants map[string]string
-	// TenantSecret keys the HMACs of per-tenant groups and cache_salt.
-	TenantSecret []byte
 	// Drain names backends (host:port, their ring names) that take no new
 	// requests; those in flight finish. A backend found later by discovery
 	// is drained when it appears.
@@ -91,20 +72,11 @@ type Config struct {
 	// off the HTTP/1.1 front door's own loop for plain requests
 	// (internal/h1front); for comparison and as a way out.
 	StdlibHTTP1 bool
-	// SettingName names a field (MaxStringBytes) as an operator sets it
-	// (a flag and a file key), so that a limit error says what raises the
-	// limit; nil names the Config field.
-	SettingName func(field string) string
 }
 
 // Defaults returns c with every unset field at its default.
 func (c Config) Defaults() Config {
-	c.PrefixLength = cmp.Or(c.PrefixLength, normalize.DefaultPrefixLength)
-	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
-	c.MaxDecodedBytes = cmp.Or(c.MaxDecodedBytes, DefaultMaxDecodedBytes)
-	c.MaxStringBytes = cmp.Or(c.MaxStringBytes, int(min(DefaultMaxStringBytes, c.MaxDecodedBytes)))
-	c.MaxRatio = cmp.Or(c.MaxRatio, DefaultMaxRatio)
-	c.MaxDepth = cmp.Or(c.MaxDepth, DefaultMaxDepth)
+	c.Pipeline = c.Pipeline.Defaults()
 	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
 	c.ClientIdleTimeout = cmp.Or(c.ClientIdleTimeout, DefaultClientIdleTimeout)
 	if c.Retries == nil || *c.Retries < 0 {
@@ -115,7 +87,7 @@ func (c Config) Defaults() Config {
 }
 
 // Validate reports the first invalid field, its message starting with the
-// field's name; route validates Route.
+// field's name; route validates Route, pipeline Pipeline.
 func (c Config) Validate() error {
 	if len(c.Backends) == 0 {
 		return errors.New("Backends: at least one backend URL is required")
@@ -123,8 +95,8 @@ func (c Config) Validate() error {
 	if err := c.Route.Validate(); err != nil {
 		return fmt.Errorf("Route.%w", err)
 	}
-	if err := pipelineConfig(c).Validate(); err != nil {
-		return err
+	if err := c.Pipeline.Validate(); err != nil {
+		return fmt.Errorf("Pipeline.%w", err)
 	}
 	if e := c.TraceEndpoint; e != "" && !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
 		return fmt.Errorf("TraceEndpoint: %q is not an http:// or https:// URL", e)
@@ -154,8 +126,8 @@ func (s *Server) BodyLimitHint() string { return s.pipe.Config().Raises("MaxBody
 func (s *Server) namedReadLimit(path string, h http.Handler) (string, http.Handler) {
 	ew := connect.NewErrorWriter()
 	return path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > s.cfg.MaxBodyBytes+5 && ew.IsSupported(r) {
-			msg := fmt.Sprintf("request body of %d bytes is larger than the limit of %d bytes", r.ContentLength, s.cfg.MaxBodyBytes)
+		if r.ContentLength > s.cfg.Pipeline.MaxBodyBytes+5 && ew.IsSupported(r) {
+			msg := fmt.Sprintf("request body of %d bytes is larger than the limit of %d bytes", r.ContentLength, s.cfg.Pipeline.MaxBodyBytes)
 			_ = ew.Write(w, r, connect.NewError(connect.CodeResourceExhausted, errors.New(msg+s.BodyLimitHint())))
 			return
 		}

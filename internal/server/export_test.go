@@ -10,6 +10,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/prefixgate/prefixgate/internal/h1front"
+
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 )
 
 // ClientCompressionOptions are the client options matching
@@ -37,7 +39,7 @@ func SetHeaderTimeout(d time.Duration) (restore func()) {
 // ServeFrontDoor serves h on ln through the HTTP/1.1 front door, with
 // net/http's server behind it for what it hands over, until stop.
 func ServeFrontDoor(h http.Handler, ln net.Listener) (stop func()) {
-	f := h1front.New(ln, h1front.Config{Handler: h, HeaderTimeout: headerTimeout, MaxBodyBytes: DefaultMaxBodyBytes})
+	f := h1front.New(ln, h1front.Config{Handler: h, HeaderTimeout: headerTimeout, MaxBodyBytes: pipeline.DefaultMaxBodyBytes})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout}
 	http1 := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout, Protocols: new(http.Protocols)}
 	http1.Protocols.SetHTTP1(true)

@@ -25,6 +25,7 @@ import (
 	"github.com/prefixgate/prefixgate/backends/vllmsim"
 	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
 	"github.com/prefixgate/prefixgate/gen/prefixgate/v1/prefixgatev1connect"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/server"
 )
 
@@ -430,7 +431,7 @@ func (zeros) Read(p []byte) (int, error) {
 // TestRESTEdges: unknown paths, non-JSON content types and the per-string
 // limit answer OpenAI-shaped errors.
 func TestRESTEdges(t *testing.T) {
-	h := startHarness(t, 1, server.Config{MaxStringBytes: 1024}, vllmsim.Config{})
+	h := startHarness(t, 1, server.Config{Pipeline: pipeline.Config{MaxStringBytes: 1024}}, vllmsim.Config{})
 	chat := []byte(`{"model":"vllmsim/tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
 	long := []byte(`{"model":"vllmsim/tiny","messages":[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]}`)
 	for _, tc := range []struct {

@@ -23,7 +23,7 @@ func settingName(field string) string { return "[" + field + "]" }
 // TestLimitErrorsNameTheirSetting: every refusal for a configured limit
 // says which setting raises it, as Config.SettingName names it.
 func TestLimitErrorsNameTheirSetting(t *testing.T) {
-	base := startRouter(t, 1, server.Config{MaxBodyBytes: 64 << 10, MaxDecodedBytes: 256 << 10, MaxRatio: 50, MaxDepth: 16, MaxStringBytes: 1024, SettingName: settingName})
+	base := startRouter(t, 1, server.Config{Pipeline: pipeline.Config{MaxBodyBytes: 64 << 10, MaxDecodedBytes: 256 << 10, MaxRatio: 50, MaxDepth: 16, MaxStringBytes: 1024, SettingName: settingName}})
 	prompt := func(s string) []byte { return []byte(`{"model":"vllmsim/tiny","prompt":` + s + `}`) }
 	gz := func(b []byte) []byte {
 		var buf bytes.Buffer
@@ -81,9 +81,9 @@ func TestPrepareLimitErrorsNameTheirSetting(t *testing.T) {
 		want string
 	}{
 		{settingName, "raise it with [MaxBodyBytes]"},
-		{nil, "raise it with server.Config.MaxBodyBytes"},
+		{nil, "raise it with pipeline.Config.MaxBodyBytes"},
 	} {
-		srv, err := server.New(server.Config{Backends: []string{"http://127.0.0.1:9"}, MaxBodyBytes: 1024, SettingName: tc.name}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		srv, err := server.New(server.Config{Backends: []string{"http://127.0.0.1:9"}, Pipeline: pipeline.Config{MaxBodyBytes: 1024, SettingName: tc.name}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func TestPrepareLimitErrorsNameTheirSetting(t *testing.T) {
 // TestConnectBodyLimitNamesItsSetting: a Connect call over the body limit
 // is resource_exhausted, and the message names the setting.
 func TestConnectBodyLimitNamesItsSetting(t *testing.T) {
-	base := startRouter(t, 1, server.Config{MaxBodyBytes: 4096, SettingName: settingName})
+	base := startRouter(t, 1, server.Config{Pipeline: pipeline.Config{MaxBodyBytes: 4096, SettingName: settingName}})
 	body := `{"model":"vllmsim/tiny","body":"` + strings.Repeat("a", 8000) + `"}`
 	resp, err := http.Post(base+"/prefixgate.v1.InferenceService/Invoke", "application/json", strings.NewReader(body))
 	if err != nil {

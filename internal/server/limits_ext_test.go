@@ -10,11 +10,12 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/server"
 )
 
 func TestBodyLimits(t *testing.T) {
-	base := startRouter(t, 1, server.Config{MaxDecodedBytes: 1 << 20})
+	base := startRouter(t, 1, server.Config{Pipeline: pipeline.Config{MaxDecodedBytes: 1 << 20}})
 	gz := func(b []byte) []byte {
 		var buf bytes.Buffer
 		w := gzip.NewWriter(&buf)

@@ -29,7 +29,7 @@ func (ns normalizeService) Lint(ctx context.Context, req *connect.Request[pb.Lin
 	}
 	rep, err := lint.Check(msg.GetRequests(), lint.Options{
 		Mode:         modeFromProto(msg.GetMode()),
-		PrefixLength: cmp.Or(int(msg.GetPrefixLength()), ns.s.cfg.PrefixLength),
+		PrefixLength: cmp.Or(int(msg.GetPrefixLength()), ns.s.cfg.Pipeline.PrefixLength),
 		Replicas:     int(msg.GetReplicas()),
 		Direct:       msg.GetDirect(),
 	})

@@ -48,7 +48,7 @@ var (
 // listener; its read and prepare steps are the ones requests go through.
 func requestPathServer(t testing.TB) *Server {
 	pathServerOnce.Do(func() {
-		pathServer, pathServerErr = New(Config{Backends: []string{"http://127.0.0.1:9"}, PrefixLength: 1024}, nil)
+		pathServer, pathServerErr = New(Config{Backends: []string{"http://127.0.0.1:9"}, Pipeline: pipeline.Config{PrefixLength: 1024}}, nil)
 	})
 	if pathServerErr != nil {
 		t.Fatal(pathServerErr)
@@ -61,8 +61,8 @@ func requestPathServer(t testing.TB) *Server {
 // group.
 func requestPathTenantServer(t testing.TB) *Server {
 	tenantServerOnce.Do(func() {
-		tenantServer, tenantServerErr = New(Config{Backends: []string{"http://127.0.0.1:9"}, PrefixLength: 1024,
-			Tenants: map[string]string{"key-1": "acme"}, TenantSecret: []byte("0123456789abcdef0123")}, nil)
+		tenantServer, tenantServerErr = New(Config{Backends: []string{"http://127.0.0.1:9"}, Pipeline: pipeline.Config{PrefixLength: 1024,
+			Tenants: map[string]string{"key-1": "acme"}, TenantSecret: []byte("0123456789abcdef0123")}}, nil)
 	})
 	if tenantServerErr != nil {
 		t.Fatal(tenantServerErr)
@@ -200,7 +200,7 @@ func checkRequestPath(t *testing.T, s *Server, body []byte, encSel, modeSel, gro
 		t.Fatalf("decoding %q changed the body", encoding)
 	}
 
-	verr := normalize.Validate(raw, normalize.Options{MaxBodyBytes: int(s.cfg.MaxDecodedBytes), MaxDepth: s.cfg.MaxDepth})
+	verr := normalize.Validate(raw, normalize.Options{MaxBodyBytes: int(s.cfg.Pipeline.MaxDecodedBytes), MaxDepth: s.cfg.Pipeline.MaxDepth})
 	if withTenant {
 		checkTenantPath(t, raw, mode, verr)
 		return
@@ -228,7 +228,7 @@ func checkRequestPath(t *testing.T, s *Server, body []byte, encSel, modeSel, gro
 	if !json.Valid(p.Body) {
 		t.Fatalf("canonical body is not JSON: %q", p.Body)
 	}
-	if p.Info.Mode == normalize.ModeAuto || p.Info.RoutingTextLen > s.cfg.PrefixLength || len(p.Info.SpillKeys) > 3 {
+	if p.Info.Mode == normalize.ModeAuto || p.Info.RoutingTextLen > s.cfg.Pipeline.PrefixLength || len(p.Info.SpillKeys) > 3 {
 		t.Fatalf("route info out of bounds: %+v", p.Info)
 	}
 	again, err := s.pipe.Normalize(context.Background(), nil, p.Body, mode, group, 0)

@@ -93,7 +93,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.router = router
-	s.pipe, err = pipeline.New(pipelineConfig(cfg), router)
+	s.pipe, err = pipeline.New(cfg.Pipeline, router)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func (s *Server) onScrape() {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	// The same body limit as REST, for Connect, gRPC and gRPC-Web messages.
-	opts := append(compressionOptions(), connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)))
+	opts := append(compressionOptions(), connect.WithReadMaxBytes(int(s.cfg.Pipeline.MaxBodyBytes)))
 	mux.Handle(s.namedReadLimit(prefixgatev1connect.NewInferenceServiceHandler(inferenceService{s}, opts...)))
 	mux.Handle(s.namedReadLimit(prefixgatev1connect.NewNormalizeServiceHandler(normalizeService{s}, opts...)))
 	mux.Handle(s.namedReadLimit(prefixgatev1connect.NewAdminServiceHandler(adminService{s}, opts...)))
@@ -280,25 +280,6 @@ func (s *Server) updateReadiness() {
 
 // rt is the router.
 func (s *Server) rt() *route.Router { return s.router }
-
-// pipelineConfig is the pipeline's part of cfg.
-func pipelineConfig(cfg Config) pipeline.Config {
-	name := cfg.SettingName
-	if name == nil {
-		name = func(field string) string { return "server.Config." + field }
-	}
-	return pipeline.Config{
-		PrefixLength:    cfg.PrefixLength,
-		MaxBodyBytes:    cfg.MaxBodyBytes,
-		MaxDecodedBytes: cfg.MaxDecodedBytes,
-		MaxRatio:        cfg.MaxRatio,
-		MaxDepth:        cfg.MaxDepth,
-		MaxStringBytes:  cfg.MaxStringBytes,
-		Tenants:         cfg.Tenants,
-		TenantSecret:    cfg.TenantSecret,
-		SettingName:     name,
-	}
-}
 
 // Reload applies a new configuration without dropping requests: backends
 // are added and removed in place (those that stay keep their state), and
@@ -424,7 +405,7 @@ func (s *Server) httpServer(protocols *http.Protocols) *http.Server {
 func (s *Server) frontConfig() h1front.Config {
 	return h1front.Config{
 		Handler: s.handler, Log: s.log, HeaderTimeout: headerTimeout,
-		ClientIdleTimeout: s.cfg.ClientIdleTimeout, MaxBodyBytes: s.cfg.MaxBodyBytes,
+		ClientIdleTimeout: s.cfg.ClientIdleTimeout, MaxBodyBytes: s.cfg.Pipeline.MaxBodyBytes,
 		Requests: s.metrics.frontRequests, Handovers: s.metrics.handovers,
 	}
 }

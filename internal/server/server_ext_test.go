@@ -22,6 +22,7 @@ import (
 	"github.com/prefixgate/prefixgate/backends/vllmsim"
 	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
 	"github.com/prefixgate/prefixgate/gen/prefixgate/v1/prefixgatev1connect"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/server"
 )
 
@@ -243,7 +244,7 @@ func TestRESTProxy(t *testing.T) {
 }
 
 func TestConnectMessageLimit(t *testing.T) {
-	base := startRouter(t, 1, server.Config{MaxBodyBytes: 4096})
+	base := startRouter(t, 1, server.Config{Pipeline: pipeline.Config{MaxBodyBytes: 4096}})
 	client := prefixgatev1connect.NewNormalizeServiceClient(http.DefaultClient, base)
 	_, err := client.Normalize(context.Background(), connect.NewRequest(&pb.NormalizeRequest{Body: []byte(`"` + strings.Repeat("x", 8192) + `"`)}))
 	if connect.CodeOf(err) != connect.CodeResourceExhausted {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/server"
 )
 
@@ -45,9 +46,8 @@ func TestTenantIsolation(t *testing.T) {
 	hs := httptest.NewServer(backend)
 	defer hs.Close()
 	srv, err := server.New(server.Config{
-		Backends:     []string{hs.URL},
-		Tenants:      map[string]string{"key-of-tenant-a-000": "a", "key-of-tenant-b-000": "b"},
-		TenantSecret: []byte("a server secret of enough length"),
+		Backends: []string{hs.URL},
+		Pipeline: pipeline.Config{Tenants: map[string]string{"key-of-tenant-a-000": "a", "key-of-tenant-b-000": "b"}, TenantSecret: []byte("a server secret of enough length")},
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -167,9 +167,8 @@ func TestTenantBodyMustBeObject(t *testing.T) {
 	hs := httptest.NewServer(&capture{})
 	defer hs.Close()
 	srv, err := server.New(server.Config{
-		Backends:     []string{hs.URL},
-		Tenants:      map[string]string{"key-of-tenant-a-000": "a"},
-		TenantSecret: []byte("a server secret of enough length"),
+		Backends: []string{hs.URL},
+		Pipeline: pipeline.Config{Tenants: map[string]string{"key-of-tenant-a-000": "a"}, TenantSecret: []byte("a server secret of enough length")},
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
