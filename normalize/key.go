@@ -337,15 +337,24 @@ func checkKeyOptions(opts KeyOptions) (int, error) {
 	if n < MinPrefixLength || n > MaxPrefixLength {
 		return 0, &optionError{code: CodePrefixLength, msg: fmt.Sprintf("prefix length %d is outside %d..%d", n, MinPrefixLength, MaxPrefixLength)}
 	}
-	if len(opts.Group) > MaxGroupBytes {
-		return 0, &optionError{code: CodeInvalidGroup, msg: fmt.Sprintf("group id of %d bytes is over %d", len(opts.Group), MaxGroupBytes)}
-	}
-	for i := 0; i < len(opts.Group); i++ {
-		if c := opts.Group[i]; c < 0x20 || c > 0x7e {
-			return 0, &optionError{code: CodeInvalidGroup, msg: fmt.Sprintf("group id has a non-printable byte 0x%02x at %d", c, i)}
-		}
+	if err := CheckGroup(opts.Group); err != nil {
+		return 0, err
 	}
 	return n, nil
+}
+
+// CheckGroup enforces the group id contract: at most MaxGroupBytes of
+// printable ASCII. Its error's code is CodeInvalidGroup.
+func CheckGroup(g string) error {
+	if len(g) > MaxGroupBytes {
+		return &optionError{code: CodeInvalidGroup, msg: fmt.Sprintf("group id of %d bytes is over %d", len(g), MaxGroupBytes)}
+	}
+	for i := 0; i < len(g); i++ {
+		if c := g[i]; c < 0x20 || c > 0x7e {
+			return &optionError{code: CodeInvalidGroup, msg: fmt.Sprintf("group id has a non-printable byte 0x%02x at %d", c, i)}
+		}
+	}
+	return nil
 }
 
 // RouteKey computes the routing key of a canonical body, as returned by

@@ -135,17 +135,11 @@ func (p *Pipeline) Decode(dst []byte, encoding string, body io.Reader, contentLe
 	return out, nil
 }
 
-// checkGroup enforces the group id contract: at most 64 printable ASCII.
+// checkGroup is normalize's group id check (the one the SDKs share), as
+// the HTTP error a front door answers with.
 func checkGroup(g string) error {
-	if len(g) > 64 {
-		return &Error{Status: http.StatusBadRequest, Code: "invalid_group",
-			Message: fmt.Sprintf("group id is %d bytes long; the limit is 64", len(g))}
-	}
-	for i := 0; i < len(g); i++ {
-		if g[i] < 0x20 || g[i] > 0x7e {
-			return &Error{Status: http.StatusBadRequest, Code: "invalid_group",
-				Message: fmt.Sprintf("group id has a non-printable or non-ASCII byte 0x%02x at offset %d", g[i], i)}
-		}
+	if err := normalize.CheckGroup(g); err != nil {
+		return &Error{Status: http.StatusBadRequest, Code: "invalid_group", Message: err.Error()}
 	}
 	return nil
 }
