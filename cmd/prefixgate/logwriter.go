@@ -9,7 +9,7 @@ import (
 
 // logWriter buffers the serve log: one request log line per request was
 // one write syscall per request on the hot path (docs/benchmarks.md,
-// server overhead). Lines reach w within flushEvery, or sooner when the
+// "Overhead against HAProxy"). Lines reach w within flushEvery, or sooner when the
 // buffer fills, and all of them on Close.
 type logWriter struct {
 	mu   sync.Mutex

@@ -89,7 +89,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 // collectLessOften sets the garbage collector's target unless GOGC does:
 // the router's heap is small and mostly short-lived request buffers, and
 // collecting less often trades a little memory for less CPU per request
-// (docs/benchmarks.md, server overhead).
+// (docs/benchmarks.md, "Overhead against HAProxy").
 func collectLessOften() {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(400)

@@ -22,9 +22,9 @@ type qaRun struct {
 }
 
 // routeV2Default is true once the default policy is no longer today's
-// stateless prefix ring: then the targets that need route v2 (issue 15:
-// ≥90% of follow-up turns on the previous turn's replica) are asserted, not
-// only logged.
+// stateless prefix ring: then the targets that need a per-replica prefix
+// index (≥90% of follow-up turns on the previous turn's replica) are
+// asserted, not only logged.
 var routeV2Default = route.DefaultPolicy != "prefix-aware"
 
 // docQA runs the document-QA traffic on a fresh fleet in one of three modes:
@@ -296,7 +296,7 @@ const envSMG = "LLAMAFLEET_SMG"
 // ring, random, and SGLang Model Gateway's cache_aware and prefix_hash
 // policies, each on a fresh fleet of the same build, for the side-by-side
 // table in docs/benchmarks.md. It is a comparison run by hand, not part of
-// `make test`. It asserts issue 12's real-engine target against SMG's best
+// `make test`. It asserts the real-engine target against SMG's best
 // policy measured in the same run: the default's hit rate within 2 points
 // on both workloads. Medians are logged beside it, not asserted: on shared
 // cores they move by 2× between runs of the same router.

@@ -454,7 +454,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // off is how far sim is from real, as a fraction of real.
 func off(sim, real float64) float64 { return math.Abs(sim-real) / real }
 
-// simRatioWithin is issue 15's target for the simulated prefixgate /
+// simRatioWithin is the target for the simulated prefixgate /
 // random latency ratio: within 20% of the fleet's, measured in the same
 // test. It is asserted on the replay of the fleet's own placement (policy
 // replay) with the shared cores modelled (fitFleet) and each run modelled
@@ -521,7 +521,7 @@ func compareSimulator(t *testing.T, pgs, randoms []*qaRun) {
 			replayPG.medianTTFT/replayRandom.medianTTFT, ms(pg.medianTTFT())/ms(random.medianTTFT()),
 			replayPG.meanTTFT/replayRandom.meanTTFT, ms(pg.meanTTFT())/ms(random.meanTTFT()),
 			replayBreakdown(pg.answers, pgByAnswer), replayBreakdown(random.answers, randomByAnswer))
-		// Asserted per run: the replay's hit rates within issue 15's 5
+		// Asserted per run: the replay's hit rates within 5
 		// points of the fleet's on the same placement (3-4 points lower in
 		// every run: a hit's question tail is rounded up to whole blocks).
 		for _, c := range []struct {
@@ -595,7 +595,7 @@ func compareSimulator(t *testing.T, pgs, randoms []*qaRun) {
 		t.Errorf("the simulator does not rank prefixgate above random as the fleet does: hit %.3f vs %.3f, median TTFT ratio %.2f",
 			simPG.hit, simRandom.hit, simMedian)
 	}
-	t.Logf("issue 15 targets: replay: TTFT ratio within 20%%: mean %v (asserted), median %v; own policies: hit within 5 points: prefixgate %v, random %v; TTFT ratio within 20%%: median %v, mean %v",
+	t.Logf("targets: replay: TTFT ratio within 20%%: mean %v (asserted), median %v; own policies: hit within 5 points: prefixgate %v, random %v; TTFT ratio within 20%%: median %v, mean %v",
 		off(replayMean, realMean) <= simRatioWithin, off(replayMedian, realMedian) <= simRatioWithin,
 		math.Abs(simPG.hit-realPG.hit()) <= 0.05, math.Abs(simRandom.hit-realRandom.hit()) <= 0.05,
 		off(simMedian, realMedian) <= simRatioWithin, off(simMean, realMean) <= simRatioWithin)
@@ -672,7 +672,7 @@ func chatWorkload(t *testing.T, turns []chatTurn, m fleetModel, draw uint64) *si
 // simulator and compares hit rates. The simulator keys chats with the same
 // normalize code as serve and routes with the same policy. With
 // prefix-index the default, both keep every conversation on one replica:
-// prefixgate's simulated hit must be within issue 15's 5 points of the
+// prefixgate's simulated hit must be within 5 points of the
 // fleet's (0.704 against 0.723). With the stateless ring every turn lands
 // on a new home, the fleet's figure moved from 0.20 to 0.35 over six runs
 // (its ring is laid over random ports, the simulator's over fixed names),
@@ -718,7 +718,7 @@ func compareSimulatorChats(t *testing.T, pg, random *chatFigures) {
 		replayPG.hit, pg.all.hit(), replayRandom.hit, random.all.hit(),
 		replayPG.medianTTFT, ms(pg.all.medianTTFT()), replayRandom.medianTTFT, ms(random.all.medianTTFT()), replayMedian, realMedian, 100*off(replayMedian, realMedian),
 		replayMean, realMean, 100*off(replayMean, realMean))
-	// Asserted on the replay: both hit rates within issue 15's 5 points
+	// Asserted on the replay: both hit rates within 5 points
 	// (2-3 points lower in every run). Its TTFT ratios are logged: 32
 	// turns a run, and the mean was within 20% in 7 of 10 runs, the median
 	// in 6, while another job loaded the machine (docs/backends.md).
@@ -730,7 +730,7 @@ func compareSimulatorChats(t *testing.T, pg, random *chatFigures) {
 			t.Errorf("multi-turn replay, %s: simulated hit rate %.3f is more than 5 points from the fleet's %.3f on the same placement", c.name, c.sim, c.real)
 		}
 	}
-	t.Logf("issue 15 targets, multi-turn: replay: hit within 5 points %v, TTFT ratio within 20%%: median %v, mean %v; own policies: hit within 5 points: prefixgate %v, random %v; TTFT ratio within 20%%: median %v, mean %v",
+	t.Logf("targets, multi-turn: replay: hit within 5 points %v, TTFT ratio within 20%%: median %v, mean %v; own policies: hit within 5 points: prefixgate %v, random %v; TTFT ratio within 20%%: median %v, mean %v",
 		math.Abs(replayPG.hit-pg.all.hit()) <= 0.05 && math.Abs(replayRandom.hit-random.all.hit()) <= 0.05,
 		off(replayMedian, realMedian) <= simRatioWithin, off(replayMean, realMean) <= simRatioWithin,
 		math.Abs(simPG.hit-pg.all.hit()) <= 0.05, math.Abs(simRandom.hit-random.all.hit()) <= 0.05,

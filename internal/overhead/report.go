@@ -132,7 +132,7 @@ func writeJSON(w io.Writer, r report) {
 	_ = enc.Encode(r)
 }
 
-// Targets from issue 6, checked in the table's footer.
+// The targets the table's footer checks.
 const (
 	targetAddedP50us = 150
 	targetAddedP99us = 1000

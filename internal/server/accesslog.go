@@ -15,8 +15,8 @@ import (
 // itself: the same line, byte for byte, without a slog.Record (which
 // keeps eight attributes in a slice it allocates) or the handler's
 // generic walk over them. That walk was 3–8% of the router's CPU
-// (docs/benchmarks.md, issue 13, round 5). A line whose values are not
-// all plain (see plainLogValue) goes through slog as before, so that its
+// (docs/benchmarks.md, "Overhead against HAProxy"). A line whose values
+// are not all plain (see plainLogValue) goes through slog, so that its
 // quoting and escaping stay slog's. Loggers derived with With or
 // WithGroup are slog's own handlers.
 func NewLogHandler(w io.Writer, level slog.Leveler, json bool) slog.Handler {

@@ -11,7 +11,7 @@ import (
 // textproto.Reader, counts the header's lines ahead, canonicalizes every
 // key, allocates every line and value, and wraps the body in a reader with
 // a mutex: about 8% of the router's CPU at 1 KiB (docs/benchmarks.md,
-// server overhead). What vLLM and its peers send for a plain answer is
+// "Overhead against HAProxy"). What vLLM and its peers send for a plain answer is
 // far simpler: "HTTP/1.1 200 OK", a Content-Length and a handful of
 // ordinary headers. readSimpleResponse parses exactly that shape, taking
 // the whole header from the connection's buffer, and says no to anything

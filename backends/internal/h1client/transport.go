@@ -27,7 +27,7 @@ import (
 // goroutine and every response from a reader goroutine that each
 // connection keeps, and under load those hand-offs (channel sends, wake-ups,
 // a select per request) were a fifth of the router's CPU (docs/benchmarks.md,
-// server overhead). Anything it does not handle (an
+// "Overhead against HAProxy"). Anything it does not handle (an
 // https:// URL, an unknown body length or one over 1 MiB, trailers) goes
 // to fallback.
 //
