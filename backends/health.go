@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -56,13 +57,21 @@ func (b *Backend) Observe(err error, status int) {
 	case errors.As(err, &ue):
 		// Nothing came back: out at once. It returns like any ejected
 		// backend: after its backoff, RiseThreshold probes in a row.
+		now := p.now()
+		b.noteErrLocked("request: "+ue.Err.Error(), now)
 		if b.up {
-			p.ejectLocked(b, p.now())
+			p.ejectLocked(b, now)
 		}
 	case status >= 500 || errors.Is(err, ErrIdleTimeout):
 		// After FailThreshold in a row it leaves the candidate set until
 		// its backoff has passed and RiseThreshold probes in a row succeed.
-		p.failLocked(b, p.now())
+		now := p.now()
+		if status >= 500 {
+			b.noteErrLocked(fmt.Sprintf("request: answered %d", status), now)
+		} else {
+			b.noteErrLocked("request: "+err.Error(), now)
+		}
+		p.failLocked(b, now)
 	default:
 		// A success ends a failure streak; other errors (the client went
 		// away, its context ended) say nothing of b. Neither changes its
@@ -154,10 +163,11 @@ func (p *Pool) ejectLocked(b *Backend, now time.Time) {
 	p.publishLocked(b)
 }
 
-// probedLocked applies one probe's outcome.
-func (p *Pool) probedLocked(b *Backend, ok bool, now time.Time) {
+// probedLocked applies one probe's outcome: err is nil when it passed.
+func (p *Pool) probedLocked(b *Backend, err error, now time.Time) {
 	switch {
-	case !ok:
+	case err != nil:
+		b.noteErrLocked("probe: "+err.Error(), now)
 		p.failLocked(b, now)
 	case b.up:
 		b.fails = 0
@@ -182,6 +192,9 @@ func (p *Pool) publishLocked(b *Backend) {
 		next = StateHealthy
 	}
 	prev := State(b.state.Swap(int32(next)))
+	if prev != next {
+		b.changedAt = p.now()
+	}
 	if prev != next && p.opts.OnState != nil {
 		b.changes = append(b.changes, next)
 	}
@@ -267,16 +280,15 @@ func (p *Pool) probeOne(ctx context.Context, b *Backend) {
 	if ctx.Err() != nil {
 		return // shutting down: not the backend's fault
 	}
-	ok := err == nil
 	changed := false
-	if ok {
+	if err == nil {
 		if models, err := p.fetchModels(ctx, b); err == nil && !slices.Equal(models, b.Models()) {
 			b.models.Store(&models)
 			changed = true
 		}
 	}
 	b.mu.Lock()
-	p.probedLocked(b, ok, p.now())
+	p.probedLocked(b, err, p.now())
 	b.mu.Unlock()
 	p.report(b)
 	if changed && !b.removed.Load() {
@@ -293,15 +305,21 @@ func (p *Pool) get(ctx context.Context, b *Backend, path string, limit int64) ([
 	}
 	resp, err := p.probe.Do(req)
 	if err != nil {
-		return nil, err
+		// url.Error repeats the backend's URL, which every reader of the
+		// error already has.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("GET %s: %w", path, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %d", path, resp.StatusCode)
+		return nil, fmt.Errorf("GET %s answered %d", path, resp.StatusCode)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("GET %s: %w", path, err)
 	}
 	return raw, nil
 }

@@ -52,6 +52,12 @@ type Backend struct {
 	holdUntil  time.Time
 	returnedAt time.Time
 	nextInfo   time.Time // when the engine's info endpoint is next read
+	// lastErr is the last failure seen, probe or request, and lastErrAt
+	// when; changedAt is when the State last changed. They say why a
+	// backend is out (see Health).
+	lastErr   string
+	lastErrAt time.Time
+	changedAt time.Time
 	// changes are the States published under mu and not yet reported to
 	// OnState; they are reported after mu is released (see report).
 	changes []State

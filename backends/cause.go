@@ -1,0 +1,110 @@
+package backends
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Health is what the pool knows of a backend's health: its State, when
+// that last changed, and the last failure it saw, so that an operator can
+// tell why a backend is out.
+type Health struct {
+	State State
+	// Since is when State last changed; zero while it has not changed
+	// since the backend joined the pool.
+	Since time.Time
+	// LastError is the last failed probe or request, empty while none has
+	// failed; LastErrorAt is when it failed.
+	LastError   string
+	LastErrorAt time.Time
+}
+
+// maxCauseLen bounds a stored failure: an error may quote a backend's
+// answer, and it is repeated in logs and client-facing messages.
+const maxCauseLen = 256
+
+// maxNamedBackends is how many backends a no-healthy-backend message names.
+const maxNamedBackends = 3
+
+// Health returns the backend's health with the cause of its last failure.
+func (b *Backend) Health() Health {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return Health{State: b.State(), Since: b.changedAt, LastError: b.lastErr, LastErrorAt: b.lastErrAt}
+}
+
+// noteErrLocked records a failure as the backend's last error.
+func (b *Backend) noteErrLocked(cause string, now time.Time) {
+	b.lastErr, b.lastErrAt = truncate(cause, maxCauseLen), now
+}
+
+// Describe says in a few words why a backend in this Health is or is not a
+// candidate, e.g. "ejected 12s ago: probe: GET /health: dial tcp
+// 10.0.0.5:8000: connect: connection refused", with ages measured at now.
+func (h Health) Describe(now time.Time) string {
+	s := h.State.String()
+	if !h.Since.IsZero() {
+		s += " " + age(now.Sub(h.Since)) + " ago"
+	}
+	if h.State == StateEjected && h.LastError != "" {
+		s += ": " + h.LastError
+		if h.LastErrorAt.Sub(h.Since) > time.Second {
+			s += " (" + age(now.Sub(h.LastErrorAt)) + " ago)"
+		}
+	}
+	return s
+}
+
+// WhyNoneHealthy says why no backend serving model is a candidate: each
+// such backend's address and Health, at most a few named. model "" means
+// every backend; a backend with no model list serves any model.
+func (p *Pool) WhyNoneHealthy(model string) string {
+	now := p.now()
+	var named []string
+	more := 0
+	for _, b := range p.Backends() {
+		if ms := b.Models(); model != "" && len(ms) > 0 && !slices.Contains(ms, model) {
+			continue
+		}
+		h := b.Health()
+		if h.State == StateHealthy {
+			continue
+		}
+		if len(named) == maxNamedBackends {
+			more++
+			continue
+		}
+		named = append(named, b.URL.Redacted()+" "+h.Describe(now))
+	}
+	if len(named) == 0 {
+		return "no backend is out of the candidate set now"
+	}
+	s := strings.Join(named, "; ")
+	if more > 0 {
+		s += fmt.Sprintf("; and %d more", more)
+	}
+	return s
+}
+
+// age rounds d for a person: whole seconds, or milliseconds under one.
+func age(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}

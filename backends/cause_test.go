@@ -1,0 +1,127 @@
+package backends
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// deadAddr returns an address nothing listens on: a listener's, closed.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// TestHealthRecordsProbeCause: a backend that never answers is ejected by
+// its probes, and its Health says why and since when.
+func TestHealthRecordsProbeCause(t *testing.T) {
+	addr := deadAddr(t)
+	p, err := NewPool([]string{addr}, Options{FailThreshold: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: time.Unix(1_000_000, 0)}
+	p.now = clock.now
+	b := p.Backends()[0]
+	if h := b.Health(); h.LastError != "" || !h.LastErrorAt.IsZero() || !h.Since.IsZero() {
+		t.Fatalf("before any probe: %+v, want no error and no change", h)
+	}
+	p.probeDue(context.Background())
+	clock.advance(time.Second)
+	p.probeDue(context.Background())
+	h := b.Health()
+	if h.State != StateEjected {
+		t.Fatalf("after two failed probes: %v, want ejected", h.State)
+	}
+	if !strings.HasPrefix(h.LastError, "probe: GET /health: ") || !strings.Contains(h.LastError, "refused") {
+		t.Errorf("LastError %q, want the probe's refused connection", h.LastError)
+	}
+	if strings.Contains(h.LastError, "http://") {
+		t.Errorf("LastError %q repeats the backend's URL", h.LastError)
+	}
+	if want := clock.now(); !h.LastErrorAt.Equal(want) || !h.Since.Equal(want) {
+		t.Errorf("LastErrorAt %v, Since %v, want both %v", h.LastErrorAt, h.Since, want)
+	}
+	clock.advance(12 * time.Second)
+	got := p.WhyNoneHealthy("gpt-4o")
+	want := "http://" + addr + " ejected 12s ago: probe: GET /health: "
+	if !strings.HasPrefix(got, want) {
+		t.Errorf("WhyNoneHealthy = %q, want it to start %q", got, want)
+	}
+}
+
+// TestHealthRecordsRequestCause: passive outcomes record their cause too.
+func TestHealthRecordsRequestCause(t *testing.T) {
+	p, err := NewPool([]string{deadAddr(t)}, Options{FailThreshold: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := p.Backends()[0]
+	b.Observe(nil, 503)
+	if h := b.Health(); h.State != StateHealthy || h.LastError != "request: answered 503" {
+		t.Fatalf("after one 503: %+v, want healthy with the 503 recorded", h)
+	}
+	b.Observe(&UnreachableError{Backend: b.Name, Err: errors.New("connection reset by peer")}, 0)
+	if h := b.Health(); h.State != StateEjected || h.LastError != "request: connection reset by peer" {
+		t.Fatalf("after an unreachable answer: %+v, want ejected with its cause", h)
+	}
+	b.Observe(context.Canceled, 0) // says nothing of the backend
+	if h := b.Health(); h.LastError != "request: connection reset by peer" {
+		t.Fatalf("a client that left replaced the cause: %q", h.LastError)
+	}
+}
+
+// TestWhyNoneHealthyIsBounded: the message names a few backends serving the
+// model, skips the others and healthy ones, and cuts long causes.
+func TestWhyNoneHealthyIsBounded(t *testing.T) {
+	var addrs []string
+	for i := range 6 {
+		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", 1+i))
+	}
+	p, err := NewPool(addrs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := p.Backends()
+	other := []string{"other-model"}
+	bs[0].models.Store(&other)
+	for _, b := range bs[:5] {
+		b.Observe(&UnreachableError{Backend: b.Name, Err: errors.New(strings.Repeat("x", 5000))}, 0)
+	}
+	got := p.WhyNoneHealthy("gpt-4o")
+	if strings.Contains(got, addrs[0]) || strings.Contains(got, addrs[5]) {
+		t.Errorf("names a backend of another model or a healthy one: %q", got)
+	}
+	if n := strings.Count(got, "ejected"); n != maxNamedBackends {
+		t.Errorf("names %d backends, want %d: %q", n, maxNamedBackends, got)
+	}
+	if !strings.HasSuffix(got, "; and 1 more") {
+		t.Errorf("does not count the backends left out: %q", got)
+	}
+	if len(got) > maxNamedBackends*(maxCauseLen+100) {
+		t.Errorf("message of %d bytes is not bounded", len(got))
+	}
+	if got := p.WhyNoneHealthy("other-model"); !strings.Contains(got, addrs[0]) {
+		t.Errorf("WhyNoneHealthy(other-model) = %q, want it to name %s", got, addrs[0])
+	}
+}
+
+func TestTruncateKeepsRunes(t *testing.T) {
+	s := strings.Repeat("é", 10) // 2 bytes each
+	if got := truncate(s, 5); got != "éé…" {
+		t.Errorf("truncate = %q, want %q", got, "éé…")
+	}
+	if got := truncate("short", 5); got != "short" {
+		t.Errorf("truncate = %q", got)
+	}
+}
