@@ -42,16 +42,20 @@ func (b *Backend) noteErrLocked(cause string, now time.Time) {
 }
 
 // Describe says in a few words why a backend in this Health is or is not a
-// candidate, e.g. "ejected 12s ago: probe: GET /health: dial tcp
+// candidate: "healthy", "draining", or for an ejected one since when and
+// its last failure, e.g. "ejected 12s ago: probe: GET /health: dial tcp
 // 10.0.0.5:8000: connect: connection refused", with ages measured at now.
 func (h Health) Describe(now time.Time) string {
 	s := h.State.String()
+	if h.State != StateEjected {
+		return s
+	}
 	if !h.Since.IsZero() {
 		s += " " + age(now.Sub(h.Since)) + " ago"
 	}
-	if h.State == StateEjected && h.LastError != "" {
+	if h.LastError != "" {
 		s += ": " + h.LastError
-		if h.LastErrorAt.Sub(h.Since) > time.Second {
+		if h.LastErrorAt.Sub(h.Since) >= time.Second {
 			s += " (" + age(now.Sub(h.LastErrorAt)) + " ago)"
 		}
 	}
@@ -89,13 +93,9 @@ func (p *Pool) WhyNoneHealthy(model string) string {
 	return s
 }
 
-// age rounds d for a person: whole seconds, or milliseconds under one.
-func age(d time.Duration) string {
-	if d < time.Second {
-		return d.Round(time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
-}
+// age rounds d to whole seconds for a person (and so that one
+// explanation, read twice within a second, says the same).
+func age(d time.Duration) string { return max(d, 0).Round(time.Second).String() }
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.
 func truncate(s string, n int) string {

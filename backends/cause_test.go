@@ -125,3 +125,20 @@ func TestTruncateKeepsRunes(t *testing.T) {
 		t.Errorf("truncate = %q", got)
 	}
 }
+
+func TestDescribe(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	for _, tc := range []struct {
+		h    Health
+		want string
+	}{
+		{Health{State: StateHealthy, LastError: "old", LastErrorAt: t0}, "healthy"},
+		{Health{State: StateDraining, Since: t0}, "draining"},
+		{Health{State: StateEjected, Since: t0, LastError: "probe: x", LastErrorAt: t0}, "ejected 12s ago: probe: x"},
+		{Health{State: StateEjected, Since: t0, LastError: "probe: y", LastErrorAt: t0.Add(10 * time.Second)}, "ejected 12s ago: probe: y (2s ago)"},
+	} {
+		if got := tc.h.Describe(t0.Add(12 * time.Second)); got != tc.want {
+			t.Errorf("Describe(%+v) = %q, want %q", tc.h, got, tc.want)
+		}
+	}
+}

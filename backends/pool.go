@@ -70,8 +70,15 @@ func (b *Backend) ID() string { return b.Name }
 // ejected nor draining.
 func (b *Backend) Healthy() bool { return State(b.state.Load()) == StateHealthy }
 
-// HealthName is State's name, for the router's explanations.
-func (b *Backend) HealthName() string { return b.State().String() }
+// HealthName is the router's explanations' word for the backend's health:
+// its State, and for an ejected backend since when and why (Health.Describe).
+func (b *Backend) HealthName() string {
+	now := time.Now
+	if b.pool != nil {
+		now = b.pool.now
+	}
+	return b.Health().Describe(now())
+}
 
 // State returns the backend's health state.
 func (b *Backend) State() State { return State(b.state.Load()) }
