@@ -282,7 +282,11 @@ func (p *Pool) probeOne(ctx context.Context, b *Backend) {
 	}
 	changed := false
 	if err == nil {
-		if models, err := p.fetchModels(ctx, b); err == nil && !slices.Equal(models, b.Models()) {
+		models, maxLen, err := p.fetchModels(ctx, b)
+		if err == nil {
+			b.maxModelLen.Store(int64(maxLen))
+		}
+		if err == nil && !slices.Equal(models, b.Models()) {
 			b.models.Store(&models)
 			changed = true
 		}
@@ -324,19 +328,24 @@ func (p *Pool) get(ctx context.Context, b *Backend, path string, limit int64) ([
 	return raw, nil
 }
 
-// fetchModels reads the OpenAI model list; a backend without /v1/models is
-// served all the same (its list stays empty, meaning "any model").
-func (p *Pool) fetchModels(ctx context.Context, b *Backend) ([]string, error) {
+// fetchModels reads the OpenAI model list and vLLM's max_model_len (the
+// largest any entry states, 0 when none does); a backend without
+// /v1/models is served all the same (its list stays empty, meaning "any
+// model").
+func (p *Pool) fetchModels(ctx context.Context, b *Backend) (models []string, maxLen int, err error) {
 	raw, err := p.get(ctx, b, "/v1/models", 1<<20)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	models := []string{}
-	gjson.GetBytes(raw, "data.#.id").ForEach(func(_, v gjson.Result) bool {
-		models = append(models, v.String())
+	models = []string{}
+	gjson.GetBytes(raw, "data").ForEach(func(_, v gjson.Result) bool {
+		if id := v.Get("id"); id.Exists() {
+			models = append(models, id.String())
+		}
+		maxLen = max(maxLen, int(v.Get("max_model_len").Int()))
 		return true
 	})
-	return models, nil
+	return models, maxLen, nil
 }
 
 // Rediscover re-resolves the DNS and file sources once and applies any

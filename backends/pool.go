@@ -31,7 +31,9 @@ type Backend struct {
 	state   atomic.Int32
 	removed atomic.Bool
 	models  atomic.Pointer[[]string]
-	load    atomic.Pointer[LoadSignals]
+	// maxModelLen is the context length /v1/models states (0: unknown).
+	maxModelLen atomic.Int64
+	load        atomic.Pointer[LoadSignals]
 
 	// configured is the engine the spec named (EngineAuto: detect);
 	// detected is what scrapes found, as an Engine.
@@ -91,6 +93,11 @@ func (b *Backend) Models() []string {
 	}
 	return nil
 }
+
+// MaxModelLen returns the longest prompt plus output, in tokens, the
+// backend's /v1/models stated (vLLM's max_model_len) at its last probe; 0
+// when it states none or has not answered yet.
+func (b *Backend) MaxModelLen() int { return int(b.maxModelLen.Load()) }
 
 // Options tune the pool. Zero values take the defaults in parentheses.
 type Options struct {
