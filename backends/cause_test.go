@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,11 @@ func TestHealthRecordsRequestCause(t *testing.T) {
 	if h := b.Health(); h.State != StateEjected || h.LastError != "request: connection reset by peer" {
 		t.Fatalf("after an unreachable answer: %+v, want ejected with its cause", h)
 	}
+	b.Observe(&UnreachableError{Backend: b.Name, Err: &url.Error{Op: "Post", URL: "http://x/v1/chat/completions", Err: errors.New("connection refused")}}, 0)
+	if h := b.Health(); h.LastError != "request: connection refused" {
+		t.Fatalf("after a refused request: %q, want the cause without the URL", h.LastError)
+	}
+	b.Observe(&UnreachableError{Backend: b.Name, Err: errors.New("connection reset by peer")}, 0)
 	b.Observe(context.Canceled, 0) // says nothing of the backend
 	if h := b.Health(); h.LastError != "request: connection reset by peer" {
 		t.Fatalf("a client that left replaced the cause: %q", h.LastError)

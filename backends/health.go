@@ -58,7 +58,7 @@ func (b *Backend) Observe(err error, status int) {
 		// Nothing came back: out at once. It returns like any ejected
 		// backend: after its backoff, RiseThreshold probes in a row.
 		now := p.now()
-		b.noteErrLocked("request: "+ue.Err.Error(), now)
+		b.noteErrLocked("request: "+causeOf(ue.Err).Error(), now)
 		if b.up {
 			p.ejectLocked(b, now)
 		}
@@ -309,13 +309,7 @@ func (p *Pool) get(ctx context.Context, b *Backend, path string, limit int64) ([
 	}
 	resp, err := p.probe.Do(req)
 	if err != nil {
-		// url.Error repeats the backend's URL, which every reader of the
-		// error already has.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("GET %s: %w", path, err)
+		return nil, fmt.Errorf("GET %s: %w", path, causeOf(err))
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit))
@@ -326,6 +320,16 @@ func (p *Pool) get(ctx context.Context, b *Backend, path string, limit int64) ([
 		return nil, fmt.Errorf("GET %s: %w", path, err)
 	}
 	return raw, nil
+}
+
+// causeOf is err's message without the request's URL, which url.Error
+// repeats and every reader of a backend's health already has.
+func causeOf(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // fetchModels reads the OpenAI model list and vLLM's max_model_len (the
