@@ -111,67 +111,23 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 func runPolicy(ctx context.Context, opts Options, policy string, docs []Document, reqs []Request) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	fleet, err := vllmsim.StartFleet(ctx, "127.0.0.1:0", opts.Replicas, vllmsim.Config{
-		Preset: "llama-3.1-70b-8xh100",
-		Speed:  opts.Speed,
-		Engine: vllmsim.EngineConfig{CacheBlocks: opts.CacheBlocks},
-		Seed:   opts.Seed,
-	})
+	base, stop, err := startStack(ctx, opts, policy)
 	if err != nil {
 		return Result{}, err
 	}
-	defer fleet.Close()
-
-	srv, err := server.New(server.Config{Backends: fleet.URLs(), Policy: policy, CacheTokens: opts.CacheBlocks * vllmsim.BlockSize},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		return Result{}, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return Result{}, err
-	}
-	serveCtx, stopServe := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(serveCtx, ln, 5*time.Second) }()
-	defer func() {
-		stopServe()
-		<-served
-	}()
-	base := "http://" + ln.Addr().String()
+	defer stop()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: opts.Concurrency}}
 
 	start := time.Now()
-	var (
-		mu        sync.Mutex
-		res       = Result{Policy: policy, Share: map[string]float64{}, Decisions: map[string]int{}}
-		ttfts     []float64
-		prompt    int64
-		cached    int64
-		perBacked = map[string]int{}
-	)
+	tally := newTally(policy, opts.Speed)
 	work := make(chan Request)
 	var wg sync.WaitGroup
 	for range opts.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for rq := range work {
-				o, err := send(ctx, client, base, docs[rq.Doc], rq)
-				mu.Lock()
-				if err != nil {
-					res.Failed++
-				} else {
-					res.OK++
-					ttfts = append(ttfts, o.ttft.Seconds()*1000*opts.Speed)
-					prompt += o.promptTokens
-					cached += o.cachedTokens
-					perBacked[o.backend]++
-					res.Decisions[o.decision]++
-				}
-				mu.Unlock()
+				tally.add(send(ctx, client, base, docs[rq.Doc], rq))
 			}
-		}()
+		})
 	}
 	for _, rq := range reqs {
 		select {
@@ -181,22 +137,96 @@ func runPolicy(ctx context.Context, opts Options, policy string, docs []Document
 	}
 	close(work)
 	wg.Wait()
+	res := tally.result(opts.Replicas)
 	res.Wall = time.Since(start)
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
-	if prompt > 0 {
-		res.HitRate = float64(cached) / float64(prompt)
+	return res, nil
+}
+
+// startStack starts a cold simulated fleet and a router with the policy in
+// front of it on loopback; it returns the router's base URL and a function
+// that stops both.
+func startStack(ctx context.Context, opts Options, policy string) (base string, stop func(), err error) {
+	fleet, err := vllmsim.StartFleet(ctx, "127.0.0.1:0", opts.Replicas, vllmsim.Config{
+		Preset: "llama-3.1-70b-8xh100",
+		Speed:  opts.Speed,
+		Engine: vllmsim.EngineConfig{CacheBlocks: opts.CacheBlocks},
+		Seed:   opts.Seed,
+	})
+	if err != nil {
+		return "", nil, err
 	}
-	slices.Sort(ttfts)
-	res.TTFTp50 = percentile(ttfts, 0.50)
-	res.TTFTp90 = percentile(ttfts, 0.90)
-	for name, n := range perBacked {
+	srv, err := server.New(server.Config{Backends: fleet.URLs(), Policy: policy, CacheTokens: opts.CacheBlocks * vllmsim.BlockSize},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		fleet.Close()
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fleet.Close()
+		return "", nil, err
+	}
+	serveCtx, stopServe := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx, ln, 5*time.Second) }()
+	stop = func() {
+		stopServe()
+		<-served
+		fleet.Close()
+	}
+	return "http://" + ln.Addr().String(), stop, nil
+}
+
+// tally adds up what the client saw, from concurrent senders.
+type tally struct {
+	mu         sync.Mutex
+	res        Result
+	speed      float64
+	ttfts      []float64
+	prompt     int64
+	cached     int64
+	perBackend map[string]int
+}
+
+func newTally(policy string, speed float64) *tally {
+	return &tally{res: Result{Policy: policy, Share: map[string]float64{}, Decisions: map[string]int{}}, speed: speed, perBackend: map[string]int{}}
+}
+
+func (t *tally) add(o outcome, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		t.res.Failed++
+		return
+	}
+	t.res.OK++
+	t.ttfts = append(t.ttfts, o.ttft.Seconds()*1000*t.speed)
+	t.prompt += o.promptTokens
+	t.cached += o.cachedTokens
+	t.perBackend[o.backend]++
+	t.res.Decisions[o.decision]++
+}
+
+// result is the run's Result over a fleet of replicas, Wall aside.
+func (t *tally) result(replicas int) Result {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	res := t.res
+	if t.prompt > 0 {
+		res.HitRate = float64(t.cached) / float64(t.prompt)
+	}
+	slices.Sort(t.ttfts)
+	res.TTFTp50 = percentile(t.ttfts, 0.50)
+	res.TTFTp90 = percentile(t.ttfts, 0.90)
+	for name, n := range t.perBackend {
 		share := float64(n) / float64(res.OK)
 		res.Share[name] = share
-		res.MaxShareRatio = max(res.MaxShareRatio, share*float64(opts.Replicas))
+		res.MaxShareRatio = max(res.MaxShareRatio, share*float64(replicas))
 	}
-	return res, nil
+	return res
 }
 
 type outcome struct {
