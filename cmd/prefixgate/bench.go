@@ -32,7 +32,7 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs.Uint64Var(&o.Seed, "seed", 1, "workload seed")
 	asJSON := fs.Bool("json", false, "print exactly one JSON object")
 	usage := func(w io.Writer) {
-		fmt.Fprintln(w, "Usage: prefixgate bench --url URL (--rate R | --concurrency C) (--requests N | --duration D) [flags]\n\nSend streaming chat load to an OpenAI-compatible endpoint and report TTFT, latency, throughput,\nerrors, per-backend distribution (X-Prefixgate-Backend) and cached tokens.\n\nFlags:")
+		fmt.Fprintln(w, "Usage: prefixgate bench --url URL (--rate R | --concurrency C) (--requests N | --duration D) [flags]\n\nSend streaming chat load to an OpenAI-compatible endpoint and report TTFT, latency, throughput,\nerrors, per-backend distribution (X-Prefixgate-Backend) and cached tokens. Sends nothing when a\nrequest of the workload would not fit the model's context length (max_model_len in /v1/models);\nexits 1 when any request failed, with no table when every one did.\n\nFlags:")
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
