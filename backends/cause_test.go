@@ -80,6 +80,10 @@ func TestHealthRecordsRequestCause(t *testing.T) {
 	if h := b.Health(); h.LastError != "request: connection refused" {
 		t.Fatalf("after a refused request: %q, want the cause without the URL", h.LastError)
 	}
+	b.Observe(&UnreachableError{Backend: b.Name, Err: fmt.Errorf("POST http://x/v1/chat/completions: %w", errors.New("connection refused"))}, 0)
+	if h := b.Health(); h.LastError != "request: connection refused" {
+		t.Fatalf("after a refused request: %q, want the cause without the URL", h.LastError)
+	}
 	b.Observe(&UnreachableError{Backend: b.Name, Err: errors.New("connection reset by peer")}, 0)
 	b.Observe(context.Canceled, 0) // says nothing of the backend
 	if h := b.Health(); h.LastError != "request: connection reset by peer" {
@@ -146,5 +150,25 @@ func TestDescribe(t *testing.T) {
 		if got := tc.h.Describe(t0.Add(12 * time.Second)); got != tc.want {
 			t.Errorf("Describe(%+v) = %q, want %q", tc.h, got, tc.want)
 		}
+	}
+}
+
+// TestForwardFailureCause: a request Forward could not deliver leaves its
+// cause, without the method and URL Forward's error adds.
+func TestForwardFailureCause(t *testing.T) {
+	p, err := NewPool([]string{deadAddr(t)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := p.Backends()[0]
+	_, err = p.Forward(context.Background(), b, "POST", "/v1/chat/completions", []byte(`{}`), nil)
+	var ue *UnreachableError
+	if !errors.As(err, &ue) {
+		t.Fatalf("Forward to a closed port: %v, want an UnreachableError", err)
+	}
+	b.Observe(err, 0)
+	h := b.Health()
+	if h.State != StateEjected || !strings.HasPrefix(h.LastError, "request: dial tcp ") || strings.Contains(h.LastError, "http://") {
+		t.Errorf("after an undelivered request: %+v, want ejected with the dial error alone", h)
 	}
 }

@@ -58,7 +58,12 @@ func (b *Backend) Observe(err error, status int) {
 		// Nothing came back: out at once. It returns like any ejected
 		// backend: after its backoff, RiseThreshold probes in a row.
 		now := p.now()
-		b.noteErrLocked("request: "+causeOf(ue.Err).Error(), now)
+		// Forward wraps the transport's error in the method and URL.
+		cause := ue.Err
+		if inner := errors.Unwrap(cause); inner != nil {
+			cause = inner
+		}
+		b.noteErrLocked("request: "+causeOf(cause).Error(), now)
 		if b.up {
 			p.ejectLocked(b, now)
 		}
