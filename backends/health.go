@@ -327,6 +327,11 @@ func (p *Pool) get(ctx context.Context, b *Backend, path string, limit int64) ([
 	return raw, nil
 }
 
+// MaxModelLen returns the longest prompt plus output, in tokens, the
+// backend's /v1/models stated (vLLM's max_model_len) at its last probe; 0
+// when it states none or has not answered yet.
+func (b *Backend) MaxModelLen() int { return int(b.maxModelLen.Load()) }
+
 // causeOf is err's message without the request's URL, which url.Error
 // repeats and every reader of a backend's health already has.
 func causeOf(err error) error {

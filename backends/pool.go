@@ -94,11 +94,6 @@ func (b *Backend) Models() []string {
 	return nil
 }
 
-// MaxModelLen returns the longest prompt plus output, in tokens, the
-// backend's /v1/models stated (vLLM's max_model_len) at its last probe; 0
-// when it states none or has not answered yet.
-func (b *Backend) MaxModelLen() int { return int(b.maxModelLen.Load()) }
-
 // Options tune the pool. Zero values take the defaults in parentheses.
 type Options struct {
 	ConnectTimeout   time.Duration // dial timeout (2s)

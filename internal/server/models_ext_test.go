@@ -31,8 +31,7 @@ func TestModelsStateContextLength(t *testing.T) {
 	a := backend(`{"id":"m","max_model_len":8192},{"id":"lora-a","parent":"m"}`)
 	b := backend(`{"id":"m","max_model_len":4096}`)
 	c := backend(`{"id":"n"}`)
-	srv, err := server.New(server.Config{Backends: []string{a, b, c}, ProbeInterval: 10 * time.Millisecond},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := server.New(server.Config{Backends: []string{a, b, c}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +62,6 @@ func TestModelsStateContextLength(t *testing.T) {
 		if len(got) == len(want) && got["m"] != 0 {
 			t.Fatalf("models %v, want %v (the smallest stated length; none stated: left out)", got, want)
 		}
-		time.Sleep(5 * time.Millisecond) // until both backends' probes have answered
+		time.Sleep(5 * time.Millisecond) // until the start-up probes have answered
 	}
 }
