@@ -111,21 +111,56 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 func runPolicy(ctx context.Context, opts Options, policy string, docs []Document, reqs []Request) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	base, stop, err := startStack(ctx, opts, policy)
+	fleet, err := vllmsim.StartFleet(ctx, "127.0.0.1:0", opts.Replicas, vllmsim.Config{
+		Preset: "llama-3.1-70b-8xh100",
+		Speed:  opts.Speed,
+		Engine: vllmsim.EngineConfig{CacheBlocks: opts.CacheBlocks},
+		Seed:   opts.Seed,
+	})
 	if err != nil {
 		return Result{}, err
 	}
-	defer stop()
+	defer fleet.Close()
+
+	srv, err := server.New(server.Config{Backends: fleet.URLs(), Policy: policy, CacheTokens: opts.CacheBlocks * vllmsim.BlockSize},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return Result{}, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return Result{}, err
+	}
+	serveCtx, stopServe := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx, ln, 5*time.Second) }()
+	defer func() {
+		stopServe()
+		<-served
+	}()
+	base := "http://" + ln.Addr().String()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: opts.Concurrency}}
 
 	start := time.Now()
 	tally := newTally(policy, opts.Speed)
+	sendAll(ctx, opts.Concurrency, reqs, func(rq Request) { tally.add(send(ctx, client, base, docs[rq.Doc], rq)) })
+	res := tally.result(opts.Replicas)
+	res.Wall = time.Since(start)
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// sendAll sends the requests over concurrency workers, each calling do,
+// until all are sent or ctx ends, and waits for the workers.
+func sendAll(ctx context.Context, concurrency int, reqs []Request, do func(Request)) {
 	work := make(chan Request)
 	var wg sync.WaitGroup
-	for range opts.Concurrency {
+	for range concurrency {
 		wg.Go(func() {
 			for rq := range work {
-				tally.add(send(ctx, client, base, docs[rq.Doc], rq))
+				do(rq)
 			}
 		})
 	}
@@ -137,47 +172,6 @@ func runPolicy(ctx context.Context, opts Options, policy string, docs []Document
 	}
 	close(work)
 	wg.Wait()
-	res := tally.result(opts.Replicas)
-	res.Wall = time.Since(start)
-	if ctx.Err() != nil {
-		return res, ctx.Err()
-	}
-	return res, nil
-}
-
-// startStack starts a cold simulated fleet and a router with the policy in
-// front of it on loopback; it returns the router's base URL and a function
-// that stops both.
-func startStack(ctx context.Context, opts Options, policy string) (base string, stop func(), err error) {
-	fleet, err := vllmsim.StartFleet(ctx, "127.0.0.1:0", opts.Replicas, vllmsim.Config{
-		Preset: "llama-3.1-70b-8xh100",
-		Speed:  opts.Speed,
-		Engine: vllmsim.EngineConfig{CacheBlocks: opts.CacheBlocks},
-		Seed:   opts.Seed,
-	})
-	if err != nil {
-		return "", nil, err
-	}
-	srv, err := server.New(server.Config{Backends: fleet.URLs(), Policy: policy, CacheTokens: opts.CacheBlocks * vllmsim.BlockSize},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		fleet.Close()
-		return "", nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fleet.Close()
-		return "", nil, err
-	}
-	serveCtx, stopServe := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(serveCtx, ln, 5*time.Second) }()
-	stop = func() {
-		stopServe()
-		<-served
-		fleet.Close()
-	}
-	return "http://" + ln.Addr().String(), stop, nil
 }
 
 // tally adds up what the client saw, from concurrent senders.
