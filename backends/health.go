@@ -287,11 +287,11 @@ func (p *Pool) probeOne(ctx context.Context, b *Backend) {
 	}
 	changed := false
 	if err == nil {
-		models, maxLen, err := p.fetchModels(ctx, b)
-		if err == nil {
+		models, maxLen, merr := p.fetchModels(ctx, b)
+		if merr == nil {
 			b.maxModelLen.Store(int64(maxLen))
 		}
-		if err == nil && !slices.Equal(models, b.Models()) {
+		if merr == nil && !slices.Equal(models, b.Models()) {
 			b.models.Store(&models)
 			changed = true
 		}
