@@ -1,9 +1,6 @@
 package backends
 
 import (
-	"fmt"
-	"slices"
-	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -25,9 +22,6 @@ type Health struct {
 // maxCauseLen bounds a stored failure: an error may quote a backend's
 // answer, and it is repeated in logs and client-facing messages.
 const maxCauseLen = 256
-
-// maxNamedBackends is how many backends a no-healthy-backend message names.
-const maxNamedBackends = 3
 
 // Health returns the backend's health with the cause of its last failure.
 func (b *Backend) Health() Health {
@@ -58,37 +52,6 @@ func (h Health) Describe(now time.Time) string {
 		if h.LastErrorAt.Sub(h.Since) >= time.Second {
 			s += " (" + age(now.Sub(h.LastErrorAt)) + " ago)"
 		}
-	}
-	return s
-}
-
-// WhyNoneHealthy says why no backend serving model is a candidate: each
-// such backend's address and Health, at most a few named. model "" means
-// every backend; a backend with no model list serves any model.
-func (p *Pool) WhyNoneHealthy(model string) string {
-	now := p.now()
-	var named []string
-	more := 0
-	for _, b := range p.Backends() {
-		if ms := b.Models(); model != "" && len(ms) > 0 && !slices.Contains(ms, model) {
-			continue
-		}
-		h := b.Health()
-		if h.State == StateHealthy {
-			continue
-		}
-		if len(named) == maxNamedBackends {
-			more++
-			continue
-		}
-		named = append(named, b.URL.Redacted()+" "+h.Describe(now))
-	}
-	if len(named) == 0 {
-		return "no backend is out of the candidate set now"
-	}
-	s := strings.Join(named, "; ")
-	if more > 0 {
-		s += fmt.Sprintf("; and %d more", more)
 	}
 	return s
 }

@@ -54,10 +54,8 @@ func TestHealthRecordsProbeCause(t *testing.T) {
 		t.Errorf("LastErrorAt %v, Since %v, want both %v", h.LastErrorAt, h.Since, want)
 	}
 	clock.advance(12 * time.Second)
-	got := p.WhyNoneHealthy("gpt-4o")
-	want := "http://" + addr + " ejected 12s ago: probe: GET /health: "
-	if !strings.HasPrefix(got, want) {
-		t.Errorf("WhyNoneHealthy = %q, want it to start %q", got, want)
+	if got, want := b.HealthName(), "ejected 12s ago: probe: GET /health: "; !strings.HasPrefix(got, want) {
+		t.Errorf("HealthName = %q, want it to start %q", got, want)
 	}
 }
 
@@ -88,41 +86,6 @@ func TestHealthRecordsRequestCause(t *testing.T) {
 	b.Observe(context.Canceled, 0) // says nothing of the backend
 	if h := b.Health(); h.LastError != "request: connection reset by peer" {
 		t.Fatalf("a client that left replaced the cause: %q", h.LastError)
-	}
-}
-
-// TestWhyNoneHealthyIsBounded: the message names a few backends serving the
-// model, skips the others and healthy ones, and cuts long causes.
-func TestWhyNoneHealthyIsBounded(t *testing.T) {
-	var addrs []string
-	for i := range 6 {
-		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", 1+i))
-	}
-	p, err := NewPool(addrs, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bs := p.Backends()
-	other := []string{"other-model"}
-	bs[0].models.Store(&other)
-	for _, b := range bs[:5] {
-		b.Observe(&UnreachableError{Backend: b.Name, Err: errors.New(strings.Repeat("x", 5000))}, 0)
-	}
-	got := p.WhyNoneHealthy("gpt-4o")
-	if strings.Contains(got, addrs[0]) || strings.Contains(got, addrs[5]) {
-		t.Errorf("names a backend of another model or a healthy one: %q", got)
-	}
-	if n := strings.Count(got, "ejected"); n != maxNamedBackends {
-		t.Errorf("names %d backends, want %d: %q", n, maxNamedBackends, got)
-	}
-	if !strings.HasSuffix(got, "; and 1 more") {
-		t.Errorf("does not count the backends left out: %q", got)
-	}
-	if len(got) > maxNamedBackends*(maxCauseLen+100) {
-		t.Errorf("message of %d bytes is not bounded", len(got))
-	}
-	if got := p.WhyNoneHealthy("other-model"); !strings.Contains(got, addrs[0]) {
-		t.Errorf("WhyNoneHealthy(other-model) = %q, want it to name %s", got, addrs[0])
 	}
 }
 

@@ -184,7 +184,7 @@ func (s *Server) unplacedSentence(err error, model string) string {
 			quoteModel(model), re.status, re.code, s.servedModels())
 	case errors.Is(err, route.ErrNoCandidates):
 		return fmt.Sprintf("no healthy backend serves model %s; the request would get %d %s: %s",
-			quoteModel(model), re.status, re.code, s.pool.WhyNoneHealthy(model))
+			quoteModel(model), re.status, re.code, whyNoneHealthy(s.rt().Status(), model))
 	}
 	return re.msg
 }

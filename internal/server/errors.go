@@ -60,10 +60,10 @@ func (s *Server) pickError(err error, model string) error {
 			msg: "every backend is at its concurrency bound: " + err.Error(), retryAfter: se.RetryAfter}
 	case errors.Is(err, route.ErrNoCandidates) && model != "":
 		return &requestError{status: http.StatusServiceUnavailable, code: "no_backend",
-			msg: fmt.Sprintf("no healthy backend serves model %s: %s", quoteModel(model), s.pool.WhyNoneHealthy(model))}
+			msg: fmt.Sprintf("no healthy backend serves model %s: %s", quoteModel(model), whyNoneHealthy(s.rt().Status(), model))}
 	case errors.Is(err, route.ErrNoCandidates):
 		return &requestError{status: http.StatusServiceUnavailable, code: "no_backend",
-			msg: "no healthy backend: " + s.pool.WhyNoneHealthy("")}
+			msg: "no healthy backend: " + whyNoneHealthy(s.rt().Status(), "")}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &requestError{status: http.StatusGatewayTimeout, code: "timeout", msg: "request timed out while waiting for a backend"}
 	case errors.Is(err, context.Canceled):

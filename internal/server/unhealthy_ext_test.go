@@ -82,7 +82,7 @@ func TestUnhealthyBackendSaysWhy(t *testing.T) {
 
 	status, _, raw := call(t, http.MethodPost, base+"/v1/chat/completions", "application/json", body, nil)
 	e := decodeError(t, raw)
-	want := `no healthy backend serves model "gpt-4o": http://` + dead + ` ejected `
+	want := `no healthy backend serves model "gpt-4o": ` + dead + ` ejected `
 	if status != http.StatusServiceUnavailable || e.Error.Code != "no_backend" ||
 		!strings.HasPrefix(e.Error.Message, want) || !strings.Contains(e.Error.Message, "refused") {
 		t.Errorf("status %d, message %q; want 503 no_backend starting %q and naming the refused connection", status, e.Error.Message, want)
