@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -56,13 +57,26 @@ func (b *Backend) Observe(err error, status int) {
 	case errors.As(err, &ue):
 		// Nothing came back: out at once. It returns like any ejected
 		// backend: after its backoff, RiseThreshold probes in a row.
+		now := p.now()
+		// Forward wraps the transport's error in the method and URL.
+		cause := ue.Err
+		if inner := errors.Unwrap(cause); inner != nil {
+			cause = inner
+		}
+		b.noteErrLocked("request: "+causeOf(cause).Error(), now)
 		if b.up {
-			p.ejectLocked(b, p.now())
+			p.ejectLocked(b, now)
 		}
 	case status >= 500 || errors.Is(err, ErrIdleTimeout):
 		// After FailThreshold in a row it leaves the candidate set until
 		// its backoff has passed and RiseThreshold probes in a row succeed.
-		p.failLocked(b, p.now())
+		now := p.now()
+		if status >= 500 {
+			b.noteErrLocked(fmt.Sprintf("request: answered %d", status), now)
+		} else {
+			b.noteErrLocked("request: "+err.Error(), now)
+		}
+		p.failLocked(b, now)
 	default:
 		// A success ends a failure streak; other errors (the client went
 		// away, its context ended) say nothing of b. Neither changes its
@@ -154,10 +168,11 @@ func (p *Pool) ejectLocked(b *Backend, now time.Time) {
 	p.publishLocked(b)
 }
 
-// probedLocked applies one probe's outcome.
-func (p *Pool) probedLocked(b *Backend, ok bool, now time.Time) {
+// probedLocked applies one probe's outcome: err is nil when it passed.
+func (p *Pool) probedLocked(b *Backend, err error, now time.Time) {
 	switch {
-	case !ok:
+	case err != nil:
+		b.noteErrLocked("probe: "+err.Error(), now)
 		p.failLocked(b, now)
 	case b.up:
 		b.fails = 0
@@ -182,6 +197,9 @@ func (p *Pool) publishLocked(b *Backend) {
 		next = StateHealthy
 	}
 	prev := State(b.state.Swap(int32(next)))
+	if prev != next {
+		b.changedAt = p.now()
+	}
 	if prev != next && p.opts.OnState != nil {
 		b.changes = append(b.changes, next)
 	}
@@ -267,16 +285,19 @@ func (p *Pool) probeOne(ctx context.Context, b *Backend) {
 	if ctx.Err() != nil {
 		return // shutting down: not the backend's fault
 	}
-	ok := err == nil
 	changed := false
-	if ok {
-		if models, err := p.fetchModels(ctx, b); err == nil && !slices.Equal(models, b.Models()) {
+	if err == nil {
+		models, maxLen, merr := p.fetchModels(ctx, b)
+		if merr == nil {
+			b.maxModelLen.Store(int64(maxLen))
+		}
+		if merr == nil && !slices.Equal(models, b.Models()) {
 			b.models.Store(&models)
 			changed = true
 		}
 	}
 	b.mu.Lock()
-	p.probedLocked(b, ok, p.now())
+	p.probedLocked(b, err, p.now())
 	b.mu.Unlock()
 	p.report(b)
 	if changed && !b.removed.Load() {
@@ -293,32 +314,52 @@ func (p *Pool) get(ctx context.Context, b *Backend, path string, limit int64) ([
 	}
 	resp, err := p.probe.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("GET %s: %w", path, causeOf(err))
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %d", path, resp.StatusCode)
+		return nil, fmt.Errorf("GET %s answered %d", path, resp.StatusCode)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("GET %s: %w", path, err)
 	}
 	return raw, nil
 }
 
-// fetchModels reads the OpenAI model list; a backend without /v1/models is
-// served all the same (its list stays empty, meaning "any model").
-func (p *Pool) fetchModels(ctx context.Context, b *Backend) ([]string, error) {
+// MaxModelLen returns the longest prompt plus output, in tokens, the
+// backend's /v1/models stated (vLLM's max_model_len) at its last probe; 0
+// when it states none or has not answered yet.
+func (b *Backend) MaxModelLen() int { return int(b.maxModelLen.Load()) }
+
+// causeOf is err's message without the request's URL, which url.Error
+// repeats and every reader of a backend's health already has.
+func causeOf(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// fetchModels reads the OpenAI model list and vLLM's max_model_len (the
+// largest any entry states, 0 when none does); a backend without
+// /v1/models is served all the same (its list stays empty, meaning "any
+// model").
+func (p *Pool) fetchModels(ctx context.Context, b *Backend) (models []string, maxLen int, err error) {
 	raw, err := p.get(ctx, b, "/v1/models", 1<<20)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	models := []string{}
-	gjson.GetBytes(raw, "data.#.id").ForEach(func(_, v gjson.Result) bool {
-		models = append(models, v.String())
+	models = []string{}
+	gjson.GetBytes(raw, "data").ForEach(func(_, v gjson.Result) bool {
+		if id := v.Get("id"); id.Exists() {
+			models = append(models, id.String())
+		}
+		maxLen = max(maxLen, int(v.Get("max_model_len").Int()))
 		return true
 	})
-	return models, nil
+	return models, maxLen, nil
 }
 
 // Rediscover re-resolves the DNS and file sources once and applies any

@@ -33,7 +33,9 @@ type Backend struct {
 	state   atomic.Int32
 	removed atomic.Bool
 	models  atomic.Pointer[[]string]
-	load    atomic.Pointer[LoadSignals]
+	// maxModelLen is the context length /v1/models states (0: unknown).
+	maxModelLen atomic.Int64
+	load        atomic.Pointer[LoadSignals]
 
 	// configured is the engine the spec named (EngineAuto: detect);
 	// detected is what scrapes found, as an Engine.
@@ -54,6 +56,12 @@ type Backend struct {
 	holdUntil  time.Time
 	returnedAt time.Time
 	nextInfo   time.Time // when the engine's info endpoint is next read
+	// lastErr is the last failure seen, probe or request, and lastErrAt
+	// when; changedAt is when the State last changed. They say why a
+	// backend is out (see Health).
+	lastErr   string
+	lastErrAt time.Time
+	changedAt time.Time
 	// changes are the States published under mu and not yet reported to
 	// OnState; they are reported after mu is released (see report).
 	changes []State
@@ -66,8 +74,15 @@ func (b *Backend) ID() string { return b.Name }
 // ejected nor draining.
 func (b *Backend) Healthy() bool { return State(b.state.Load()) == StateHealthy }
 
-// HealthName is State's name, for the router's explanations.
-func (b *Backend) HealthName() string { return b.State().String() }
+// HealthName is the router's explanations' word for the backend's health:
+// its State, and for an ejected backend since when and why (Health.Describe).
+func (b *Backend) HealthName() string {
+	now := time.Now
+	if b.pool != nil {
+		now = b.pool.now
+	}
+	return b.Health().Describe(now())
+}
 
 // State returns the backend's health state.
 func (b *Backend) State() State { return State(b.state.Load()) }

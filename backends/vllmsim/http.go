@@ -1,6 +1,8 @@
 package vllmsim
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -429,29 +431,17 @@ func OutputText(from, to int) string {
 	return b.String()
 }
 
+// respIDPrefix is the id prefix of each API's answers.
+var respIDPrefix = map[apiKind]string{kindChat: "chatcmpl", kindCompletion: "cmpl", kindNative: "cmpl"}
+
+// generate runs one request through the engine and answers it, whole or as
+// a stream.
 func (r *Replica) generate(w http.ResponseWriter, req *http.Request, g genRequest) {
-	adapterName, ok := r.resolveModel(g.model)
+	sub, ok := r.admit(w, g)
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", g.model))
 		return
 	}
-	model := g.model
-	if model == "" {
-		model = r.cfg.Model
-	}
-	maxTokens := r.cfg.DefaultMaxTokens
-	if g.maxTokens != nil {
-		if *g.maxTokens < 1 {
-			writeError(w, http.StatusBadRequest, "max_tokens must be at least 1")
-			return
-		}
-		maxTokens = *g.maxTokens
-	}
-	if len(g.prompt) == 0 {
-		writeError(w, http.StatusBadRequest, "prompt must not be empty")
-		return
-	}
-	id, wt, crashCh, err := r.submit(Request{Prompt: g.prompt, Adapter: adapterName, CacheSalt: g.cacheSalt, MaxTokens: maxTokens})
+	id, wt, crashCh, err := r.submit(sub)
 	switch {
 	case errors.Is(err, errCrashed):
 		dropConnection(w)
@@ -459,45 +449,80 @@ func (r *Replica) generate(w http.ResponseWriter, req *http.Request, g genReques
 	case errors.Is(err, ErrTooLong):
 		writeError(w, http.StatusBadRequest, fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-			r.cfg.Engine.MaxModelLen, len(g.prompt)+maxTokens, len(g.prompt), maxTokens))
+			r.cfg.Engine.MaxModelLen, len(sub.Prompt)+sub.MaxTokens, len(sub.Prompt), sub.MaxTokens))
 		return
 	case err != nil:
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	ctx := req.Context()
-	var first Event
-	select {
-	case first = <-wt.first:
-	case <-ctx.Done():
-		r.cancel(id)
-		return
-	case <-crashCh:
-		dropConnection(w)
+	first, ok := r.await(w, req, id, wt.first, crashCh)
+	if !ok {
 		return
 	}
-	respID := r.newID(map[apiKind]string{kindChat: "chatcmpl", kindCompletion: "cmpl", kindNative: "cmpl"}[g.kind])
-	created := time.Now().Unix()
+	a := answer{g: g, respID: r.newID(respIDPrefix[g.kind]), model: cmp.Or(g.model, r.cfg.Model), created: time.Now().Unix()}
 	if g.stream && g.kind != kindNative {
-		r.stream(w, req, g, id, wt, crashCh, first, respID, model, created)
+		r.stream(w, req, a, id, wt, crashCh, first)
 		return
 	}
-	var done Event
+	if done, ok := r.await(w, req, id, wt.done, crashCh); ok {
+		writeWhole(w, a, done)
+	}
+}
+
+// admit checks a request's model, output cap and prompt, answering the
+// client when one is wrong, and returns the engine's request.
+func (r *Replica) admit(w http.ResponseWriter, g genRequest) (Request, bool) {
+	adapterName, ok := r.resolveModel(g.model)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", g.model))
+		return Request{}, false
+	}
+	maxTokens := r.cfg.DefaultMaxTokens
+	if g.maxTokens != nil {
+		if *g.maxTokens < 1 {
+			writeError(w, http.StatusBadRequest, "max_tokens must be at least 1")
+			return Request{}, false
+		}
+		maxTokens = *g.maxTokens
+	}
+	if len(g.prompt) == 0 {
+		writeError(w, http.StatusBadRequest, "prompt must not be empty")
+		return Request{}, false
+	}
+	return Request{Prompt: g.prompt, Adapter: adapterName, CacheSalt: g.cacheSalt, MaxTokens: maxTokens}, true
+}
+
+// await waits for the engine's event on ch; false when the client left
+// (the request is cancelled) or the replica crashed (the connection is
+// dropped).
+func (r *Replica) await(w http.ResponseWriter, req *http.Request, id RequestID, ch <-chan Event, crashCh <-chan struct{}) (Event, bool) {
 	select {
-	case done = <-wt.done:
-	case <-ctx.Done():
+	case ev := <-ch:
+		return ev, true
+	case <-req.Context().Done():
 		r.cancel(id)
-		return
 	case <-crashCh:
 		dropConnection(w)
-		return
 	}
+	return Event{}, false
+}
+
+// answer is what every part of one request's answer repeats.
+type answer struct {
+	g       genRequest
+	respID  string
+	model   string
+	created int64
+}
+
+// writeWhole answers a request that does not stream, in its API's shape.
+func writeWhole(w http.ResponseWriter, a answer, done Event) {
 	text := OutputText(0, done.OutputTokens)
 	u := usageOf(done)
-	switch g.kind {
+	switch a.g.kind {
 	case kindChat:
 		writeJSON(w, http.StatusOK, map[string]any{
-			"id": respID, "object": "chat.completion", "created": created, "model": model,
+			"id": a.respID, "object": "chat.completion", "created": a.created, "model": a.model,
 			"choices": []any{map[string]any{
 				"index":         0,
 				"message":       map[string]any{"role": "assistant", "content": text},
@@ -508,7 +533,7 @@ func (r *Replica) generate(w http.ResponseWriter, req *http.Request, g genReques
 		})
 	case kindCompletion:
 		writeJSON(w, http.StatusOK, map[string]any{
-			"id": respID, "object": "text_completion", "created": created, "model": model,
+			"id": a.respID, "object": "text_completion", "created": a.created, "model": a.model,
 			"choices": []any{map[string]any{"index": 0, "text": text, "logprobs": nil, "finish_reason": "length"}},
 			"usage":   u,
 		})
@@ -526,95 +551,110 @@ func (r *Replica) generate(w http.ResponseWriter, req *http.Request, g genReques
 	}
 }
 
+// eventStream writes one answer's server-sent events.
+type eventStream struct {
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	a    answer
+	sent int // output tokens sent so far
+}
+
+// send writes one chunk and flushes it; false when the client is gone.
+func (es *eventStream) send(choices []any, u *usage) bool {
+	object := "chat.completion.chunk"
+	if es.a.g.kind == kindCompletion {
+		object = "text_completion"
+	}
+	m := map[string]any{"id": es.a.respID, "object": object, "created": es.a.created, "model": es.a.model, "choices": choices}
+	if u != nil {
+		m["usage"] = u
+	}
+	b, _ := json.Marshal(m)
+	if _, err := fmt.Fprintf(es.w, "data: %s\n\n", b); err != nil {
+		return false
+	}
+	return es.rc.Flush() == nil
+}
+
+// choice is one chunk's choices: a chat delta or a completion's text.
+func (es *eventStream) choice(text string, finish any) []any {
+	if es.a.g.kind == kindChat {
+		delta := map[string]any{}
+		if text != "" {
+			delta["content"] = text
+		}
+		return []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}
+	}
+	return []any{map[string]any{"index": 0, "text": text, "logprobs": nil, "finish_reason": finish}}
+}
+
+// emit sends the output tokens generated since the last chunk, up to upto.
+func (es *eventStream) emit(upto int) bool {
+	if upto <= es.sent {
+		return true
+	}
+	ok := es.send(es.choice(OutputText(es.sent, upto), nil), nil)
+	es.sent = upto
+	return ok
+}
+
 // stream writes a server-sent event stream: a role chunk (chat), content
 // chunks as tokens are generated, a chunk with finish_reason, a usage chunk
 // with empty choices if asked, and "data: [DONE]".
-func (r *Replica) stream(w http.ResponseWriter, req *http.Request, g genRequest, id RequestID, wt *waiter,
-	crashCh <-chan struct{}, first Event, respID, model string, created int64) {
-	rc := http.NewResponseController(w)
+func (r *Replica) stream(w http.ResponseWriter, req *http.Request, a answer, id RequestID, wt *waiter,
+	crashCh <-chan struct{}, first Event) {
+	es := &eventStream{w: w, rc: http.NewResponseController(w), a: a}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	object := "chat.completion.chunk"
-	if g.kind == kindCompletion {
-		object = "text_completion"
-	}
-	send := func(choices []any, u *usage) bool {
-		m := map[string]any{"id": respID, "object": object, "created": created, "model": model, "choices": choices}
-		if u != nil {
-			m["usage"] = u
-		}
-		b, _ := json.Marshal(m)
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-	choice := func(text string, finish any) []any {
-		if g.kind == kindChat {
-			delta := map[string]any{}
-			if text != "" {
-				delta["content"] = text
-			}
-			return []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}
-		}
-		return []any{map[string]any{"index": 0, "text": text, "logprobs": nil, "finish_reason": finish}}
-	}
-	if g.kind == kindChat {
-		if !send([]any{map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""},
-			"logprobs": nil, "finish_reason": nil}}, nil) {
-			r.cancel(id)
-			return
-		}
-	}
-	sent := 0
-	emit := func(upto int) bool {
-		if upto <= sent {
-			return true
-		}
-		ok := send(choice(OutputText(sent, upto), nil), nil)
-		sent = upto
-		return ok
-	}
-	if !emit(1) {
+	if a.g.kind == kindChat && !es.send([]any{map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""},
+		"logprobs": nil, "finish_reason": nil}}, nil) {
 		r.cancel(id)
 		return
 	}
-	tick := time.Duration(float64(r.cfg.Engine.DecodeStep(1)) / r.cfg.Speed)
-	tick = min(max(tick, 2*time.Millisecond), 50*time.Millisecond)
-	ticker := time.NewTicker(tick)
-	defer ticker.Stop()
-	ctx := req.Context()
-	var done Event
-wait:
-	for {
-		select {
-		case done = <-wt.done:
-			break wait
-		case <-ticker.C:
-			if !emit(r.generated(id)) {
-				r.cancel(id)
-				return
-			}
-		case <-ctx.Done():
-			r.cancel(id)
-			return
-		case <-crashCh:
-			panic(http.ErrAbortHandler)
-		}
-	}
-	if !emit(done.OutputTokens) || !send(choice("", "length"), nil) {
+	if !es.emit(1) {
+		r.cancel(id)
 		return
 	}
-	if g.includeUsage {
+	done, ok := r.streamUntilDone(req.Context(), es, id, wt, crashCh)
+	if !ok || !es.emit(done.OutputTokens) || !es.send(es.choice("", "length"), nil) {
+		return
+	}
+	if a.g.includeUsage {
 		u := usageOf(done)
-		if !send([]any{}, &u) {
+		if !es.send([]any{}, &u) {
 			return
 		}
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
-	rc.Flush()
+	es.rc.Flush()
+}
+
+// streamUntilDone sends the tokens generated so far at each decode tick
+// until the request is done; false when the client left (the request is
+// cancelled). A crash aborts the handler, cutting the stream.
+func (r *Replica) streamUntilDone(ctx context.Context, es *eventStream, id RequestID, wt *waiter, crashCh <-chan struct{}) (Event, bool) {
+	tick := time.Duration(float64(r.cfg.Engine.DecodeStep(1)) / r.cfg.Speed)
+	tick = min(max(tick, 2*time.Millisecond), 50*time.Millisecond)
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	for {
+		select {
+		case done := <-wt.done:
+			return done, true
+		case <-ticker.C:
+			if !es.emit(r.generated(id)) {
+				r.cancel(id)
+				return Event{}, false
+			}
+		case <-ctx.Done():
+			r.cancel(id)
+			return Event{}, false
+		case <-crashCh:
+			panic(http.ErrAbortHandler)
+		}
+	}
 }
 
 // ---- models and adapters ----

@@ -20,27 +20,8 @@ import (
 func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	workload := fs.String("workload", "long-context", "workload: "+strings.Join(sim.Workloads, ", ")+", or trace:FILE (Mooncake JSONL)")
-	requests := fs.Int("requests", 0, "number of requests (0: 20000; for a trace, all of it)")
-	seed := fs.Uint64("seed", 1, "random seed")
-	replicas := fs.Int("replicas", 0, "replicas (0: the workload's, 7)")
-	policies := fs.String("policies", "all", "comma-separated policies: "+strings.Join(sim.PolicyNames, ", ")+", or all")
-	scale := fs.String("scale", "", "scale events: +K@P% or -K@SECONDS, comma-separated (e.g. +1@50%)")
-	routers := fs.Int("routers", 1, "independent routers over one fleet, each with its own load view")
-	loadHint := fs.Duration("load-hint", 0, "give every router the fleet's per-replica in-flight counts this often in virtual time (e.g. 100ms; 0: each router counts only its own)")
-	loadFactor := fs.Float64("load-factor", 0, "c of the bounded-load ring (0: route's default, 1.25)")
-	slack := fs.Int("slack", 0, "keep the bound at least this far above the mean in-flight count (route.Config.Slack; 0: route's default for the policy, 3, prefix-index 12; -1: none)")
-	spillChain := fs.Bool("spill-chain", true, "let prefix-aware use the spill chain (false: plain clockwise walk)")
-	prefixLength := fs.Int("prefix-length", 0, "routing window N in characters (0: normalize's default)")
-	threshold := fs.Int("threshold", 0, fmt.Sprintf("per-replica concurrency threshold (0: route's default, %d)", route.DefaultThreshold))
-	rate := fs.Float64("rate", 1, "multiply the workload's arrival rate by this (think times within a session stay)")
-	rates := fs.String("rates", "", "sweep: comma-separated rate multipliers (e.g. 0.5,1,2,4); each runs the whole comparison with --requests requests (0: 10000)")
-	slo := fs.Duration("slo", sim.DefaultSLO, "TTFT objective for goodput and the sustainable rate")
-	decodeWeight := fs.Int("decode-weight", 0, "prefix-index: prompt tokens of work charged per request a replica holds (0: route's default)")
-	noAnswers := fs.Bool("no-answers", false, "prefix-index: do not learn the answers' blocks")
-	asJSON := fs.Bool("json", false, "print exactly one JSON object instead of the table")
-	plot := fs.String("plot", "", "write SVG charts into this directory")
-	quiet := fs.Bool("quiet", false, "no progress on stderr")
+	var f simFlags
+	f.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: prefixgate sim [flags]\n\nSimulate a vLLM fleet in virtual time behind the real router and compare routing policies.\n\nFlags:")
 		fs.PrintDefaults()
@@ -55,58 +36,12 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "prefixgate sim: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	opts := sim.Options{
-		Workload: *workload, Requests: *requests, Seed: *seed, Replicas: *replicas,
-		Routers: *routers, NoSpillChain: !*spillChain, PrefixLength: *prefixLength, Threshold: *threshold,
-		LoadHintInterval: *loadHint, LoadFactor: *loadFactor, Slack: *slack,
-		Rate: *rate, SLO: *slo,
-		DecodeWeight: *decodeWeight, NoAnswers: *noAnswers,
-	}
-	if !(*rate > 0) || math.IsInf(*rate, 0) {
-		fmt.Fprintf(stderr, "prefixgate sim: --rate %v must be a positive number\n", *rate)
+	opts, err := f.options()
+	if err != nil {
+		fmt.Fprintf(stderr, "prefixgate sim: %v\n", err)
 		return 2
 	}
-	if *slo <= 0 {
-		fmt.Fprintf(stderr, "prefixgate sim: --slo %v must be positive\n", *slo)
-		return 2
-	}
-	if *rates != "" {
-		for _, f := range strings.Split(*rates, ",") {
-			x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			if err != nil || !(x > 0) || math.IsInf(x, 0) {
-				fmt.Fprintf(stderr, "prefixgate sim: --rates: %q is not a positive rate multiplier\n", f)
-				return 2
-			}
-			opts.Rates = append(opts.Rates, x)
-		}
-	}
-	if *requests < 0 {
-		fmt.Fprintf(stderr, "prefixgate sim: --requests %d must not be negative\n", *requests)
-		return 2
-	}
-	if !strings.HasPrefix(*workload, "trace:") && !slices.Contains(sim.Workloads, *workload) {
-		fmt.Fprintf(stderr, "prefixgate sim: --workload: unknown workload %q (have %s, or trace:FILE)\n", *workload, strings.Join(sim.Workloads, ", "))
-		return 2
-	}
-	if *policies != "all" && *policies != "" {
-		for _, p := range strings.Split(*policies, ",") {
-			p = strings.TrimSpace(p)
-			if !slices.Contains(sim.PolicyNames, p) {
-				fmt.Fprintf(stderr, "prefixgate sim: --policies: unknown policy %q (have %s, or all)\n", p, strings.Join(sim.PolicyNames, ", "))
-				return 2
-			}
-			opts.Policies = append(opts.Policies, p)
-		}
-	}
-	if *scale != "" {
-		evs, err := sim.ParseScale(*scale)
-		if err != nil {
-			fmt.Fprintf(stderr, "prefixgate sim: --scale: %v\n", err)
-			return 2
-		}
-		opts.Scale = evs
-	}
-	if !*quiet {
+	if !f.quiet {
 		// Progress goes to stderr so that stdout stays the table or the one
 		// JSON object: a bar on a terminal, a line per tenth otherwise.
 		bar := newProgressBar(stderr, "simulating", isTerminal(stderr))
@@ -118,15 +53,15 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "prefixgate sim: %v\n", err)
 		return 1
 	}
-	if *plot != "" {
-		wrote, err := rep.WritePlots(*plot)
+	if f.plot != "" {
+		wrote, err := rep.WritePlots(f.plot)
 		if err != nil {
 			fmt.Fprintf(stderr, "prefixgate sim: --plot: %v\n", err)
 			return 1
 		}
 		fmt.Fprintf(stderr, "prefixgate sim: wrote %s\n", strings.Join(wrote, ", "))
 	}
-	if *asJSON {
+	if f.asJSON {
 		err = rep.WriteJSON(stdout)
 	} else {
 		err = rep.WriteTable(stdout)
@@ -136,6 +71,85 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// simFlags are sim's flags: most straight into sim.Options, the rest
+// parsed by options.
+type simFlags struct {
+	o                      sim.Options
+	policies, scale, rates string
+	spillChain             bool
+	asJSON, quiet          bool
+	plot                   string
+}
+
+func (f *simFlags) register(fs *flag.FlagSet) {
+	o := &f.o
+	fs.StringVar(&o.Workload, "workload", "long-context", "workload: "+strings.Join(sim.Workloads, ", ")+", or trace:FILE (Mooncake JSONL)")
+	fs.IntVar(&o.Requests, "requests", 0, "number of requests (0: 20000; for a trace, all of it)")
+	fs.Uint64Var(&o.Seed, "seed", 1, "random seed")
+	fs.IntVar(&o.Replicas, "replicas", 0, "replicas (0: the workload's, 7)")
+	fs.StringVar(&f.policies, "policies", "all", "comma-separated policies: "+strings.Join(sim.PolicyNames, ", ")+", or all")
+	fs.StringVar(&f.scale, "scale", "", "scale events: +K@P% or -K@SECONDS, comma-separated (e.g. +1@50%)")
+	fs.IntVar(&o.Routers, "routers", 1, "independent routers over one fleet, each with its own load view")
+	fs.DurationVar(&o.LoadHintInterval, "load-hint", 0, "give every router the fleet's per-replica in-flight counts this often in virtual time (e.g. 100ms; 0: each router counts only its own)")
+	fs.Float64Var(&o.LoadFactor, "load-factor", 0, "c of the bounded-load ring (0: route's default, 1.25)")
+	fs.IntVar(&o.Slack, "slack", 0, "keep the bound at least this far above the mean in-flight count (route.Config.Slack; 0: route's default for the policy, 3, prefix-index 12; -1: none)")
+	fs.BoolVar(&f.spillChain, "spill-chain", true, "let prefix-aware use the spill chain (false: plain clockwise walk)")
+	fs.IntVar(&o.PrefixLength, "prefix-length", 0, "routing window N in characters (0: normalize's default)")
+	fs.IntVar(&o.Threshold, "threshold", 0, fmt.Sprintf("per-replica concurrency threshold (0: route's default, %d)", route.DefaultThreshold))
+	fs.Float64Var(&o.Rate, "rate", 1, "multiply the workload's arrival rate by this (think times within a session stay)")
+	fs.StringVar(&f.rates, "rates", "", "sweep: comma-separated rate multipliers (e.g. 0.5,1,2,4); each runs the whole comparison with --requests requests (0: 10000)")
+	fs.DurationVar(&o.SLO, "slo", sim.DefaultSLO, "TTFT objective for goodput and the sustainable rate")
+	fs.IntVar(&o.DecodeWeight, "decode-weight", 0, "prefix-index: prompt tokens of work charged per request a replica holds (0: route's default)")
+	fs.BoolVar(&o.NoAnswers, "no-answers", false, "prefix-index: do not learn the answers' blocks")
+	fs.BoolVar(&f.asJSON, "json", false, "print exactly one JSON object instead of the table")
+	fs.StringVar(&f.plot, "plot", "", "write SVG charts into this directory")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
+}
+
+// options checks the flags and returns the simulation's options.
+func (f *simFlags) options() (sim.Options, error) {
+	opts := f.o
+	opts.NoSpillChain = !f.spillChain
+	if !(opts.Rate > 0) || math.IsInf(opts.Rate, 0) {
+		return opts, fmt.Errorf("--rate %v must be a positive number", opts.Rate)
+	}
+	if opts.SLO <= 0 {
+		return opts, fmt.Errorf("--slo %v must be positive", opts.SLO)
+	}
+	if f.rates != "" {
+		for _, r := range strings.Split(f.rates, ",") {
+			x, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+			if err != nil || !(x > 0) || math.IsInf(x, 0) {
+				return opts, fmt.Errorf("--rates: %q is not a positive rate multiplier", r)
+			}
+			opts.Rates = append(opts.Rates, x)
+		}
+	}
+	if opts.Requests < 0 {
+		return opts, fmt.Errorf("--requests %d must not be negative", opts.Requests)
+	}
+	if !strings.HasPrefix(opts.Workload, "trace:") && !slices.Contains(sim.Workloads, opts.Workload) {
+		return opts, fmt.Errorf("--workload: unknown workload %q (have %s, or trace:FILE)", opts.Workload, strings.Join(sim.Workloads, ", "))
+	}
+	if f.policies != "all" && f.policies != "" {
+		for _, p := range strings.Split(f.policies, ",") {
+			p = strings.TrimSpace(p)
+			if !slices.Contains(sim.PolicyNames, p) {
+				return opts, fmt.Errorf("--policies: unknown policy %q (have %s, or all)", p, strings.Join(sim.PolicyNames, ", "))
+			}
+			opts.Policies = append(opts.Policies, p)
+		}
+	}
+	if f.scale != "" {
+		evs, err := sim.ParseScale(f.scale)
+		if err != nil {
+			return opts, fmt.Errorf("--scale: %v", err)
+		}
+		opts.Scale = evs
+	}
+	return opts, nil
 }
 
 // isTerminal reports whether w is a character device (a terminal).

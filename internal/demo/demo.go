@@ -142,36 +142,27 @@ func runPolicy(ctx context.Context, opts Options, policy string, docs []Document
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: opts.Concurrency}}
 
 	start := time.Now()
-	var (
-		mu        sync.Mutex
-		res       = Result{Policy: policy, Share: map[string]float64{}, Decisions: map[string]int{}}
-		ttfts     []float64
-		prompt    int64
-		cached    int64
-		perBacked = map[string]int{}
-	)
+	tally := newTally(policy, opts.Speed)
+	sendAll(ctx, opts.Concurrency, reqs, func(rq Request) { tally.add(send(ctx, client, base, docs[rq.Doc], rq)) })
+	res := tally.result(opts.Replicas)
+	res.Wall = time.Since(start)
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// sendAll sends the requests over concurrency workers, each calling do,
+// until all are sent or ctx ends, and waits for the workers.
+func sendAll(ctx context.Context, concurrency int, reqs []Request, do func(Request)) {
 	work := make(chan Request)
 	var wg sync.WaitGroup
-	for range opts.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range concurrency {
+		wg.Go(func() {
 			for rq := range work {
-				o, err := send(ctx, client, base, docs[rq.Doc], rq)
-				mu.Lock()
-				if err != nil {
-					res.Failed++
-				} else {
-					res.OK++
-					ttfts = append(ttfts, o.ttft.Seconds()*1000*opts.Speed)
-					prompt += o.promptTokens
-					cached += o.cachedTokens
-					perBacked[o.backend]++
-					res.Decisions[o.decision]++
-				}
-				mu.Unlock()
+				do(rq)
 			}
-		}()
+		})
 	}
 	for _, rq := range reqs {
 		select {
@@ -181,22 +172,55 @@ func runPolicy(ctx context.Context, opts Options, policy string, docs []Document
 	}
 	close(work)
 	wg.Wait()
-	res.Wall = time.Since(start)
-	if ctx.Err() != nil {
-		return res, ctx.Err()
+}
+
+// tally adds up what the client saw, from concurrent senders.
+type tally struct {
+	mu         sync.Mutex
+	res        Result
+	speed      float64
+	ttfts      []float64
+	prompt     int64
+	cached     int64
+	perBackend map[string]int
+}
+
+func newTally(policy string, speed float64) *tally {
+	return &tally{res: Result{Policy: policy, Share: map[string]float64{}, Decisions: map[string]int{}}, speed: speed, perBackend: map[string]int{}}
+}
+
+func (t *tally) add(o outcome, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		t.res.Failed++
+		return
 	}
-	if prompt > 0 {
-		res.HitRate = float64(cached) / float64(prompt)
+	t.res.OK++
+	t.ttfts = append(t.ttfts, o.ttft.Seconds()*1000*t.speed)
+	t.prompt += o.promptTokens
+	t.cached += o.cachedTokens
+	t.perBackend[o.backend]++
+	t.res.Decisions[o.decision]++
+}
+
+// result is the run's Result over a fleet of replicas, Wall aside.
+func (t *tally) result(replicas int) Result {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	res := t.res
+	if t.prompt > 0 {
+		res.HitRate = float64(t.cached) / float64(t.prompt)
 	}
-	slices.Sort(ttfts)
-	res.TTFTp50 = percentile(ttfts, 0.50)
-	res.TTFTp90 = percentile(ttfts, 0.90)
-	for name, n := range perBacked {
+	slices.Sort(t.ttfts)
+	res.TTFTp50 = percentile(t.ttfts, 0.50)
+	res.TTFTp90 = percentile(t.ttfts, 0.90)
+	for name, n := range t.perBackend {
 		share := float64(n) / float64(res.OK)
 		res.Share[name] = share
-		res.MaxShareRatio = max(res.MaxShareRatio, share*float64(opts.Replicas))
+		res.MaxShareRatio = max(res.MaxShareRatio, share*float64(replicas))
 	}
-	return res, nil
+	return res
 }
 
 type outcome struct {

@@ -103,7 +103,9 @@ type outcome struct {
 	err            error
 }
 
-// Run sends the load and returns what it measured.
+// Run sends the load and returns what it measured. It sends nothing when
+// a request of the workload would not fit the model's context length as
+// the endpoint's /v1/models states it.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -115,13 +117,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	}
 	base := strings.TrimRight(o.URL, "/")
-	if o.Model == "" {
-		m, err := firstModel(ctx, o.Client, base)
-		if err != nil {
-			return nil, err
-		}
-		o.Model = m
+	m, err := fleetModel(ctx, o.Client, base, o.Model)
+	if err != nil {
+		return nil, err
 	}
+	o.Model = m.ID
 	// Enough requests for the run: the count, or a generous pool for a
 	// duration (reused round robin).
 	pool := o.Requests
@@ -132,75 +132,88 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	bodies := func(i int) []byte { return body(o, w.Requests[i%len(w.Requests)]) }
-
+	if err := checkContextLength(o, w, m); err != nil {
+		return nil, err
+	}
 	if o.Duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.Duration)
 		defer cancel()
 	}
-	var (
-		mu   sync.Mutex
-		outs []outcome
-	)
-	record := func(oc outcome) {
-		mu.Lock()
-		defer mu.Unlock()
-		outs = append(outs, oc)
-		if o.Progress != nil {
-			o.Progress(len(outs), o.Requests)
-		}
-	}
-	start := time.Now()
-	var wg sync.WaitGroup
+	rec := &recorder{progress: o.Progress, total: o.Requests}
+	sendOne := func(i int) { rec.add(send(ctx, o.Client, base, body(o, w.Requests[i%len(w.Requests)]))) }
 	more := func(i int) bool { return (o.Requests == 0 || i < o.Requests) && ctx.Err() == nil }
+	start := time.Now()
+	mode := fmt.Sprintf("closed loop, %d clients", o.Concurrency)
 	if o.Concurrency > 0 {
-		var next sync.Mutex
-		i := 0
-		for range o.Concurrency {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					next.Lock()
-					k := i
-					i++
-					next.Unlock()
-					if !more(k) {
-						return
-					}
-					record(send(ctx, o.Client, base, bodies(k)))
-				}
-			}()
-		}
+		closedLoop(o.Concurrency, more, sendOne)
 	} else {
-		g := seededExp{state: o.Seed}
-		t := time.Duration(0)
-		for k := 0; more(k); k++ {
-			if d := time.Until(start.Add(t)); d > 0 {
-				select {
-				case <-ctx.Done():
-				case <-time.After(d):
+		mode = fmt.Sprintf("open loop, Poisson %g req/s", o.Rate)
+		openLoop(ctx, o, start, more, sendOne)
+	}
+	return summarize(o, w.Name, mode, rec.outs, time.Since(start)), nil
+}
+
+// recorder collects outcomes from concurrent senders.
+type recorder struct {
+	mu       sync.Mutex
+	outs     []outcome
+	progress func(done, total int)
+	total    int
+}
+
+func (r *recorder) add(oc outcome) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.outs = append(r.outs, oc)
+	if r.progress != nil {
+		r.progress(len(r.outs), r.total)
+	}
+}
+
+// closedLoop runs clients senders, each sending request i (numbered across
+// them) once the last finished, while more(i), and waits for them.
+func closedLoop(clients int, more func(int) bool, sendOne func(int)) {
+	var wg sync.WaitGroup
+	var next sync.Mutex
+	i := 0
+	for range clients {
+		wg.Go(func() {
+			for {
+				next.Lock()
+				k := i
+				i++
+				next.Unlock()
+				if !more(k) {
+					return
 				}
-				if ctx.Err() != nil {
-					break
-				}
+				sendOne(k)
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				record(send(ctx, o.Client, base, bodies(k)))
-			}()
-			t += time.Duration(g.next() / o.Rate * float64(time.Second))
-		}
+		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	mode := fmt.Sprintf("closed loop, %d clients", o.Concurrency)
-	if o.Rate > 0 {
-		mode = fmt.Sprintf("open loop, Poisson %g req/s", o.Rate)
+}
+
+// openLoop sends request i at Poisson arrivals of o.Rate from start, while
+// more(i), and waits for those sent.
+func openLoop(ctx context.Context, o Options, start time.Time, more func(int) bool, sendOne func(int)) {
+	var wg sync.WaitGroup
+	g := seededExp{state: o.Seed}
+	t := time.Duration(0)
+	for k := 0; more(k); k++ {
+		if d := time.Until(start.Add(t)); d > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		wg.Go(func() { sendOne(k) })
+		t += time.Duration(g.next() / o.Rate * float64(time.Second))
 	}
-	return summarize(o, w.Name, mode, outs, elapsed), nil
+	wg.Wait()
 }
 
 func summarize(o Options, workload, mode string, outs []outcome, elapsed time.Duration) *Result {
@@ -285,25 +298,78 @@ func body(o Options, r *sim.Request) []byte {
 	return b
 }
 
-func firstModel(ctx context.Context, c *http.Client, base string) (string, error) {
+// model is one entry of /v1/models.
+type model struct {
+	ID string `json:"id"`
+	// MaxModelLen is vLLM's (and prefixgate's) context length in tokens,
+	// prompt and output; 0 when not stated.
+	MaxModelLen int `json:"max_model_len"`
+}
+
+// fleetModel finds the model to send to in the endpoint's /v1/models: the
+// one named, or the first. A named model the list does not state (or an
+// endpoint without the list) is sent to all the same, unchecked.
+func fleetModel(ctx context.Context, c *http.Client, base, name string) (model, error) {
+	ms, status, err := listModels(ctx, c, base)
+	if name != "" {
+		for _, m := range ms {
+			if m.ID == name {
+				return m, nil
+			}
+		}
+		return model{ID: name}, nil
+	}
+	if err != nil {
+		return model{}, fmt.Errorf("loadgen: listing models: %w", err)
+	}
+	if len(ms) == 0 {
+		return model{}, fmt.Errorf("loadgen: %s/v1/models lists no model (status %d); pass --model", base, status)
+	}
+	return ms[0], nil
+}
+
+func listModels(ctx context.Context, c *http.Client, base string) ([]model, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
 	if err != nil {
-		return "", err
+		return nil, 0, err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("loadgen: listing models: %w", err)
+		return nil, 0, err
 	}
 	defer resp.Body.Close()
-	var ms struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
+	var list struct {
+		Data []model `json:"data"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&ms); err != nil || len(ms.Data) == 0 {
-		return "", fmt.Errorf("loadgen: %s/v1/models lists no model (status %d); pass --model", base, resp.StatusCode)
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return nil, resp.StatusCode, fmt.Errorf("%s/v1/models: %w", base, err)
 	}
-	return ms.Data[0].ID, nil
+	return list.Data, resp.StatusCode, nil
+}
+
+// checkContextLength fails when a request of w, with its output cap, needs
+// more tokens than m's context length (counted as the simulator counts
+// them, which is how vllmsim counts; a real tokenizer differs a little).
+func checkContextLength(o Options, w *sim.Workload, m model) error {
+	if m.MaxModelLen <= 0 {
+		return nil
+	}
+	over, most := 0, 0
+	for _, r := range w.Requests {
+		out := r.Output
+		if o.MaxTokens > 0 {
+			out = min(out, o.MaxTokens)
+		}
+		if n := r.PromptTokens() + out; n > m.MaxModelLen {
+			over++
+			most = max(most, n)
+		}
+	}
+	if over == 0 {
+		return nil
+	}
+	return fmt.Errorf("loadgen: %d of the %d requests of workload %s need more tokens than model %q's context length of %d (max_model_len in /v1/models), up to %d tokens of prompt and output; pick a shorter workload, a lower --max-tokens or a model with a longer context",
+		over, len(w.Requests), w.Name, m.ID, m.MaxModelLen, most)
 }
 
 // send posts one streaming chat request and reads the stream to its end.

@@ -108,75 +108,13 @@ func newClient(concurrency int) *http.Client {
 // runPhase sends requests to the URLs in turn (one URL: a proxy; several:
 // the backends, called directly round-robin), bodies in turn.
 func runPhase(ctx context.Context, client *http.Client, urls []string, bodies [][]byte, ph phase, replicas int) (result, error) {
-	send := func(i int, buf *bytes.Buffer) (int, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, urls[i%len(urls)], bytes.NewReader(bodies[i%len(bodies)]))
-		if err != nil {
-			return -1, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			return -1, err
-		}
-		buf.Reset()
-		_, err = io.Copy(buf, resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return -1, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return -1, fmt.Errorf("status %d: %.200s", resp.StatusCode, buf.Bytes())
-		}
-		return replicaOf(buf.Bytes()), nil
-	}
-	// loop runs n requests over the workers, recording latencies if asked.
-	loop := func(n int, record bool) ([]worker, time.Duration) {
-		var next atomic.Int64
-		ws := make([]worker, ph.Concurrency)
-		var wg sync.WaitGroup
-		start := time.Now()
-		for w := range ws {
-			wg.Add(1)
-			go func(w *worker) {
-				defer wg.Done()
-				var buf bytes.Buffer
-				w.replicas = make([]int, replicas)
-				if record {
-					w.lat = make([]time.Duration, 0, n/ph.Concurrency+1)
-				}
-				for ctx.Err() == nil {
-					i := int(next.Add(1)) - 1
-					if i >= n {
-						return
-					}
-					t0 := time.Now()
-					rep, err := send(i, &buf)
-					d := time.Since(t0)
-					if err != nil {
-						w.errors++
-						if w.firstErr == nil {
-							w.firstErr = err
-						}
-						continue
-					}
-					if record {
-						w.lat = append(w.lat, d)
-					}
-					if rep >= 0 && rep < replicas {
-						w.replicas[rep]++
-					}
-				}
-			}(&ws[w])
-		}
-		wg.Wait()
-		return ws, time.Since(start)
-	}
+	pr := phaseRun{ctx: ctx, client: client, urls: urls, bodies: bodies, concurrency: ph.Concurrency, replicas: replicas}
 	if ph.Warmup > 0 {
-		if ws, _ := loop(ph.Warmup, false); anyErr(ws) != nil {
+		if ws, _ := pr.loop(ph.Warmup, false); anyErr(ws) != nil {
 			return result{}, fmt.Errorf("warm-up: %w", anyErr(ws))
 		}
 	}
-	ws, elapsed := loop(ph.Requests, true)
+	ws, elapsed := pr.loop(ph.Requests, true)
 	r := result{Elapsed: elapsed, Replicas: make([]int, replicas)}
 	for _, w := range ws {
 		r.Latencies = append(r.Latencies, w.lat...)
@@ -193,6 +131,89 @@ func runPhase(ctx context.Context, client *http.Client, urls []string, bodies []
 		return r, fmt.Errorf("%d of %d requests failed, first: %w", r.Errors, ph.Requests, anyErr(ws))
 	}
 	return r, nil
+}
+
+// phaseRun is one phase's load: where it goes, what it sends, how many
+// workers send it.
+type phaseRun struct {
+	ctx         context.Context
+	client      *http.Client
+	urls        []string
+	bodies      [][]byte
+	concurrency int
+	replicas    int
+}
+
+// send posts request i and returns the replica that answered (-1 when the
+// answer does not say).
+func (pr *phaseRun) send(i int, buf *bytes.Buffer) (int, error) {
+	req, err := http.NewRequestWithContext(pr.ctx, http.MethodPost, pr.urls[i%len(pr.urls)], bytes.NewReader(pr.bodies[i%len(pr.bodies)]))
+	if err != nil {
+		return -1, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := pr.client.Do(req)
+	if err != nil {
+		return -1, err
+	}
+	buf.Reset()
+	_, err = io.Copy(buf, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return -1, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return -1, fmt.Errorf("status %d: %.200s", resp.StatusCode, buf.Bytes())
+	}
+	return replicaOf(buf.Bytes()), nil
+}
+
+// loop runs n requests over the workers, recording latencies if asked.
+func (pr *phaseRun) loop(n int, record bool) ([]worker, time.Duration) {
+	var next atomic.Int64
+	ws := make([]worker, pr.concurrency)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range ws {
+		wg.Add(1)
+		go func(w *worker) {
+			defer wg.Done()
+			pr.work(w, &next, n, record)
+		}(&ws[w])
+	}
+	wg.Wait()
+	return ws, time.Since(start)
+}
+
+// work is one worker: it takes the next request number until n are taken.
+func (pr *phaseRun) work(w *worker, next *atomic.Int64, n int, record bool) {
+	var buf bytes.Buffer
+	w.replicas = make([]int, pr.replicas)
+	if record {
+		w.lat = make([]time.Duration, 0, n/pr.concurrency+1)
+	}
+	for pr.ctx.Err() == nil {
+		i := int(next.Add(1)) - 1
+		if i >= n {
+			return
+		}
+		t0 := time.Now()
+		rep, err := pr.send(i, &buf)
+		d := time.Since(t0)
+		if err != nil {
+			w.errors++
+			if w.firstErr == nil {
+				w.firstErr = err
+			}
+			continue
+		}
+		if record {
+			w.lat = append(w.lat, d)
+		}
+		if rep >= 0 && rep < pr.replicas {
+			w.replicas[rep]++
+		}
+	}
 }
 
 // worker is one closed-loop client's record.

@@ -178,20 +178,9 @@ func run(ctx context.Context, o options) int {
 		fmt.Fprintln(os.Stderr, "overhead:", err)
 		return 1
 	}
-	root, err := moduleRoot()
+	bin, err := buildBinary(ctx, o)
 	if err != nil {
 		return fail(err)
-	}
-	bin := o.bin
-	if !filepath.IsAbs(bin) {
-		bin = filepath.Join(root, bin)
-	}
-	if o.build {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/prefixgate")
-		cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fail(fmt.Errorf("go build: %w", err))
-		}
 	}
 	tmp, err := os.MkdirTemp("", "prefixgate-overhead-")
 	if err != nil {
@@ -202,143 +191,215 @@ func run(ctx context.Context, o options) int {
 	} else {
 		defer os.RemoveAll(tmp)
 	}
-	var ps procs
-	defer ps.stopAll()
-
-	// Stub backends: this program again, in its own process.
-	self, err := os.Executable()
-	if err != nil {
+	st := &stack{ctx: ctx, o: o, tmp: tmp}
+	defer st.stop()
+	if err := st.startStubs(); err != nil {
 		return fail(err)
 	}
-	stubCmd := exec.Command(self, "-stubs", strconv.Itoa(o.stubReplicas))
-	stubIn, _ := stubCmd.StdinPipe() // closed at exit: the stubs stop with the driver
-	defer stubIn.Close()
-	stubOut, _ := stubCmd.StdoutPipe()
-	stubCmd.Stderr = os.Stderr
-	stubs, err := ps.start("stub backends", stubCmd)
-	if err != nil {
-		return fail(err)
-	}
-	var backends []string
-	sc := bufio.NewScanner(stubOut)
-	for len(backends) < o.stubReplicas && sc.Scan() {
-		backends = append(backends, strings.TrimSpace(sc.Text()))
-	}
-	if len(backends) < o.stubReplicas {
-		return fail(fmt.Errorf("stub backends printed %d of %d URLs", len(backends), o.stubReplicas))
-	}
-
-	targets := []*target{{Name: "direct", proc: stubs}}
-	for _, b := range backends {
-		targets[0].urls = append(targets[0].urls, b+"/v1/chat/completions")
-	}
-
-	// prefixgate serve.
-	pgAddr, err := freeAddr()
-	if err != nil {
-		return fail(err)
-	}
-	args := []string{"serve", "--listen", pgAddr}
-	for _, b := range backends {
-		args = append(args, "--backend", b)
-	}
-	args = append(args, o.pgArgs...)
-	var adminAddr string
 	if o.cpuprofile != "" {
-		if adminAddr, err = freeAddr(); err != nil {
+		if st.adminAddr, err = freeAddr(); err != nil {
 			return fail(err)
 		}
-		args = append(args, "--admin-listen", adminAddr)
 	}
-	pgLog, err := os.Create(filepath.Join(tmp, "prefixgate.log"))
-	if err != nil {
+	if err := st.startServe("prefixgate", bin, st.adminAddr); err != nil {
 		return fail(err)
 	}
-	defer pgLog.Close()
-	pgCmd := exec.Command(bin, args...)
-	pgCmd.Stdout, pgCmd.Stderr = pgLog, pgLog
-	pgCmd.Env = append(os.Environ(), o.pgEnv...)
-	pg, err := ps.start("prefixgate", pgCmd)
-	if err != nil {
-		return fail(err)
-	}
-	pgURL := "http://" + pgAddr
-	if err := waitFor(ctx, pg, func() error { return getContains(pgURL+"/v1/models", `"`+stubModel+`"`) }); err != nil {
-		return fail(fmt.Errorf("prefixgate not ready: %w (log: %s)", err, tail(pgLog.Name())))
-	}
-	targets = append(targets, &target{Name: "prefixgate", urls: []string{pgURL + "/v1/chat/completions"}, proc: pg})
-
 	// The baseline build, same flags, its own port and log.
 	if o.baselineBin != "" {
-		blAddr, err := freeAddr()
-		if err != nil {
+		if err := st.startServe("baseline", o.baselineBin, ""); err != nil {
 			return fail(err)
-		}
-		blArgs := []string{"serve", "--listen", blAddr}
-		for _, b := range backends {
-			blArgs = append(blArgs, "--backend", b)
-		}
-		blArgs = append(blArgs, o.pgArgs...)
-		blLog, err := os.Create(filepath.Join(tmp, "baseline.log"))
-		if err != nil {
-			return fail(err)
-		}
-		defer blLog.Close()
-		blCmd := exec.Command(o.baselineBin, blArgs...)
-		blCmd.Stdout, blCmd.Stderr = blLog, blLog
-		blCmd.Env = append(os.Environ(), o.pgEnv...)
-		bl, err := ps.start("baseline", blCmd)
-		if err != nil {
-			return fail(err)
-		}
-		blURL := "http://" + blAddr
-		if err := waitFor(ctx, bl, func() error { return getContains(blURL+"/v1/models", `"`+stubModel+`"`) }); err != nil {
-			return fail(fmt.Errorf("baseline not ready: %w (log: %s)", err, tail(blLog.Name())))
-		}
-		targets = append(targets, &target{Name: "baseline", urls: []string{blURL + "/v1/chat/completions"}, proc: bl})
-	}
-
-	// HAProxy, if installed.
-	haVersion := ""
-	if o.haproxy != "" {
-		if path, err := exec.LookPath(o.haproxy); err != nil {
-			fmt.Fprintf(os.Stderr, "overhead: %s not found, no HAProxy row (internal/overhead/install-haproxy.sh installs it)\n", o.haproxy)
-		} else {
-			haAddr, err := freeAddr()
-			if err != nil {
-				return fail(err)
-			}
-			cfg, err := haproxyConfig(haAddr, backends, o.hashBytes, o.threads)
-			if err != nil {
-				return fail(err)
-			}
-			cfgPath := filepath.Join(tmp, "haproxy.cfg")
-			if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-				return fail(err)
-			}
-			if v, err := exec.Command(path, "-v").Output(); err == nil {
-				haVersion = strings.TrimSpace(strings.SplitN(string(v), "\n", 2)[0])
-			}
-			haLog, err := os.Create(filepath.Join(tmp, "haproxy.log"))
-			if err != nil {
-				return fail(err)
-			}
-			defer haLog.Close()
-			haCmd := exec.Command(path, "-db", "-f", cfgPath)
-			haCmd.Stdout, haCmd.Stderr = haLog, haLog
-			ha, err := ps.start("haproxy", haCmd)
-			if err != nil {
-				return fail(err)
-			}
-			haURL := "http://" + haAddr + "/v1/chat/completions"
-			probe := chatBodies(1024, 1)[0]
-			if err := waitFor(ctx, ha, func() error { return postOK(haURL, probe) }); err != nil {
-				return fail(fmt.Errorf("haproxy not ready: %w (log: %s)", err, tail(haLog.Name())))
-			}
-			targets = append(targets, &target{Name: "haproxy", urls: []string{haURL}, proc: ha})
 		}
 	}
+	if err := st.startHAProxy(); err != nil {
+		return fail(err)
+	}
+	// The throughput phase's client keeps its connections for the profile.
+	thrClient := newClient(o.concurrency)
+	rep, err := measure(ctx, o, st.targets, st.haVersion, thrClient)
+	if err != nil {
+		return fail(err)
+	}
+	if o.jsonOut {
+		writeJSON(os.Stdout, rep)
+	} else {
+		writeTable(os.Stdout, rep)
+	}
+	if o.cpuprofile != "" {
+		if err := profile(ctx, o, st.adminAddr, st.targets[1], thrClient); err != nil {
+			return fail(fmt.Errorf("profile: %w", err))
+		}
+		fmt.Fprintf(os.Stderr, "overhead: CPU profile of prefixgate (%d B bodies, %d workers, %d s) in %s\n",
+			o.profileSize, o.concurrency, o.profileSecs, o.cpuprofile)
+	}
+	return 0
+}
 
+// buildBinary returns the prefixgate binary's path, building it first if
+// asked.
+func buildBinary(ctx context.Context, o options) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := o.bin
+	if !filepath.IsAbs(bin) {
+		bin = filepath.Join(root, bin)
+	}
+	if o.build {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/prefixgate")
+		cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("go build: %w", err)
+		}
+	}
+	return bin, nil
+}
+
+// stack is what one run measures: the processes it started, in front of
+// the stub backends, with their logs in tmp.
+type stack struct {
+	ctx       context.Context
+	o         options
+	tmp       string
+	ps        procs
+	closers   []io.Closer // logs and the stubs' standard input
+	backends  []string    // the stubs' base URLs
+	targets   []*target   // direct first, then prefixgate
+	adminAddr string      // prefixgate's admin listener, for --cpuprofile
+	haVersion string
+}
+
+// stop closes the logs and the stubs' input, then stops every process.
+func (st *stack) stop() {
+	for i := len(st.closers) - 1; i >= 0; i-- {
+		st.closers[i].Close()
+	}
+	st.ps.stopAll()
+}
+
+// logFile creates name in the run's directory, closed by stop.
+func (st *stack) logFile(name string) (*os.File, error) {
+	f, err := os.Create(filepath.Join(st.tmp, name))
+	if err == nil {
+		st.closers = append(st.closers, f)
+	}
+	return f, err
+}
+
+// startStubs starts the stub backends (this program again, in its own
+// process) and the "direct" target that calls them round-robin.
+func (st *stack) startStubs() error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	stubCmd := exec.Command(self, "-stubs", strconv.Itoa(st.o.stubReplicas))
+	stubIn, _ := stubCmd.StdinPipe() // closed at exit: the stubs stop with the driver
+	st.closers = append(st.closers, stubIn)
+	stubOut, _ := stubCmd.StdoutPipe()
+	stubCmd.Stderr = os.Stderr
+	stubs, err := st.ps.start("stub backends", stubCmd)
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(stubOut)
+	for len(st.backends) < st.o.stubReplicas && sc.Scan() {
+		st.backends = append(st.backends, strings.TrimSpace(sc.Text()))
+	}
+	if len(st.backends) < st.o.stubReplicas {
+		return fmt.Errorf("stub backends printed %d of %d URLs", len(st.backends), st.o.stubReplicas)
+	}
+	direct := &target{Name: "direct", proc: stubs}
+	for _, b := range st.backends {
+		direct.urls = append(direct.urls, b+"/v1/chat/completions")
+	}
+	st.targets = append(st.targets, direct)
+	return nil
+}
+
+// startServe starts `bin serve` in front of the stubs as the target name,
+// with an admin listener when adminAddr is set, and waits until it lists
+// the stubs' model.
+func (st *stack) startServe(name, bin, adminAddr string) error {
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	args := []string{"serve", "--listen", addr}
+	for _, b := range st.backends {
+		args = append(args, "--backend", b)
+	}
+	args = append(args, st.o.pgArgs...)
+	if adminAddr != "" {
+		args = append(args, "--admin-listen", adminAddr)
+	}
+	log, err := st.logFile(name + ".log")
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = append(os.Environ(), st.o.pgEnv...)
+	p, err := st.ps.start(name, cmd)
+	if err != nil {
+		return err
+	}
+	url := "http://" + addr
+	if err := waitFor(st.ctx, p, func() error { return getContains(url+"/v1/models", `"`+stubModel+`"`) }); err != nil {
+		return fmt.Errorf("%s not ready: %w (log: %s)", name, err, tail(log.Name()))
+	}
+	st.targets = append(st.targets, &target{Name: name, urls: []string{url + "/v1/chat/completions"}, proc: p})
+	return nil
+}
+
+// startHAProxy starts HAProxy in front of the stubs, if it is installed.
+func (st *stack) startHAProxy() error {
+	if st.o.haproxy == "" {
+		return nil
+	}
+	path, err := exec.LookPath(st.o.haproxy)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "overhead: %s not found, no HAProxy row (internal/overhead/install-haproxy.sh installs it)\n", st.o.haproxy)
+		return nil
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	cfg, err := haproxyConfig(addr, st.backends, st.o.hashBytes, st.o.threads)
+	if err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(st.tmp, "haproxy.cfg")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	if v, err := exec.Command(path, "-v").Output(); err == nil {
+		st.haVersion = strings.TrimSpace(strings.SplitN(string(v), "\n", 2)[0])
+	}
+	log, err := st.logFile("haproxy.log")
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(path, "-db", "-f", cfgPath)
+	cmd.Stdout, cmd.Stderr = log, log
+	ha, err := st.ps.start("haproxy", cmd)
+	if err != nil {
+		return err
+	}
+	url := "http://" + addr + "/v1/chat/completions"
+	probe := chatBodies(1024, 1)[0]
+	if err := waitFor(st.ctx, ha, func() error { return postOK(url, probe) }); err != nil {
+		return fmt.Errorf("haproxy not ready: %w (log: %s)", err, tail(log.Name()))
+	}
+	st.targets = append(st.targets, &target{Name: "haproxy", urls: []string{url}, proc: ha})
+	return nil
+}
+
+// measure runs the latency and throughput phases on every target at every
+// size, the targets interleaved in each round, and reports them with each
+// proxy's latency over direct's.
+func measure(ctx context.Context, o options, targets []*target, haVersion string, thrClient *http.Client) (report, error) {
 	rep := report{
 		Machine: machineInfo(haVersion),
 		Config: reportConfig{Sizes: o.sizes, Concurrency: o.concurrency, LatencyConcurrency: o.latencyConc,
@@ -346,7 +407,6 @@ func run(ctx context.Context, o options) int {
 			Bodies: o.distinct, Replicas: o.stubReplicas, HashBytes: o.hashBytes, HAProxyThreads: o.threads},
 	}
 	latClient := newClient(o.latencyConc)
-	thrClient := newClient(o.concurrency)
 	for _, size := range o.sizes {
 		bodies := chatBodies(size, o.distinct)
 		cells := make([]*cell, len(targets))
@@ -355,25 +415,9 @@ func run(ctx context.Context, o options) int {
 		}
 		for round := 0; round < o.rounds; round++ {
 			for i, t := range targets {
-				if err := t.proc.alive(); err != nil {
-					return fail(err)
+				if err := measureCell(ctx, o, t, size, round, bodies, latClient, thrClient, cells[i]); err != nil {
+					return rep, err
 				}
-				if !o.jsonOut {
-					fmt.Fprintf(os.Stderr, "overhead: %d B, %s, round %d\n", size, t.Name, round+1)
-				}
-				lr, err := runPhase(ctx, latClient, t.urls, bodies,
-					phase{Concurrency: o.latencyConc, Warmup: o.warmup, Requests: o.latencyReqs}, o.stubReplicas)
-				if err != nil {
-					return fail(fmt.Errorf("%s, %d B, latency phase: %w", t.Name, size, err))
-				}
-				cpu0 := procCPU(t.proc.cmd.Process.Pid)
-				tr, err := runPhase(ctx, thrClient, t.urls, bodies,
-					phase{Concurrency: o.concurrency, Warmup: o.warmup, Requests: o.requests}, o.stubReplicas)
-				if err != nil {
-					return fail(fmt.Errorf("%s, %d B, throughput phase: %w", t.Name, size, err))
-				}
-				cpu := procCPU(t.proc.cmd.Process.Pid) - cpu0
-				cells[i].add(lr, tr, cpu)
 			}
 		}
 		for _, c := range cells {
@@ -387,20 +431,31 @@ func run(ctx context.Context, o options) int {
 		rep.Rows = append(rep.Rows, cells...)
 	}
 	rep.Machine.LoadAfter = loadAvg()
-	if o.jsonOut {
-		writeJSON(os.Stdout, rep)
-	} else {
-		writeTable(os.Stdout, rep)
-	}
+	return rep, nil
+}
 
-	if o.cpuprofile != "" {
-		if err := profile(ctx, o, adminAddr, targets[1], thrClient); err != nil {
-			return fail(fmt.Errorf("profile: %w", err))
-		}
-		fmt.Fprintf(os.Stderr, "overhead: CPU profile of prefixgate (%d B bodies, %d workers, %d s) in %s\n",
-			o.profileSize, o.concurrency, o.profileSecs, o.cpuprofile)
+// measureCell runs one round of both phases on one target at one size and
+// adds them, with the target's CPU time under load, to c.
+func measureCell(ctx context.Context, o options, t *target, size, round int, bodies [][]byte, latClient, thrClient *http.Client, c *cell) error {
+	if err := t.proc.alive(); err != nil {
+		return err
 	}
-	return 0
+	if !o.jsonOut {
+		fmt.Fprintf(os.Stderr, "overhead: %d B, %s, round %d\n", size, t.Name, round+1)
+	}
+	lr, err := runPhase(ctx, latClient, t.urls, bodies,
+		phase{Concurrency: o.latencyConc, Warmup: o.warmup, Requests: o.latencyReqs}, o.stubReplicas)
+	if err != nil {
+		return fmt.Errorf("%s, %d B, latency phase: %w", t.Name, size, err)
+	}
+	cpu0 := procCPU(t.proc.cmd.Process.Pid)
+	tr, err := runPhase(ctx, thrClient, t.urls, bodies,
+		phase{Concurrency: o.concurrency, Warmup: o.warmup, Requests: o.requests}, o.stubReplicas)
+	if err != nil {
+		return fmt.Errorf("%s, %d B, throughput phase: %w", t.Name, size, err)
+	}
+	c.add(lr, tr, procCPU(t.proc.cmd.Process.Pid)-cpu0)
+	return nil
 }
 
 type target struct {

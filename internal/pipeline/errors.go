@@ -103,10 +103,10 @@ func (p *Pipeline) PickError(err error, model string) error {
 			Message: "every backend is at its concurrency bound: " + err.Error(), RetryAfter: se.RetryAfter}
 	case errors.Is(err, route.ErrNoCandidates) && model != "":
 		return &Error{Status: http.StatusServiceUnavailable, Code: "no_backend",
-			Message: fmt.Sprintf("backends serve model %s but none is healthy (all ejected or draining); try again later", QuoteModel(model))}
+			Message: fmt.Sprintf("no healthy backend serves model %s: %s", QuoteModel(model), WhyNoneHealthy(p.router.Status(), model))}
 	case errors.Is(err, route.ErrNoCandidates):
 		return &Error{Status: http.StatusServiceUnavailable, Code: "no_backend",
-			Message: "no healthy backend: all are ejected or draining; try again later"}
+			Message: "no healthy backend: " + WhyNoneHealthy(p.router.Status(), "")}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &Error{Status: http.StatusGatewayTimeout, Code: "timeout", Message: "request timed out while waiting for a backend"}
 	case errors.Is(err, context.Canceled):

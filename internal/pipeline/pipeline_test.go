@@ -185,7 +185,7 @@ func TestPickError(t *testing.T) {
 	}{
 		{route.ErrUnknownModel, "x", http.StatusNotFound, "model_not_found", `model "x" is not served by any backend; the fleet serves m1, m2`},
 		{&route.SaturatedError{RetryAfter: 1500 * time.Millisecond}, "m1", http.StatusTooManyRequests, "saturated", "every backend is at its concurrency bound: "},
-		{route.ErrNoCandidates, "m1", http.StatusServiceUnavailable, "no_backend", `backends serve model "m1" but none is healthy`},
+		{route.ErrNoCandidates, "m1", http.StatusServiceUnavailable, "no_backend", `no healthy backend serves model "m1": `},
 		{route.ErrNoCandidates, "", http.StatusServiceUnavailable, "no_backend", "no healthy backend: "},
 		{context.DeadlineExceeded, "", http.StatusGatewayTimeout, "timeout", "request timed out while waiting for a backend"},
 		{context.Canceled, "", 499, "canceled", "client canceled the request"},

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -81,6 +82,7 @@ func (as adminService) ListBackends(ctx context.Context, req *connect.Request[pb
 	out := &pb.ListBackendsResponse{Policy: rc.Policy, LoadFactor: rc.LoadFactor}
 	for _, st := range s.rt().Status() {
 		b := st.Member.(*backends.Backend)
+		h := b.Health()
 		out.Backends = append(out.Backends, &pb.Backend{
 			Name:                 st.Name,
 			Address:              b.URL.String(),
@@ -89,9 +91,20 @@ func (as adminService) ListBackends(ctx context.Context, req *connect.Request[pb
 			Share:                st.Share,
 			Models:               st.Models,
 			ConcurrencyThreshold: int32(st.Threshold),
+			LastError:            h.LastError,
+			LastErrorTime:        rfc3339(h.LastErrorAt),
+			HealthSince:          rfc3339(h.Since),
 		})
 	}
 	return connect.NewResponse(out), nil
+}
+
+// rfc3339 formats t in UTC for a message field, "" for the zero time.
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }
 
 func (as adminService) Explain(ctx context.Context, req *connect.Request[pb.ExplainRequest]) (*connect.Response[pb.ExplainResponse], error) {
@@ -150,7 +163,7 @@ func skippedForModel(members []route.MemberStatus, model string) []route.Skip {
 		case model != "" && len(m.Models) > 0 && !slices.Contains(m.Models, model):
 			why = "does not serve model " + pipeline.QuoteModel(model)
 		case !m.Healthy:
-			why = m.Member.(*backends.Backend).State().String()
+			why = m.Member.(*backends.Backend).HealthName()
 		default:
 			continue
 		}
@@ -171,8 +184,8 @@ func (s *Server) unplacedSentence(err error, model string) string {
 		return fmt.Sprintf("no backend lists model %s; the request would get %d %s (the fleet serves %s)",
 			pipeline.QuoteModel(model), re.Status, re.Code, s.pipe.ServedModels())
 	case errors.Is(err, route.ErrNoCandidates):
-		return fmt.Sprintf("backends serve model %s but none is healthy; the request would get %d %s",
-			pipeline.QuoteModel(model), re.Status, re.Code)
+		return fmt.Sprintf("no healthy backend serves model %s; the request would get %d %s: %s",
+			pipeline.QuoteModel(model), re.Status, re.Code, pipeline.WhyNoneHealthy(s.rt().Status(), model))
 	}
 	return re.Message
 }

@@ -116,18 +116,26 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		writeError(w, methodNotAllowed(w, r, "GET, HEAD"))
 		return
 	}
-	seen := map[string]bool{}
 	type model struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
 		OwnedBy string `json:"owned_by"`
+		// The smallest context length among the backends that state
+		// one: any of them may get a request.
+		MaxModelLen int `json:"max_model_len,omitempty"`
 	}
+	at := map[string]int{} // index in data
 	data := []model{}
 	for _, b := range s.pool.Backends() {
+		n := b.MaxModelLen()
 		for _, m := range b.Models() {
-			if !seen[m] {
-				seen[m] = true
+			i, seen := at[m]
+			if !seen {
+				i, at[m] = len(data), len(data)
 				data = append(data, model{ID: m, Object: "model", OwnedBy: "prefixgate"})
+			}
+			if n > 0 && (data[i].MaxModelLen == 0 || n < data[i].MaxModelLen) {
+				data[i].MaxModelLen = n
 			}
 		}
 	}

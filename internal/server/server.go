@@ -123,7 +123,12 @@ func targets(bs []*backends.Backend) []route.Target {
 // candidates (it reads health from the backend) and readiness follows. The
 // pool calls it without the backend's lock.
 func (s *Server) onState(b *backends.Backend, st backends.State) {
-	s.log.Info("backend state changed", "backend", b.Name, "state", st.String())
+	if st == backends.StateEjected {
+		h := b.Health()
+		s.log.Warn("backend ejected", "backend", b.Name, "address", b.URL.Redacted(), "cause", h.LastError)
+	} else {
+		s.log.Info("backend state changed", "backend", b.Name, "address", b.URL.Redacted(), "state", st.String())
+	}
 	if s.router != nil {
 		s.router.Refresh()
 	}

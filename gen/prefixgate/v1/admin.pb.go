@@ -90,8 +90,16 @@ type Backend struct {
 	Models []string `protobuf:"bytes,6,rep,name=models,proto3" json:"models,omitempty"`
 	// Per-backend concurrency threshold.
 	ConcurrencyThreshold int32 `protobuf:"varint,7,opt,name=concurrency_threshold,json=concurrencyThreshold,proto3" json:"concurrency_threshold,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The last failed probe or request, e.g. "probe: GET /health: dial tcp
+	// 10.0.0.5:8000: connect: connection refused"; empty while none has failed.
+	LastError string `protobuf:"bytes,8,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// When last_error happened, RFC 3339 in UTC; empty with it.
+	LastErrorTime string `protobuf:"bytes,9,opt,name=last_error_time,json=lastErrorTime,proto3" json:"last_error_time,omitempty"`
+	// When health last changed, RFC 3339 in UTC; empty while it has not
+	// changed since the backend joined.
+	HealthSince   string `protobuf:"bytes,10,opt,name=health_since,json=healthSince,proto3" json:"health_since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Backend) Reset() {
@@ -171,6 +179,27 @@ func (x *Backend) GetConcurrencyThreshold() int32 {
 		return x.ConcurrencyThreshold
 	}
 	return 0
+}
+
+func (x *Backend) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *Backend) GetLastErrorTime() string {
+	if x != nil {
+		return x.LastErrorTime
+	}
+	return ""
+}
+
+func (x *Backend) GetHealthSince() string {
+	if x != nil {
+		return x.HealthSince
+	}
+	return ""
 }
 
 type ListBackendsRequest struct {
@@ -429,7 +458,7 @@ var File_prefixgate_v1_admin_proto protoreflect.FileDescriptor
 
 const file_prefixgate_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x19prefixgate/v1/admin.proto\x12\rprefixgate.v1\x1a\x1bprefixgate/v1/routing.proto\"\xe6\x01\n" +
+	"\x19prefixgate/v1/admin.proto\x12\rprefixgate.v1\x1a\x1bprefixgate/v1/routing.proto\"\xd0\x02\n" +
 	"\aBackend\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12-\n" +
@@ -437,7 +466,12 @@ const file_prefixgate_v1_admin_proto_rawDesc = "" +
 	"\tin_flight\x18\x04 \x01(\x05R\binFlight\x12\x14\n" +
 	"\x05share\x18\x05 \x01(\x01R\x05share\x12\x16\n" +
 	"\x06models\x18\x06 \x03(\tR\x06models\x123\n" +
-	"\x15concurrency_threshold\x18\a \x01(\x05R\x14concurrencyThreshold\"\x15\n" +
+	"\x15concurrency_threshold\x18\a \x01(\x05R\x14concurrencyThreshold\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\b \x01(\tR\tlastError\x12&\n" +
+	"\x0flast_error_time\x18\t \x01(\tR\rlastErrorTime\x12!\n" +
+	"\fhealth_since\x18\n" +
+	" \x01(\tR\vhealthSince\"\x15\n" +
 	"\x13ListBackendsRequest\"\x83\x01\n" +
 	"\x14ListBackendsResponse\x122\n" +
 	"\bbackends\x18\x01 \x03(\v2\x16.prefixgate.v1.BackendR\bbackends\x12\x16\n" +

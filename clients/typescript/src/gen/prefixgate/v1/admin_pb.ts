@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file prefixgate/v1/admin.proto.
  */
 export const file_prefixgate_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChlwcmVmaXhnYXRlL3YxL2FkbWluLnByb3RvEg1wcmVmaXhnYXRlLnYxIqABCgdCYWNrZW5kEgwKBG5hbWUYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIlCgZoZWFsdGgYAyABKA4yFS5wcmVmaXhnYXRlLnYxLkhlYWx0aBIRCglpbl9mbGlnaHQYBCABKAUSDQoFc2hhcmUYBSABKAESDgoGbW9kZWxzGAYgAygJEh0KFWNvbmN1cnJlbmN5X3RocmVzaG9sZBgHIAEoBSIVChNMaXN0QmFja2VuZHNSZXF1ZXN0ImUKFExpc3RCYWNrZW5kc1Jlc3BvbnNlEigKCGJhY2tlbmRzGAEgAygLMhYucHJlZml4Z2F0ZS52MS5CYWNrZW5kEg4KBnBvbGljeRgCIAEoCRITCgtsb2FkX2ZhY3RvchgDIAEoASJuCg5FeHBsYWluUmVxdWVzdBIMCgRib2R5GAEgASgMEigKBG1vZGUYAiABKA4yGi5wcmVmaXhnYXRlLnYxLlJlcXVlc3RNb2RlEg0KBWdyb3VwGAMgASgJEhUKDXByZWZpeF9sZW5ndGgYBCABKAUisAEKD0V4cGxhaW5SZXNwb25zZRInCgdyb3V0aW5nGAEgASgLMhYucHJlZml4Z2F0ZS52MS5Sb3V0aW5nEgwKBGhvbWUYAiABKAkSKAoEbW9kZRgDIAEoDjIaLnByZWZpeGdhdGUudjEuUmVxdWVzdE1vZGUSGwoTcm91dGluZ190ZXh0X2xlbmd0aBgEIAEoBRIOCgZyZWFzb24YBSABKAkSDwoHc2tpcHBlZBgGIAMoCSpdCgZIZWFsdGgSFgoSSEVBTFRIX1VOU1BFQ0lGSUVEEAASEgoOSEVBTFRIX0hFQUxUSFkQARISCg5IRUFMVEhfRUpFQ1RFRBACEhMKD0hFQUxUSF9EUkFJTklORxADMrEBCgxBZG1pblNlcnZpY2USVwoMTGlzdEJhY2tlbmRzEiIucHJlZml4Z2F0ZS52MS5MaXN0QmFja2VuZHNSZXF1ZXN0GiMucHJlZml4Z2F0ZS52MS5MaXN0QmFja2VuZHNSZXNwb25zZRJICgdFeHBsYWluEh0ucHJlZml4Z2F0ZS52MS5FeHBsYWluUmVxdWVzdBoeLnByZWZpeGdhdGUudjEuRXhwbGFpblJlc3BvbnNlQkFaP2dpdGh1Yi5jb20vcHJlZml4Z2F0ZS9wcmVmaXhnYXRlL2dlbi9wcmVmaXhnYXRlL3YxO3ByZWZpeGdhdGV2MWIGcHJvdG8z", [file_prefixgate_v1_routing]);
+  fileDesc("ChlwcmVmaXhnYXRlL3YxL2FkbWluLnByb3RvEg1wcmVmaXhnYXRlLnYxIuMBCgdCYWNrZW5kEgwKBG5hbWUYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIlCgZoZWFsdGgYAyABKA4yFS5wcmVmaXhnYXRlLnYxLkhlYWx0aBIRCglpbl9mbGlnaHQYBCABKAUSDQoFc2hhcmUYBSABKAESDgoGbW9kZWxzGAYgAygJEh0KFWNvbmN1cnJlbmN5X3RocmVzaG9sZBgHIAEoBRISCgpsYXN0X2Vycm9yGAggASgJEhcKD2xhc3RfZXJyb3JfdGltZRgJIAEoCRIUCgxoZWFsdGhfc2luY2UYCiABKAkiFQoTTGlzdEJhY2tlbmRzUmVxdWVzdCJlChRMaXN0QmFja2VuZHNSZXNwb25zZRIoCghiYWNrZW5kcxgBIAMoCzIWLnByZWZpeGdhdGUudjEuQmFja2VuZBIOCgZwb2xpY3kYAiABKAkSEwoLbG9hZF9mYWN0b3IYAyABKAEibgoORXhwbGFpblJlcXVlc3QSDAoEYm9keRgBIAEoDBIoCgRtb2RlGAIgASgOMhoucHJlZml4Z2F0ZS52MS5SZXF1ZXN0TW9kZRINCgVncm91cBgDIAEoCRIVCg1wcmVmaXhfbGVuZ3RoGAQgASgFIrABCg9FeHBsYWluUmVzcG9uc2USJwoHcm91dGluZxgBIAEoCzIWLnByZWZpeGdhdGUudjEuUm91dGluZxIMCgRob21lGAIgASgJEigKBG1vZGUYAyABKA4yGi5wcmVmaXhnYXRlLnYxLlJlcXVlc3RNb2RlEhsKE3JvdXRpbmdfdGV4dF9sZW5ndGgYBCABKAUSDgoGcmVhc29uGAUgASgJEg8KB3NraXBwZWQYBiADKAkqXQoGSGVhbHRoEhYKEkhFQUxUSF9VTlNQRUNJRklFRBAAEhIKDkhFQUxUSF9IRUFMVEhZEAESEgoOSEVBTFRIX0VKRUNURUQQAhITCg9IRUFMVEhfRFJBSU5JTkcQAzKxAQoMQWRtaW5TZXJ2aWNlElcKDExpc3RCYWNrZW5kcxIiLnByZWZpeGdhdGUudjEuTGlzdEJhY2tlbmRzUmVxdWVzdBojLnByZWZpeGdhdGUudjEuTGlzdEJhY2tlbmRzUmVzcG9uc2USSAoHRXhwbGFpbhIdLnByZWZpeGdhdGUudjEuRXhwbGFpblJlcXVlc3QaHi5wcmVmaXhnYXRlLnYxLkV4cGxhaW5SZXNwb25zZUJBWj9naXRodWIuY29tL3ByZWZpeGdhdGUvcHJlZml4Z2F0ZS9nZW4vcHJlZml4Z2F0ZS92MTtwcmVmaXhnYXRldjFiBnByb3RvMw", [file_prefixgate_v1_routing]);
 
 /**
  * @generated from message prefixgate.v1.Backend
@@ -62,6 +62,29 @@ export type Backend = Message<"prefixgate.v1.Backend"> & {
    * @generated from field: int32 concurrency_threshold = 7;
    */
   concurrencyThreshold: number;
+
+  /**
+   * The last failed probe or request, e.g. "probe: GET /health: dial tcp
+   * 10.0.0.5:8000: connect: connection refused"; empty while none has failed.
+   *
+   * @generated from field: string last_error = 8;
+   */
+  lastError: string;
+
+  /**
+   * When last_error happened, RFC 3339 in UTC; empty with it.
+   *
+   * @generated from field: string last_error_time = 9;
+   */
+  lastErrorTime: string;
+
+  /**
+   * When health last changed, RFC 3339 in UTC; empty while it has not
+   * changed since the backend joined.
+   *
+   * @generated from field: string health_since = 10;
+   */
+  healthSince: string;
 };
 
 /**

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .routing_pb import RequestMode, Routing
 
 
-_BackendFields: TypeAlias = Literal["name", "address", "health", "in_flight", "share", "models", "concurrency_threshold"]
+_BackendFields: TypeAlias = Literal["name", "address", "health", "in_flight", "share", "models", "concurrency_threshold", "last_error", "last_error_time", "health_since"]
 
 class Backend(Message[_BackendFields]):
     """
@@ -69,9 +69,29 @@ class Backend(Message[_BackendFields]):
             ```proto
             int32 concurrency_threshold = 7;
             ```
+        last_error:
+            The last failed probe or request, e.g. "probe: GET /health: dial tcp
+            10.0.0.5:8000: connect: connection refused"; empty while none has failed.
+
+            ```proto
+            string last_error = 8;
+            ```
+        last_error_time:
+            When last_error happened, RFC 3339 in UTC; empty with it.
+
+            ```proto
+            string last_error_time = 9;
+            ```
+        health_since:
+            When health last changed, RFC 3339 in UTC; empty while it has not
+            changed since the backend joined.
+
+            ```proto
+            string health_since = 10;
+            ```
     """
 
-    __slots__ = ("name", "address", "health", "in_flight", "share", "models", "concurrency_threshold")
+    __slots__ = ("name", "address", "health", "in_flight", "share", "models", "concurrency_threshold", "last_error", "last_error_time", "health_since")
 
     if TYPE_CHECKING:
 
@@ -85,6 +105,9 @@ class Backend(Message[_BackendFields]):
             share: float = 0,
             models: list[str] | None = None,
             concurrency_threshold: int = 0,
+            last_error: str = "",
+            last_error_time: str = "",
+            health_since: str = "",
         ) -> None:
             pass
 
@@ -95,6 +118,9 @@ class Backend(Message[_BackendFields]):
         share: float
         models: list[str]
         concurrency_threshold: int
+        last_error: str
+        last_error_time: str
+        health_since: str
 
 _ListBackendsRequestFields: TypeAlias = NoReturn
 
@@ -304,7 +330,7 @@ class Health(Enum):
 
 
 _DESC = file_desc(
-    b'\n\x19prefixgate/v1/admin.proto\x12\rprefixgate.v1\x1a\x1bprefixgate/v1/routing.proto"\xe6\x01\n\x07Backend\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n\x07address\x18\x02 \x01(\tR\x07address\x12-\n\x06health\x18\x03 \x01(\x0e2\x15.prefixgate.v1.HealthR\x06health\x12\x1b\n\tin_flight\x18\x04 \x01(\x05R\x08inFlight\x12\x14\n\x05share\x18\x05 \x01(\x01R\x05share\x12\x16\n\x06models\x18\x06 \x03(\tR\x06models\x123\n\x15concurrency_threshold\x18\x07 \x01(\x05R\x14concurrencyThreshold"\x15\n\x13ListBackendsRequest"\x83\x01\n\x14ListBackendsResponse\x122\n\x08backends\x18\x01 \x03(\x0b2\x16.prefixgate.v1.BackendR\x08backends\x12\x16\n\x06policy\x18\x02 \x01(\tR\x06policy\x12\x1f\n\x0bload_factor\x18\x03 \x01(\x01R\nloadFactor"\x8f\x01\n\x0eExplainRequest\x12\x12\n\x04body\x18\x01 \x01(\x0cR\x04body\x12.\n\x04mode\x18\x02 \x01(\x0e2\x1a.prefixgate.v1.RequestModeR\x04mode\x12\x14\n\x05group\x18\x03 \x01(\tR\x05group\x12#\n\rprefix_length\x18\x04 \x01(\x05R\x0cprefixLength"\xe9\x01\n\x0fExplainResponse\x120\n\x07routing\x18\x01 \x01(\x0b2\x16.prefixgate.v1.RoutingR\x07routing\x12\x12\n\x04home\x18\x02 \x01(\tR\x04home\x12.\n\x04mode\x18\x03 \x01(\x0e2\x1a.prefixgate.v1.RequestModeR\x04mode\x12.\n\x13routing_text_length\x18\x04 \x01(\x05R\x11routingTextLength\x12\x16\n\x06reason\x18\x05 \x01(\tR\x06reason\x12\x18\n\x07skipped\x18\x06 \x03(\tR\x07skipped*]\n\x06Health\x12\x16\n\x12HEALTH_UNSPECIFIED\x10\x00\x12\x12\n\x0eHEALTH_HEALTHY\x10\x01\x12\x12\n\x0eHEALTH_EJECTED\x10\x02\x12\x13\n\x0fHEALTH_DRAINING\x10\x032\xb1\x01\n\x0cAdminService\x12W\n\x0cListBackends\x12".prefixgate.v1.ListBackendsRequest\x1a#.prefixgate.v1.ListBackendsResponse\x12H\n\x07Explain\x12\x1d.prefixgate.v1.ExplainRequest\x1a\x1e.prefixgate.v1.ExplainResponseBAZ?github.com/prefixgate/prefixgate/gen/prefixgate/v1;prefixgatev1b\x06proto3',
+    b'\n\x19prefixgate/v1/admin.proto\x12\rprefixgate.v1\x1a\x1bprefixgate/v1/routing.proto"\xd0\x02\n\x07Backend\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n\x07address\x18\x02 \x01(\tR\x07address\x12-\n\x06health\x18\x03 \x01(\x0e2\x15.prefixgate.v1.HealthR\x06health\x12\x1b\n\tin_flight\x18\x04 \x01(\x05R\x08inFlight\x12\x14\n\x05share\x18\x05 \x01(\x01R\x05share\x12\x16\n\x06models\x18\x06 \x03(\tR\x06models\x123\n\x15concurrency_threshold\x18\x07 \x01(\x05R\x14concurrencyThreshold\x12\x1d\n\nlast_error\x18\x08 \x01(\tR\tlastError\x12&\n\x0flast_error_time\x18\t \x01(\tR\rlastErrorTime\x12!\n\x0chealth_since\x18\n \x01(\tR\x0bhealthSince"\x15\n\x13ListBackendsRequest"\x83\x01\n\x14ListBackendsResponse\x122\n\x08backends\x18\x01 \x03(\x0b2\x16.prefixgate.v1.BackendR\x08backends\x12\x16\n\x06policy\x18\x02 \x01(\tR\x06policy\x12\x1f\n\x0bload_factor\x18\x03 \x01(\x01R\nloadFactor"\x8f\x01\n\x0eExplainRequest\x12\x12\n\x04body\x18\x01 \x01(\x0cR\x04body\x12.\n\x04mode\x18\x02 \x01(\x0e2\x1a.prefixgate.v1.RequestModeR\x04mode\x12\x14\n\x05group\x18\x03 \x01(\tR\x05group\x12#\n\rprefix_length\x18\x04 \x01(\x05R\x0cprefixLength"\xe9\x01\n\x0fExplainResponse\x120\n\x07routing\x18\x01 \x01(\x0b2\x16.prefixgate.v1.RoutingR\x07routing\x12\x12\n\x04home\x18\x02 \x01(\tR\x04home\x12.\n\x04mode\x18\x03 \x01(\x0e2\x1a.prefixgate.v1.RequestModeR\x04mode\x12.\n\x13routing_text_length\x18\x04 \x01(\x05R\x11routingTextLength\x12\x16\n\x06reason\x18\x05 \x01(\tR\x06reason\x12\x18\n\x07skipped\x18\x06 \x03(\tR\x07skipped*]\n\x06Health\x12\x16\n\x12HEALTH_UNSPECIFIED\x10\x00\x12\x12\n\x0eHEALTH_HEALTHY\x10\x01\x12\x12\n\x0eHEALTH_EJECTED\x10\x02\x12\x13\n\x0fHEALTH_DRAINING\x10\x032\xb1\x01\n\x0cAdminService\x12W\n\x0cListBackends\x12".prefixgate.v1.ListBackendsRequest\x1a#.prefixgate.v1.ListBackendsResponse\x12H\n\x07Explain\x12\x1d.prefixgate.v1.ExplainRequest\x1a\x1e.prefixgate.v1.ExplainResponseBAZ?github.com/prefixgate/prefixgate/gen/prefixgate/v1;prefixgatev1b\x06proto3',
     [
         routing_pb.desc(),
     ],
