@@ -81,6 +81,9 @@ func (r *Replica) routes() http.Handler {
 	mux.HandleFunc("GET /v1/models", r.handleModels)
 	mux.HandleFunc("POST /v1/load_lora_adapter", r.handleLoadLoRA)
 	mux.HandleFunc("POST /v1/unload_lora_adapter", r.handleUnloadLoRA)
+	mux.HandleFunc("POST /v1/responses", r.handleResponses)
+	mux.HandleFunc("GET /v1/responses/{id}", r.handleGetResponse)
+	mux.HandleFunc("POST /v1/responses/{id}/cancel", r.handleCancelResponse)
 	mux.HandleFunc("POST /v1/embeddings", r.handleEmbed("embd", "embedding", "embedding"))
 	mux.HandleFunc("POST /pooling", r.handleEmbed("pool", "pooling", "data"))
 	mux.HandleFunc("POST /classify", r.handleClassify)
@@ -117,6 +120,11 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	case http.StatusInternalServerError:
 		typ = "InternalServerError"
 	}
+	writeErrorType(w, status, typ, msg)
+}
+
+// writeErrorType answers an error in OpenAI's shape with the given type.
+func writeErrorType(w http.ResponseWriter, status int, typ, msg string) {
 	writeJSON(w, status, map[string]apiError{"error": {Message: msg, Type: typ, Code: status}})
 }
 
