@@ -38,7 +38,7 @@ func (r *Replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		dropConnection(w)
 		return
 	}
-	if isGeneration(req.URL.Path) {
+	if req.Method == http.MethodPost && isGeneration(req.URL.Path) {
 		if f.LatencySpikeRate > 0 && r.randFloat() < f.LatencySpikeRate {
 			t := time.NewTimer(time.Duration(f.LatencySpike))
 			select {
@@ -49,16 +49,24 @@ func (r *Replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			}
 		}
 		if f.ErrorRate > 0 && r.randFloat() < f.ErrorRate {
-			writeError(w, http.StatusInternalServerError, "injected fault: internal server error")
+			fail := writeError
+			if req.URL.Path == "/v1/messages" {
+				fail = writeAnthropicError
+			}
+			fail(w, http.StatusInternalServerError, "injected fault: internal server error")
 			return
 		}
 	}
 	r.handler.ServeHTTP(w, req)
 }
 
+// isGeneration reports whether a POST to path runs the engine: the paths
+// that faults' error rate and latency spikes apply to.
 func isGeneration(path string) bool {
 	switch path {
-	case "/v1/chat/completions", "/v1/completions", "/invocations":
+	case "/v1/chat/completions", "/v1/completions", "/invocations", "/v1/responses", "/v1/messages",
+		"/v1/embeddings", "/pooling", "/classify", "/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank",
+		"/v1/audio/transcriptions", "/v1/audio/translations":
 		return true
 	}
 	return false
@@ -84,6 +92,7 @@ func (r *Replica) routes() http.Handler {
 	mux.HandleFunc("POST /v1/responses", r.handleResponses)
 	mux.HandleFunc("GET /v1/responses/{id}", r.handleGetResponse)
 	mux.HandleFunc("POST /v1/responses/{id}/cancel", r.handleCancelResponse)
+	mux.HandleFunc("POST /v1/messages", r.handleMessages)
 	mux.HandleFunc("POST /v1/embeddings", r.handleEmbed("embd", "embedding", "embedding"))
 	mux.HandleFunc("POST /pooling", r.handleEmbed("pool", "pooling", "data"))
 	mux.HandleFunc("POST /classify", r.handleClassify)
@@ -140,12 +149,33 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func readBody(w http.ResponseWriter, req *http.Request) ([]byte, bool) {
+	return readBodyAs(w, req, writeError)
+}
+
+func readBodyAs(w http.ResponseWriter, req *http.Request, fail errorWriter) ([]byte, bool) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxBodyBytes))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "cannot read request body: "+err.Error())
+		status := http.StatusBadRequest
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			status = http.StatusRequestEntityTooLarge
+		}
+		fail(w, status, "cannot read request body: "+err.Error())
 		return nil, false
 	}
 	return b, true
+}
+
+// readJSONAs is readJSON answering errors with fail.
+func readJSONAs(w http.ResponseWriter, req *http.Request, v any, fail errorWriter) bool {
+	b, ok := readBodyAs(w, req, fail)
+	if !ok {
+		return false
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		fail(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
+		return false
+	}
+	return true
 }
 
 // readJSON reads and decodes a JSON body, answering 400 in OpenAI's shape
