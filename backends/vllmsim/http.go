@@ -102,6 +102,8 @@ func (r *Replica) routes() http.Handler {
 	for _, p := range []string{"/rerank", "/v1/rerank", "/v2/rerank"} {
 		mux.HandleFunc("POST "+p, r.handleRerank)
 	}
+	mux.HandleFunc("POST /v1/audio/transcriptions", r.handleAudio("transcribe"))
+	mux.HandleFunc("POST /v1/audio/translations", r.handleAudio("translate"))
 	mux.HandleFunc("POST /tokenize", r.handleTokenize)
 	mux.HandleFunc("POST /detokenize", r.handleDetokenize)
 	mux.HandleFunc("GET /version", handleVersion)
