@@ -30,12 +30,12 @@ type Replica struct {
 	adapters []adapter
 	// responses holds stored Responses; it has its own lock.
 	responses *responseStore
-	faults   Faults
-	rng      *rand.Rand
-	crashed  bool
-	crashCh  chan struct{} // closed on crash
-	srv      *http.Server
-	addr     string // listen address once started
+	faults    Faults
+	rng       *rand.Rand
+	crashed   bool
+	crashCh   chan struct{} // closed on crash
+	srv       *http.Server
+	addr      string // listen address once started
 
 	wake     chan struct{}
 	stop     chan struct{}
