@@ -434,6 +434,7 @@ func (r *Replica) respondInBackground(w http.ResponseWriter, call *responseCall,
 			}
 		case <-stop:
 		case <-crashCh:
+		case <-r.stop: // the replica closed
 		}
 	}()
 	writeJSON(w, http.StatusOK, obj)
