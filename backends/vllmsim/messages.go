@@ -105,8 +105,10 @@ func (m *messagesRequest) prompt() ([]Token, error) {
 	}
 	msgs := preamble(system, stripCacheControl(m.Tools))
 	for i, t := range m.Messages {
-		if t.Role != "user" && t.Role != "assistant" {
-			return nil, fmt.Errorf(`messages[%d].role: must be "user" or "assistant", not %q`, i, t.Role)
+		switch t.Role {
+		case "user", "assistant", "system": // vLLM accepts system turns too
+		default:
+			return nil, fmt.Errorf(`messages[%d].role: must be "user", "assistant" or "system", not %q`, i, t.Role)
 		}
 		if len(t.Content) == 0 || string(t.Content) == "null" {
 			return nil, fmt.Errorf("messages[%d].content: field required", i)
@@ -143,14 +145,13 @@ func stripCacheControl(tools json.RawMessage) json.RawMessage {
 	return b
 }
 
-// anthropicUsage follows Anthropic's accounting: input_tokens are the
-// prompt tokens not read from the cache.
+// anthropicUsage counts as vLLM does: input_tokens is the whole prompt,
+// cache_read_input_tokens the part of it read from the prefix cache.
 func anthropicUsage(ev Event) map[string]int {
 	return map[string]int{
-		"input_tokens":                ev.PromptTokens - ev.CachedTokens,
-		"output_tokens":               ev.OutputTokens,
-		"cache_creation_input_tokens": 0,
-		"cache_read_input_tokens":     ev.CachedTokens,
+		"input_tokens":            ev.PromptTokens,
+		"output_tokens":           ev.OutputTokens,
+		"cache_read_input_tokens": ev.CachedTokens,
 	}
 }
 
@@ -218,7 +219,7 @@ func (r *Replica) streamMessage(w http.ResponseWriter, req *http.Request, msg ma
 	_ = s.send("content_block_stop", map[string]any{"index": 0}) &&
 		s.send("message_delta", map[string]any{
 			"delta": map[string]any{"stop_reason": "max_tokens", "stop_sequence": nil},
-			"usage": map[string]int{"output_tokens": done.OutputTokens},
+			"usage": anthropicUsage(done),
 		}) &&
 		s.send("message_stop", map[string]any{})
 }

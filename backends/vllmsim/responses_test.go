@@ -309,7 +309,7 @@ func TestBadInputPerPath(t *testing.T) {
 		{"/v1/responses", `{"input":`, 400, "invalid JSON", false},
 		{"/v1/messages", `{"messages":[{"role":"user","content":"x"}]}`, 400, "max_tokens", true},
 		{"/v1/messages", `{"max_tokens":5,"messages":[]}`, 400, "messages", true},
-		{"/v1/messages", `{"max_tokens":5,"messages":[{"role":"system","content":"x"}]}`, 400, "messages[0].role", true},
+		{"/v1/messages", `{"max_tokens":5,"messages":[{"role":"robot","content":"x"}]}`, 400, "messages[0].role", true},
 		{"/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":[{"text":"x"}]}]}`, 400, "messages[0].content[0].type", true},
 		{"/v1/messages", `{"max_tokens":5,"messages":[{"role":"user","content":7}]}`, 400, "messages[0].content", true},
 		{"/v1/messages", `{"max_tokens":5,"system":5,"messages":[{"role":"user","content":"x"}]}`, 400, "system", true},
