@@ -19,10 +19,12 @@ const DefaultResponsesStoreSize = 4096
 
 // storedResponse is one response a replica keeps.
 type storedResponse struct {
-	id      string
-	history []ChatMessage  // the conversation so far, output included, instructions excluded
-	object  map[string]any // what GET answers
-	cancel  func() bool    // set while a background response runs
+	id string
+	// instructions are those in effect: the request's, else inherited.
+	instructions string
+	history      []ChatMessage  // the conversation so far, output included, instructions excluded
+	object       map[string]any // what GET answers
+	cancel       func() bool    // set while a background response runs
 }
 
 // responseStore keeps the most recently used responses, up to max.
@@ -209,7 +211,10 @@ type responseCall struct {
 	msgID   string
 	created int64
 	model   string
-	history []ChatMessage // conversation without the output
+	// instructions are the request's, or when it sets none its
+	// predecessor's, which thus stay at the head of the prompt.
+	instructions string
+	history      []ChatMessage // conversation without the output
 }
 
 func (r *Replica) handleResponses(w http.ResponseWriter, req *http.Request) {
@@ -265,13 +270,13 @@ func (r *Replica) prepareResponse(w http.ResponseWriter, q responsesRequest) (*r
 			return nil, genRequest{}, false
 		}
 		call.history = append(call.history, prev.history...)
+		call.instructions = prev.instructions
 	}
 	call.history = append(call.history, input...)
-	instructions := ""
 	if q.Instructions != nil {
-		instructions = *q.Instructions
+		call.instructions = *q.Instructions
 	}
-	msgs := append(preamble(instructions, q.Tools), call.history...)
+	msgs := append(preamble(call.instructions, q.Tools), call.history...)
 	g := genRequest{model: q.Model, prompt: Tokenize(RenderChat(msgs)), maxTokens: q.MaxOutputTokens,
 		maxTokensName: "max_output_tokens", cacheSalt: q.CacheSalt, stream: q.Stream}
 	return call, g, true
@@ -284,7 +289,7 @@ func (r *Replica) keep(call *responseCall, done Event, obj map[string]any) {
 	}
 	history := append(call.history[:len(call.history):len(call.history)],
 		ChatMessage{Role: "assistant", Content: OutputText(0, done.OutputTokens)})
-	r.responses.put(storedResponse{id: call.id, history: history, object: obj})
+	r.responses.put(storedResponse{id: call.id, instructions: call.instructions, history: history, object: obj})
 }
 
 // object is the response as the Responses API shows it; done is nil while
@@ -425,7 +430,7 @@ func (r *Replica) respondInBackground(w http.ResponseWriter, call *responseCall,
 		return won
 	}
 	obj := call.object("queued", nil)
-	r.responses.put(storedResponse{id: call.id, history: call.history, object: obj, cancel: claim})
+	r.responses.put(storedResponse{id: call.id, instructions: call.instructions, history: call.history, object: obj, cancel: claim})
 	go func() {
 		select {
 		case done := <-wt.done:
@@ -466,6 +471,7 @@ func (r *Replica) handleCancelResponse(w http.ResponseWriter, req *http.Request)
 		obj[k] = v
 	}
 	obj["status"] = "cancelled"
-	r.responses.put(storedResponse{id: id, history: sr.history, object: obj})
+	sr.object, sr.cancel = obj, nil
+	r.responses.put(sr)
 	writeJSON(w, http.StatusOK, obj)
 }

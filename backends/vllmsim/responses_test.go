@@ -147,32 +147,43 @@ func TestResponsesPlain(t *testing.T) {
 	}
 }
 
-// TestResponsesChainHitsCache follows a conversation by previous_response_id:
+// TestResponsesChainHitsCache follows conversations by previous_response_id:
 // each prompt starts with the previous prompt and its output, so all of the
-// previous prompt's whole blocks come from the prefix cache.
+// previous prompt's whole blocks come from the prefix cache, whether the
+// client repeats its instructions or sends them once.
 func TestResponsesChainHitsCache(t *testing.T) {
 	_, u := serve(t, fastConfig())
-	instructions := strings.Repeat("You are a careful assistant for a router test. ", 8)
-	prev, prevPrompt := "", 0
-	for turn := range 10 {
-		body := map[string]any{"model": "sim-model", "instructions": instructions, "max_output_tokens": 5,
-			"input": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_text", "text": fmt.Sprintf("question %d", turn)}}}}}
-		if prev != "" {
-			body["previous_response_id"] = prev
-		}
-		b, _ := json.Marshal(body)
-		status, m := postAny(t, u+"/v1/responses", string(b))
-		if status != 200 {
-			t.Fatalf("turn %d: %d %v", turn, status, m)
-		}
-		in, cached := num(dig(m, "usage", "input_tokens")), num(dig(m, "usage", "input_tokens_details", "cached_tokens"))
-		if turn > 0 && cached != prevPrompt/BlockSize*BlockSize {
-			t.Fatalf("turn %d: cached %d of %d, want the previous prompt's %d whole blocks", turn, cached, in, prevPrompt/BlockSize)
-		}
-		if turn > 0 && in <= prevPrompt+5 {
-			t.Fatalf("turn %d: prompt %d does not extend the previous %d and its output", turn, in, prevPrompt)
-		}
-		prev, prevPrompt = m["id"].(string), in
+	for _, tc := range []struct {
+		name   string
+		repeat bool // instructions on every turn, not the first only
+	}{{"instructions repeated", true}, {"instructions once", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			instructions := strings.Repeat("You are a careful assistant for a router test. ", 8) + tc.name
+			prev, prevPrompt := "", 0
+			for turn := range 10 {
+				body := map[string]any{"model": "sim-model", "max_output_tokens": 5,
+					"input": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_text", "text": fmt.Sprintf("question %d", turn)}}}}}
+				if turn == 0 || tc.repeat {
+					body["instructions"] = instructions
+				}
+				if prev != "" {
+					body["previous_response_id"] = prev
+				}
+				b, _ := json.Marshal(body)
+				status, m := postAny(t, u+"/v1/responses", string(b))
+				if status != 200 {
+					t.Fatalf("turn %d: %d %v", turn, status, m)
+				}
+				in, cached := num(dig(m, "usage", "input_tokens")), num(dig(m, "usage", "input_tokens_details", "cached_tokens"))
+				if turn > 0 && cached != prevPrompt/BlockSize*BlockSize {
+					t.Fatalf("turn %d: cached %d of %d, want the previous prompt's %d whole blocks", turn, cached, in, prevPrompt/BlockSize)
+				}
+				if turn > 0 && in <= prevPrompt+5 {
+					t.Fatalf("turn %d: prompt %d does not extend the previous %d and its output", turn, in, prevPrompt)
+				}
+				prev, prevPrompt = m["id"].(string), in
+			}
+		})
 	}
 }
 
