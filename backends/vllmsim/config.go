@@ -26,6 +26,10 @@ type Config struct {
 	// DefaultMaxTokens is the output length when a request sets none;
 	// 0 means 16.
 	DefaultMaxTokens int
+	// ResponsesStoreSize bounds the responses a replica keeps for
+	// previous_response_id and GET /v1/responses/{id}, least recently used
+	// evicted first; 0 means DefaultResponsesStoreSize.
+	ResponsesStoreSize int
 	// Faults are injected from the start; POST /admin/faults changes them.
 	Faults Faults
 	// Seed seeds the fault injection's random numbers and response ids.
@@ -79,6 +83,12 @@ func (cfg Config) resolved() (Config, error) {
 	}
 	if cfg.DefaultMaxTokens <= 0 {
 		cfg.DefaultMaxTokens = 16
+	}
+	if cfg.ResponsesStoreSize == 0 {
+		cfg.ResponsesStoreSize = DefaultResponsesStoreSize
+	}
+	if cfg.ResponsesStoreSize < 0 {
+		return cfg, errors.New("vllmsim: ResponsesStoreSize must not be negative")
 	}
 	if cfg.Name == "" {
 		cfg.Name = "vllmsim"

@@ -38,7 +38,7 @@ func (r *Replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		dropConnection(w)
 		return
 	}
-	if isGeneration(req.URL.Path) {
+	if req.Method == http.MethodPost && isGeneration(req.URL.Path) {
 		if f.LatencySpikeRate > 0 && r.randFloat() < f.LatencySpikeRate {
 			t := time.NewTimer(time.Duration(f.LatencySpike))
 			select {
@@ -49,16 +49,24 @@ func (r *Replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			}
 		}
 		if f.ErrorRate > 0 && r.randFloat() < f.ErrorRate {
-			writeError(w, http.StatusInternalServerError, "injected fault: internal server error")
+			fail := writeError
+			if req.URL.Path == "/v1/messages" {
+				fail = writeAnthropicError
+			}
+			fail(w, http.StatusInternalServerError, "injected fault: internal server error")
 			return
 		}
 	}
 	r.handler.ServeHTTP(w, req)
 }
 
+// isGeneration reports whether a POST to path runs the engine: the paths
+// that faults' error rate and latency spikes apply to.
 func isGeneration(path string) bool {
 	switch path {
-	case "/v1/chat/completions", "/v1/completions", "/invocations":
+	case "/v1/chat/completions", "/v1/completions", "/invocations", "/v1/responses", "/v1/messages",
+		"/v1/embeddings", "/pooling", "/classify", "/score", "/v1/score", "/rerank", "/v1/rerank", "/v2/rerank",
+		"/v1/audio/transcriptions", "/v1/audio/translations":
 		return true
 	}
 	return false
@@ -81,6 +89,24 @@ func (r *Replica) routes() http.Handler {
 	mux.HandleFunc("GET /v1/models", r.handleModels)
 	mux.HandleFunc("POST /v1/load_lora_adapter", r.handleLoadLoRA)
 	mux.HandleFunc("POST /v1/unload_lora_adapter", r.handleUnloadLoRA)
+	mux.HandleFunc("POST /v1/responses", r.handleResponses)
+	mux.HandleFunc("GET /v1/responses/{id}", r.handleGetResponse)
+	mux.HandleFunc("POST /v1/responses/{id}/cancel", r.handleCancelResponse)
+	mux.HandleFunc("POST /v1/messages", r.handleMessages)
+	mux.HandleFunc("POST /v1/embeddings", r.handleEmbed("embd", "embedding", "embedding"))
+	mux.HandleFunc("POST /pooling", r.handleEmbed("pool", "pooling", "data"))
+	mux.HandleFunc("POST /classify", r.handleClassify)
+	for _, p := range []string{"/score", "/v1/score"} {
+		mux.HandleFunc("POST "+p, r.handleScore)
+	}
+	for _, p := range []string{"/rerank", "/v1/rerank", "/v2/rerank"} {
+		mux.HandleFunc("POST "+p, r.handleRerank)
+	}
+	mux.HandleFunc("POST /v1/audio/transcriptions", r.handleAudio("transcribe"))
+	mux.HandleFunc("POST /v1/audio/translations", r.handleAudio("translate"))
+	mux.HandleFunc("POST /tokenize", r.handleTokenize)
+	mux.HandleFunc("POST /detokenize", r.handleDetokenize)
+	mux.HandleFunc("GET /version", handleVersion)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /metrics", r.handleMetrics)
 	mux.HandleFunc("GET /admin/faults", r.handleGetFaults)
@@ -105,6 +131,11 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	case http.StatusInternalServerError:
 		typ = "InternalServerError"
 	}
+	writeErrorType(w, status, typ, msg)
+}
+
+// writeErrorType answers an error in OpenAI's shape with the given type.
+func writeErrorType(w http.ResponseWriter, status int, typ, msg string) {
 	writeJSON(w, status, map[string]apiError{"error": {Message: msg, Type: typ, Code: status}})
 }
 
@@ -120,12 +151,44 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func readBody(w http.ResponseWriter, req *http.Request) ([]byte, bool) {
+	return readBodyAs(w, req, writeError)
+}
+
+func readBodyAs(w http.ResponseWriter, req *http.Request, fail errorWriter) ([]byte, bool) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxBodyBytes))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "cannot read request body: "+err.Error())
+		status := http.StatusBadRequest
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			status = http.StatusRequestEntityTooLarge
+		}
+		fail(w, status, "cannot read request body: "+err.Error())
 		return nil, false
 	}
 	return b, true
+}
+
+// readJSONAs is readJSON answering errors with fail.
+func readJSONAs(w http.ResponseWriter, req *http.Request, v any, fail errorWriter) bool {
+	b, ok := readBodyAs(w, req, fail)
+	if !ok {
+		return false
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		fail(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// readJSON reads and decodes a JSON body, answering 400 in OpenAI's shape
+// when it cannot.
+func readJSON(w http.ResponseWriter, req *http.Request, v any) bool {
+	b, ok := readBody(w, req)
+	return ok && decodeJSON(w, b, v)
+}
+
+func writeModelNotFound(w http.ResponseWriter, model string) {
+	writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", model))
 }
 
 func decodeJSON(w http.ResponseWriter, b []byte, v any) bool {
@@ -224,11 +287,20 @@ func messageText(raw json.RawMessage) (string, error) {
 }
 
 func (c *chatRequest) prompt() ([]Token, error) {
-	if len(c.Messages) == 0 {
+	msgs, err := chatMessages(c.Messages)
+	if err != nil {
+		return nil, err
+	}
+	return Tokenize(RenderChat(msgs)), nil
+}
+
+// chatMessages checks chat messages and returns their roles and texts.
+func chatMessages(in []chatMessage) ([]ChatMessage, error) {
+	if len(in) == 0 {
 		return nil, errors.New("messages: field required and must not be empty")
 	}
-	msgs := make([]ChatMessage, len(c.Messages))
-	for i, m := range c.Messages {
+	msgs := make([]ChatMessage, len(in))
+	for i, m := range in {
 		if m.Role == "" {
 			return nil, fmt.Errorf("messages[%d].role: field required", i)
 		}
@@ -238,7 +310,7 @@ func (c *chatRequest) prompt() ([]Token, error) {
 		}
 		msgs[i] = ChatMessage{Role: m.Role, Content: text}
 	}
-	return Tokenize(RenderChat(msgs)), nil
+	return msgs, nil
 }
 
 // completionPrompt parses a completions prompt: a string, an array of one
@@ -287,6 +359,20 @@ type genRequest struct {
 	cacheSalt    string
 	stream       bool
 	includeUsage bool
+	// fail writes an error in the path's shape; nil means OpenAI's.
+	fail errorWriter
+	// maxTokensName names the output cap in errors; "" means max_tokens.
+	maxTokensName string
+}
+
+// errorWriter answers a request with an error in one API's shape.
+type errorWriter func(w http.ResponseWriter, status int, msg string)
+
+func (g genRequest) failer() errorWriter {
+	if g.fail != nil {
+		return g.fail
+	}
+	return writeError
 }
 
 type usage struct {
@@ -437,56 +523,89 @@ var respIDPrefix = map[apiKind]string{kindChat: "chatcmpl", kindCompletion: "cmp
 // generate runs one request through the engine and answers it, whole or as
 // a stream.
 func (r *Replica) generate(w http.ResponseWriter, req *http.Request, g genRequest) {
-	sub, ok := r.admit(w, g)
-	if !ok {
-		return
-	}
-	id, wt, crashCh, err := r.submit(sub)
-	switch {
-	case errors.Is(err, errCrashed):
-		dropConnection(w)
-		return
-	case errors.Is(err, ErrTooLong):
-		writeError(w, http.StatusBadRequest, fmt.Sprintf(
-			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-			r.cfg.Engine.MaxModelLen, len(sub.Prompt)+sub.MaxTokens, len(sub.Prompt), sub.MaxTokens))
-		return
-	case err != nil:
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	first, ok := r.await(w, req, id, wt.first, crashCh)
+	run, ok := r.begin(w, req, g)
 	if !ok {
 		return
 	}
 	a := answer{g: g, respID: r.newID(respIDPrefix[g.kind]), model: cmp.Or(g.model, r.cfg.Model), created: time.Now().Unix()}
 	if g.stream && g.kind != kindNative {
-		r.stream(w, req, a, id, wt, crashCh, first)
+		r.stream(w, req, a, run)
 		return
 	}
-	if done, ok := r.await(w, req, id, wt.done, crashCh); ok {
+	if done, ok := r.await(w, req, run.id, run.wt.done, run.crashCh); ok {
 		writeWhole(w, a, done)
 	}
+}
+
+// running is a request submitted to the engine whose first token exists.
+type running struct {
+	id      RequestID
+	wt      *waiter
+	crashCh <-chan struct{}
+	first   Event
+}
+
+// begin admits and submits a request and waits for its first token,
+// answering the client in the path's error shape when that fails.
+func (r *Replica) begin(w http.ResponseWriter, req *http.Request, g genRequest) (running, bool) {
+	sub, ok := r.admit(w, g)
+	if !ok {
+		return running{}, false
+	}
+	id, wt, crashCh, ok := r.submitOrFail(w, g.failer(), sub)
+	if !ok {
+		return running{}, false
+	}
+	first, ok := r.await(w, req, id, wt.first, crashCh)
+	if !ok {
+		return running{}, false
+	}
+	return running{id: id, wt: wt, crashCh: crashCh, first: first}, true
+}
+
+// submitOrFail submits sub, answering the client when the engine refuses it.
+func (r *Replica) submitOrFail(w http.ResponseWriter, fail errorWriter, sub Request) (RequestID, *waiter, <-chan struct{}, bool) {
+	id, wt, crashCh, err := r.submit(sub)
+	switch {
+	case errors.Is(err, errCrashed):
+		dropConnection(w)
+		return 0, nil, nil, false
+	case errors.Is(err, ErrTooLong):
+		fail(w, http.StatusBadRequest, fmt.Sprintf(
+			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+			r.cfg.Engine.MaxModelLen, len(sub.Prompt)+sub.MaxTokens, len(sub.Prompt), sub.MaxTokens))
+		return 0, nil, nil, false
+	case err != nil:
+		fail(w, http.StatusBadRequest, err.Error())
+		return 0, nil, nil, false
+	}
+	return id, wt, crashCh, true
+}
+
+// finish waits until a begun request is done.
+func (r *Replica) finish(w http.ResponseWriter, req *http.Request, run running) (Event, bool) {
+	return r.await(w, req, run.id, run.wt.done, run.crashCh)
 }
 
 // admit checks a request's model, output cap and prompt, answering the
 // client when one is wrong, and returns the engine's request.
 func (r *Replica) admit(w http.ResponseWriter, g genRequest) (Request, bool) {
+	fail := g.failer()
 	adapterName, ok := r.resolveModel(g.model)
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", g.model))
+		fail(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", g.model))
 		return Request{}, false
 	}
 	maxTokens := r.cfg.DefaultMaxTokens
 	if g.maxTokens != nil {
 		if *g.maxTokens < 1 {
-			writeError(w, http.StatusBadRequest, "max_tokens must be at least 1")
+			fail(w, http.StatusBadRequest, cmp.Or(g.maxTokensName, "max_tokens")+" must be at least 1")
 			return Request{}, false
 		}
 		maxTokens = *g.maxTokens
 	}
 	if len(g.prompt) == 0 {
-		writeError(w, http.StatusBadRequest, "prompt must not be empty")
+		fail(w, http.StatusBadRequest, "prompt must not be empty")
 		return Request{}, false
 	}
 	return Request{Prompt: g.prompt, Adapter: adapterName, CacheSalt: g.cacheSalt, MaxTokens: maxTokens}, true
@@ -601,8 +720,8 @@ func (es *eventStream) emit(upto int) bool {
 // stream writes a server-sent event stream: a role chunk (chat), content
 // chunks as tokens are generated, a chunk with finish_reason, a usage chunk
 // with empty choices if asked, and "data: [DONE]".
-func (r *Replica) stream(w http.ResponseWriter, req *http.Request, a answer, id RequestID, wt *waiter,
-	crashCh <-chan struct{}, first Event) {
+func (r *Replica) stream(w http.ResponseWriter, req *http.Request, a answer, run running) {
+	id := run.id
 	es := &eventStream{w: w, rc: http.NewResponseController(w), a: a}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -617,7 +736,7 @@ func (r *Replica) stream(w http.ResponseWriter, req *http.Request, a answer, id 
 		r.cancel(id)
 		return
 	}
-	done, ok := r.streamUntilDone(req.Context(), es, id, wt, crashCh)
+	done, ok := r.streamUntilDone(req.Context(), es.emit, run)
 	if !ok || !es.emit(done.OutputTokens) || !es.send(es.choice("", "length"), nil) {
 		return
 	}
@@ -634,24 +753,25 @@ func (r *Replica) stream(w http.ResponseWriter, req *http.Request, a answer, id 
 // streamUntilDone sends the tokens generated so far at each decode tick
 // until the request is done; false when the client left (the request is
 // cancelled). A crash aborts the handler, cutting the stream.
-func (r *Replica) streamUntilDone(ctx context.Context, es *eventStream, id RequestID, wt *waiter, crashCh <-chan struct{}) (Event, bool) {
+func (r *Replica) streamUntilDone(ctx context.Context, emit func(upto int) bool, run running) (Event, bool) {
+	id := run.id
 	tick := time.Duration(float64(r.cfg.Engine.DecodeStep(1)) / r.cfg.Speed)
 	tick = min(max(tick, 2*time.Millisecond), 50*time.Millisecond)
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	for {
 		select {
-		case done := <-wt.done:
+		case done := <-run.wt.done:
 			return done, true
 		case <-ticker.C:
-			if !es.emit(r.generated(id)) {
+			if !emit(r.generated(id)) {
 				r.cancel(id)
 				return Event{}, false
 			}
 		case <-ctx.Done():
 			r.cancel(id)
 			return Event{}, false
-		case <-crashCh:
+		case <-run.crashCh:
 			panic(http.ErrAbortHandler)
 		}
 	}

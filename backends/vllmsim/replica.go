@@ -28,12 +28,14 @@ type Replica struct {
 	eng      *Engine
 	waiters  map[RequestID]*waiter
 	adapters []adapter
-	faults   Faults
-	rng      *rand.Rand
-	crashed  bool
-	crashCh  chan struct{} // closed on crash
-	srv      *http.Server
-	addr     string // listen address once started
+	// responses holds stored Responses; it has its own lock.
+	responses *responseStore
+	faults    Faults
+	rng       *rand.Rand
+	crashed   bool
+	crashCh   chan struct{} // closed on crash
+	srv       *http.Server
+	addr      string // listen address once started
 
 	wake     chan struct{}
 	stop     chan struct{}
@@ -65,6 +67,7 @@ func NewReplica(name string, cfg Config) (*Replica, error) {
 		wallStart: time.Now(),
 		eng:       eng,
 		waiters:   make(map[RequestID]*waiter),
+		responses: newResponseStore(cfg.ResponsesStoreSize),
 		faults:    cfg.Faults,
 		rng:       rand.New(rand.NewPCG(cfg.Seed, hashString(name))),
 		crashCh:   make(chan struct{}),
@@ -147,6 +150,7 @@ func (r *Replica) Crash() {
 	r.crashed = true
 	close(r.crashCh)
 	r.resetEngineLocked()
+	r.responses.reset()
 	srv := r.srv
 	r.srv = nil
 	r.mu.Unlock()
@@ -336,6 +340,13 @@ func (r *Replica) randFloat() float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.rng.Float64()
+}
+
+// newUnderscoreID returns an id like "resp_0123…", the Responses API's form.
+func (r *Replica) newUnderscoreID(prefix string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return fmt.Sprintf("%s_%016x%016x", prefix, r.rng.Uint64(), r.rng.Uint64())
 }
 
 func (r *Replica) newID(prefix string) string {
