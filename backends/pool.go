@@ -263,9 +263,11 @@ func NewPool(specs []string, opts Options) (*Pool, error) {
 		// HTTP/1 must be off: with it on, http:// URLs would use it.
 	}
 	p.transport = transport
-	if !opts.H2C {
+	if !opts.H2C && h1client.CanPeek {
 		// HTTP/1.1 keep-alive, what vLLM serves, on the caller's
-		// goroutine (h1client); net/http's Transport for the rest.
+		// goroutine (h1client); net/http's Transport for the rest, and
+		// for everything where h1client cannot see a backend close an
+		// idle connection before reusing it.
 		p.transport = &h1client.Transport{
 			Fallback: transport, Dial: dialer.DialContext, HeaderTimeout: opts.FirstByteTimeout,
 			MaxIdlePerHost: transport.MaxIdleConnsPerHost, IdleTimeout: transport.IdleConnTimeout,

@@ -70,11 +70,10 @@ func mcIlroyKiller(n int, sort func(ms []int32, cmp func(a, b int32) int)) []int
 	return val
 }
 
-// oldQuickSort is the member sort normalize used before: median-of-three
-// quicksort with insertion sort below 17 members. It is kept here only to
-// craft the order that made it quadratic and to show that order is a real
-// attack.
-func oldQuickSort(ms []int32, cmpFn func(a, b int32) int) {
+// naiveQuickSort is a textbook member sort: median-of-three quicksort
+// with insertion sort below 17 members. It is here only to craft the order
+// that makes such a sort quadratic and to show that order is a real attack.
+func naiveQuickSort(ms []int32, cmpFn func(a, b int32) int) {
 	less := func(a, b int32) bool { return cmpFn(a, b) < 0 }
 	var insertion func([]int32)
 	insertion = func(ms []int32) {
@@ -136,7 +135,7 @@ var (
 )
 
 // memberOrders returns named orders of 0..n-1: a seeded random one and the
-// crafted ones. Crafting the old sort's killer runs that quadratic sort, so
+// crafted ones. Crafting the killer of naiveQuickSort runs that quadratic sort, so
 // the orders are made once per n.
 func memberOrders(n int) []namedOrder {
 	ordersMu.Lock()
@@ -165,7 +164,7 @@ func craftOrders(n int) []namedOrder {
 		{"reversed", seq(func(i int) int { return n - 1 - i })},
 		{"organ-pipe", seq(func(i int) int { return min(2*i, 2*(n-1-i)+1) })},
 		{"sawtooth", seq(func(i int) int { return (i%64)*(n/64) + i/64 })},
-		{"old-quicksort-killer", mcIlroyKiller(n, oldQuickSort)},
+		{"quicksort-killer", mcIlroyKiller(n, naiveQuickSort)},
 		{"pdqsort-adversary", mcIlroyKiller(n, func(ms []int32, c func(a, b int32) int) { slices.SortFunc(ms, c) })},
 	}
 }
@@ -192,10 +191,10 @@ func TestMemberSortHasNoSlowOrder(t *testing.T) {
 	}
 }
 
-// TestOldKillerOrderIsAnAttack shows the crafted order above is a real
-// attack: the sort normalize used before needs quadratically many
-// comparisons on it, so the test above would have caught the old sort.
-func TestOldKillerOrderIsAnAttack(t *testing.T) {
+// TestKillerOrderIsAnAttack shows the crafted order above is a real
+// attack: naiveQuickSort needs quadratically many comparisons on it, so
+// the test above would catch a member sort of that kind.
+func TestKillerOrderIsAnAttack(t *testing.T) {
 	const n = 8192
 	count := func(ranks []int) int {
 		c := 0
@@ -203,14 +202,14 @@ func TestOldKillerOrderIsAnAttack(t *testing.T) {
 		for i := range ms {
 			ms[i] = int32(i)
 		}
-		oldQuickSort(ms, func(a, b int32) int { c++; return ranks[a] - ranks[b] })
+		naiveQuickSort(ms, func(a, b int32) int { c++; return ranks[a] - ranks[b] })
 		return c
 	}
 	orders := memberOrders(n)
 	random, killer := count(orders[0].ranks), count(orders[5].ranks)
-	t.Logf("old quicksort: random %d, killer %d comparisons", random, killer)
+	t.Logf("naive quicksort: random %d, killer %d comparisons", random, killer)
 	if killer < 20*random {
-		t.Errorf("killer order takes the old sort %d comparisons, random %d: not the quadratic case", killer, random)
+		t.Errorf("killer order takes naiveQuickSort %d comparisons, random %d: not the quadratic case", killer, random)
 	}
 }
 
@@ -231,7 +230,7 @@ func TestMemberSortStillDetectsDuplicates(t *testing.T) {
 
 // BenchmarkMemberOrder canonicalizes one object of 16,384 members (230 KB)
 // in random and crafted orders. Crafted orders must cost about what random
-// order costs; see docs/benchmarks.md. (Crafting the old sort's killer order
+// order costs; see docs/benchmarks.md. (Crafting naiveQuickSort's killer order
 // runs that quadratic sort once, which is why n is not larger.)
 func BenchmarkMemberOrder(b *testing.B) {
 	n := 16384

@@ -176,14 +176,40 @@ func configPolicy(x ast.Expr) bool {
 	return false
 }
 
+// stringsCall reports whether x calls a function of package strings
+// (EqualFold, HasPrefix and the like), the other way to compare a name.
+func stringsCall(x *ast.CallExpr) bool {
+	sel, ok := x.Fun.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	pkg, ok := sel.X.(*ast.Ident)
+	return ok && pkg.Name == "strings"
+}
+
 // TestNoPolicyNameCompared fails when code decides by a policy's name: a
-// comparison or switch case with a policy's name, or a comparison of a
-// Config's Policy. What a policy needs it says through the interfaces in
-// policy.go, and callers ask the Router (NeedsBlocks and the like).
+// comparison, strings call or switch case with a policy's name, a
+// comparison of a Config's Policy, or a constant outside route holding a
+// policy's name (which a comparison could then use unseen). What a policy
+// needs it says through the interfaces in policy.go, and callers ask the
+// Router (NeedsBlocks and the like).
 func TestNoPolicyNameCompared(t *testing.T) {
 	sourceFiles(t, func(rel string, fset *token.FileSet, f *ast.File) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			switch n := n.(type) {
+			case *ast.CallExpr:
+				if stringsCall(n) && (slices.ContainsFunc(n.Args, policyName) || slices.ContainsFunc(n.Args, configPolicy)) {
+					t.Errorf("%s:%d: compares a policy name with a strings function", rel, fset.Position(n.Pos()).Line)
+				}
+			case *ast.GenDecl:
+				if n.Tok != token.CONST || path.Dir(rel) == "route" {
+					return true
+				}
+				for _, spec := range n.Specs {
+					if slices.ContainsFunc(spec.(*ast.ValueSpec).Values, policyName) {
+						t.Errorf("%s:%d: a constant holds a policy name", rel, fset.Position(spec.Pos()).Line)
+					}
+				}
 			case *ast.BinaryExpr:
 				if n.Op != token.EQL && n.Op != token.NEQ {
 					return true

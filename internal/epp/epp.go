@@ -12,6 +12,7 @@ package epp
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -500,7 +501,7 @@ func (x *exchange) sendBody(body []byte, endOfStream bool) error {
 func (x *exchange) refuse(err error) error {
 	e := pipeline.AsError(err)
 	code, errCode, msg := e.Status, e.Code, e.Message
-	body := fmt.Appendf(nil, `{"error":{"message":%s,"type":%q,"code":%q}}`, strconv.Quote(msg), e.Type(), errCode)
+	body := errorBody(e)
 	set := []*corev3.HeaderValueOption{header("content-type", "application/json")}
 	if s := e.RetryAfterSeconds(); s > 0 {
 		set = append(set, header("retry-after", strconv.Itoa(s)))
@@ -516,6 +517,26 @@ func (x *exchange) refuse(err error) error {
 		return err
 	}
 	return errStreamDone
+}
+
+// errorBody is e in OpenAI's error shape, as serve writes it: JSON
+// encoding, not Go quoting, whose \x escapes JSON does not have.
+func errorBody(e *pipeline.Error) []byte {
+	type body struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"` // null unless a field is at fault
+		Code    string  `json:"code"`
+	}
+	b := body{Message: e.Message, Type: e.Type(), Code: e.Code}
+	if e.Param != "" {
+		b.Param = &e.Param
+	}
+	out, err := json.Marshal(map[string]body{"error": b})
+	if err != nil { // strings only: cannot fail
+		panic(err)
+	}
+	return out
 }
 
 func (x *exchange) responseHeaders(h *extprocv3.HttpHeaders) error {

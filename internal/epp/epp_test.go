@@ -615,3 +615,30 @@ func TestSubsetIndexesOnlyTheMemberUsed(t *testing.T) {
 	}
 	waitInFlight(t, h, 0)
 }
+
+// TestErrorBodyIsJSON: a refusal's body is valid JSON in OpenAI's shape
+// (param included, as serve writes it) whatever bytes its message holds.
+func TestErrorBodyIsJSON(t *testing.T) {
+	for _, msg := range []string{"plain", "del \x7f", "bad utf-8 \xff", "nul \x00", "line sep \u2028"} {
+		e := &pipeline.Error{Status: 400, Code: "bad", Message: msg}
+		body := errorBody(e)
+		var got struct {
+			Error struct {
+				Message string  `json:"message"`
+				Type    string  `json:"type"`
+				Code    string  `json:"code"`
+				Param   *string `json:"param"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Errorf("message %q: body %s is not JSON: %v", msg, body, err)
+			continue
+		}
+		if want := strings.ToValidUTF8(msg, "\uFFFD"); got.Error.Message != want || got.Error.Code != "bad" || got.Error.Type != "invalid_request_error" {
+			t.Errorf("message %q: body %s", msg, body)
+		}
+		if !bytes.Contains(body, []byte(`"param":null`)) {
+			t.Errorf("message %q: body %s has no param: null", msg, body)
+		}
+	}
+}

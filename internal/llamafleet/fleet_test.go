@@ -21,11 +21,15 @@ type qaRun struct {
 	reqs []qaRequest
 }
 
-// routeV2Default is true once the default policy is no longer today's
-// stateless prefix ring: then the targets that need a per-replica prefix
-// index (≥90% of follow-up turns on the previous turn's replica) are
-// asserted, not only logged.
-var routeV2Default = route.DefaultPolicy != "prefix-aware"
+// defaultIndexesBlocks is true when the default policy reads prompt blocks
+// (keeps a per-replica prefix index, as prefix-index does): then the
+// targets that need one (≥90% of follow-up turns on the previous turn's
+// replica) are asserted, not only logged. The router says so; no policy
+// name is compared.
+var defaultIndexesBlocks = func() bool {
+	r, err := route.New(route.Config{}, []route.Member{{Name: "a"}})
+	return err == nil && r.NeedsBlocks()
+}()
 
 // docQA runs the document-QA traffic on a fresh fleet in one of three modes:
 // "ideal" sends each document straight to one replica, "prefixgate" goes
@@ -195,7 +199,7 @@ func TestMultiTurn(t *testing.T) {
 	if sticky.follow.hit() < 0.8 {
 		t.Errorf("sticky follow-ups found only %.3f of their prompt cached: the fleet's prefix cache is not working", sticky.follow.hit())
 	}
-	if routeV2Default {
+	if defaultIndexesBlocks {
 		if pg.sameFraction() < 0.9 {
 			t.Errorf("default policy %q: %.2f of follow-up turns on the previous turn's replica, want ≥ 0.90", route.DefaultPolicy, pg.sameFraction())
 		}

@@ -736,7 +736,7 @@ func compareSimulatorChats(t *testing.T, pg, random *chatFigures) {
 		math.Abs(simPG.hit-pg.all.hit()) <= 0.05, math.Abs(simRandom.hit-random.all.hit()) <= 0.05,
 		off(simMedian, realMedian) <= simRatioWithin, off(simMean, realMean) <= simRatioWithin)
 	within := 0.20
-	if routeV2Default {
+	if defaultIndexesBlocks {
 		within = 0.05
 	}
 	if math.Abs(simPG.hit-pg.all.hit()) > within {

@@ -62,6 +62,17 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 1024 {
 		return fmt.Errorf("MaxBodyBytes: %d is below 1024", c.MaxBodyBytes)
 	}
+	if c.MaxDecodedBytes < 1024 {
+		return fmt.Errorf("MaxDecodedBytes: %d is below 1024", c.MaxDecodedBytes)
+	}
+	// Below 1 the decoder and normalizer would take their own defaults
+	// silently, not the limit the operator asked for.
+	if c.MaxDepth < 1 {
+		return fmt.Errorf("MaxDepth: %d is below 1", c.MaxDepth)
+	}
+	if c.MaxRatio < 1 {
+		return fmt.Errorf("MaxRatio: %d is below 1", c.MaxRatio)
+	}
 	if c.MaxStringBytes < 16 || int64(c.MaxStringBytes) > c.MaxDecodedBytes {
 		return fmt.Errorf("MaxStringBytes: %d is outside 16..%d (the decoded body limit)", c.MaxStringBytes, c.MaxDecodedBytes)
 	}

@@ -67,6 +67,9 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{pipeline.Config{MaxBodyBytes: 100}, "MaxBodyBytes: 100 is below 1024"},
 		{pipeline.Config{Tenants: map[string]string{"k": "t"}, TenantSecret: []byte("short")}, "TenantSecret: a secret of at least 16 bytes"},
 		{pipeline.Config{MaxStringBytes: 8}, "MaxStringBytes: 8 is outside 16..67108864"},
+		{pipeline.Config{MaxDecodedBytes: -1}, "MaxDecodedBytes: -1 is below 1024"},
+		{pipeline.Config{MaxDepth: -3}, "MaxDepth: -3 is below 1"},
+		{pipeline.Config{MaxRatio: -5}, "MaxRatio: -5 is below 1"},
 	} {
 		err := tc.cfg.Defaults().Validate()
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {

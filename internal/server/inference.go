@@ -68,10 +68,9 @@ type answer struct {
 
 // parseAnswer reads the first choice's text (at textPath inside it, none
 // when ""), index and finish reason, and where the usage and meta_info
-// members are, of an OpenAI response or chunk, in one walk of the top level
-// (each stream chunk used to be scanned once per field, and again for its
-// usage). Of a member that appears twice, the first counts, as with
-// gjson.Get.
+// members are, of an OpenAI response or chunk, in one walk of the top level,
+// so a stream chunk is not scanned once per field and again for its usage.
+// Of a member that appears twice, the first counts, as with gjson.Get.
 func parseAnswer(raw []byte, textPath string) answer {
 	var a answer
 	var choices, usage, meta bool

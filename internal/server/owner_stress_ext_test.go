@@ -285,7 +285,7 @@ func stressPost(c *http.Client, url string, body []byte) (int, string) {
 
 // TestReloadKeepsInFlight: requests held at a backend while a reload
 // changes the policy and the backend set stay counted (the router changes in
-// place; it used to be swapped for one that started from zero), and their
+// place rather than being swapped for one that starts from zero), and their
 // completion brings the counts back to zero.
 func TestReloadKeepsInFlight(t *testing.T) {
 	release := make(chan struct{})

@@ -7,6 +7,11 @@ import (
 	"syscall"
 )
 
+// CanPeek: without MSG_PEEK a reused connection's end is found only when
+// the request written on it fails, so callers should use net/http's
+// Transport here.
+const CanPeek = false
+
 // rawConnOf: the raw connection serves alive's peek and writeAndAwait,
 // which need unix sockets; without them there is none.
 func rawConnOf(net.Conn) syscall.RawConn { return nil }

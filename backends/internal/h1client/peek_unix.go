@@ -7,6 +7,11 @@ import (
 	"syscall"
 )
 
+// CanPeek reports whether a reused connection's end can be seen before a
+// request is written on it (alive); where it cannot, callers should use
+// net/http's Transport, whose reader goroutine sees it.
+const CanPeek = true
+
 // rawConnOf is nc's raw connection for alive and writeAndAwait, or nil
 // when it has none.
 func rawConnOf(nc net.Conn) syscall.RawConn {
