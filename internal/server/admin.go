@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/tidwall/gjson"
 
 	"github.com/prefixgate/prefixgate/backends"
 	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
@@ -232,7 +233,12 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 		writeBodyError(w, r, err)
 		return
 	}
-	res, decision, err := s.explain(r.Context(), raw, mode, r.Header.Get(GroupHeader), prefixLength)
+	body, mode, err := explainTarget(q.Get("path"), raw, mode)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	res, decision, err := s.explain(r.Context(), body, mode, r.Header.Get(GroupHeader), prefixLength)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -249,6 +255,31 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 		Skipped:           append([]string{}, res.GetSkipped()...), // [] rather than null
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// explainTarget is the body to explain and its mode. A path (the query
+// parameter) names the JSON route whose body raw is, whose mode it is
+// normalized in; without one, a body of exactly two members, "path" (a
+// JSON route's path) and "body" (an object), is that route's body;
+// anything else is explained in mode as it is.
+func explainTarget(path string, raw []byte, mode normalize.Mode) ([]byte, normalize.Mode, error) {
+	param := "path"
+	if path == "" {
+		top := gjson.ParseBytes(raw)
+		p, b := top.Get("path"), top.Get("body")
+		members := 0
+		top.ForEach(func(_, _ gjson.Result) bool { members++; return members <= 2 })
+		if !top.IsObject() || members != 2 || p.Type != gjson.String || !b.IsObject() {
+			return raw, mode, nil
+		}
+		path, raw, param = p.Str, []byte(b.Raw), "body.path"
+	}
+	rt := routeFor(path)
+	if rt == nil || rt.Body != JSONBody || rt.Routing == Local {
+		return nil, mode, &pipeline.Error{Status: http.StatusBadRequest, Code: "invalid_field", Param: param,
+			Message: fmt.Sprintf("path %.200q is not a JSON route the router serves", path)}
+	}
+	return raw, rt.Mode, nil
 }
 
 // explainJSON is ExplainResponse for curl: flat, with the decision and mode

@@ -31,9 +31,25 @@ func upstreamError(err error) error {
 
 // writeError writes err in OpenAI's error shape.
 func writeError(w http.ResponseWriter, err error) {
+	writeErrorAs(w, OpenAIErrors, err)
+}
+
+// writeErrorFor writes err in the error shape of r's route.
+func writeErrorFor(w http.ResponseWriter, r *http.Request, err error) {
+	writeErrorAs(w, errorShapeFor(r.URL.Path), err)
+}
+
+// writeErrorAs writes err in the given shape.
+func writeErrorAs(w http.ResponseWriter, shape ErrorShape, err error) {
 	re := pipeline.AsError(err)
 	if s := re.RetryAfterSeconds(); s > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(s))
+	}
+	if shape == AnthropicErrors {
+		writeJSON(w, re.Status, map[string]any{
+			"type": "error", "error": map[string]any{"type": anthropicErrorType(re.Status), "message": re.Message},
+		})
+		return
 	}
 	var param any // null unless a field is at fault, as OpenAI answers
 	if re.Param != "" {
@@ -42,6 +58,27 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, re.Status, map[string]any{
 		"error": map[string]any{"message": re.Message, "type": re.Type(), "param": param, "code": re.Code},
 	})
+}
+
+// anthropicErrorType is the error type Anthropic's API gives status.
+func anthropicErrorType(status int) string {
+	switch status {
+	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusServiceUnavailable, 529:
+		return "overloaded_error"
+	}
+	return "api_error"
 }
 
 // connectError maps err to a Connect error with the matching code.

@@ -1,0 +1,113 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/route"
+)
+
+// routeHandler is the handler of one route of the table.
+func (s *Server) routeHandler(rt *Route) http.Handler {
+	switch rt.Routing {
+	case ByPrefix, ByPrefixOrStored:
+		return s.handleProxy(rt)
+	case ByStoredID:
+		return s.handleStored(rt)
+	case LeastLoaded:
+		return s.handleLeastLoaded(rt)
+	case FanOut:
+		return http.HandlerFunc(s.handleModels)
+	}
+	return http.HandlerFunc(s.handleExplain) // the one Local route
+}
+
+// routeList names the table's routes, for the 404 of a path it lacks.
+func routeList() string {
+	var b strings.Builder
+	for i, rt := range routeTable {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		m, _, _ := strings.Cut(rt.Methods, ",")
+		b.WriteString(m + " " + rt.Path)
+	}
+	return b.String()
+}
+
+// handleLeastLoaded serves a route that needs no particular replica
+// (tokenize, detokenize, version): the body, if the route has one, is
+// checked and put in canonical form as chat's is, then it goes to the
+// least-loaded healthy backend serving its model.
+func (s *Server) handleLeastLoaded(rt *Route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !rt.allows(r.Method) {
+			s.fail(w, r, rt, nil, methodNotAllowed(w, r, rt.Methods))
+			return
+		}
+		var body []byte
+		model := ""
+		if rt.Body == JSONBody {
+			p, ok := s.readCanonical(w, r, rt)
+			if !ok {
+				return
+			}
+			body, model = p.Body, gjson.GetBytes(p.Body, "model").Str
+		}
+		name := s.leastLoaded(model)
+		d, err := s.rt().PickMember(name, route.Request{Model: model}, false)
+		if err != nil {
+			s.fail(w, r, rt, nil, s.pipe.PickError(route.ErrNoCandidates, model))
+			return
+		}
+		s.forwardPicked(w, r, rt, &d, body)
+	}
+}
+
+// readCanonical reads r's JSON body within the limits and puts it in
+// canonical form, or writes the error in rt's shape.
+func (s *Server) readCanonical(w http.ResponseWriter, r *http.Request, rt *Route) (pipeline.Prepared, bool) {
+	if err := checkJSONContentType(r); err != nil {
+		s.fail(w, r, rt, nil, err)
+		return pipeline.Prepared{}, false
+	}
+	raw, err := s.readBody(r, w, nil)
+	if err != nil {
+		s.record(rt.Label, nil, pipeline.Status(err))
+		writeBodyError(w, r, err)
+		return pipeline.Prepared{}, false
+	}
+	p, err := s.pipe.Normalize(r.Context(), nil, raw, rt.Mode, r.Header.Get(GroupHeader), 0)
+	if err != nil {
+		s.fail(w, r, rt, nil, err)
+		return pipeline.Prepared{}, false
+	}
+	return p, true
+}
+
+// leastLoaded is the healthy member serving model with the fewest
+// requests in flight; "" when none serves it.
+func (s *Server) leastLoaded(model string) string {
+	best, load := "", 0
+	for _, m := range s.rt().Status() {
+		if !m.Healthy || (model != "" && len(m.Models) > 0 && !contains(m.Models, model)) {
+			continue
+		}
+		if best == "" || m.Load < load {
+			best, load = m.Name, m.Load
+		}
+	}
+	return best
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
