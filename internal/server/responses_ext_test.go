@@ -1,0 +1,138 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prefixgate/prefixgate/internal/server"
+)
+
+const simModel = "vllmsim/tiny"
+
+// respond sends one Responses request, plain or streamed, and returns the
+// response's id and the backend that answered.
+func respond(t *testing.T, base string, body map[string]any, stream bool) (status int, id, backend string, raw []byte) {
+	t.Helper()
+	body["stream"] = stream
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(base+"/v1/responses", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Error(err)
+		return 0, "", "", nil
+	}
+	defer resp.Body.Close()
+	backend = resp.Header.Get(server.BackendHeader)
+	if !stream || resp.StatusCode != http.StatusOK {
+		var out struct {
+			ID string `json:"id"`
+		}
+		var buf bytes.Buffer
+		_, _ = buf.ReadFrom(resp.Body)
+		_ = json.Unmarshal(buf.Bytes(), &out)
+		return resp.StatusCode, out.ID, backend, buf.Bytes()
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		var ev struct {
+			Type     string `json:"type"`
+			Response struct {
+				ID string `json:"id"`
+			} `json:"response"`
+		}
+		if ok && json.Unmarshal([]byte(data), &ev) == nil && ev.Type == "response.created" {
+			id = ev.Response.ID
+		}
+	}
+	return resp.StatusCode, id, backend, nil
+}
+
+// TestResponsesChainsStayOnTheirReplica: 20 conversations of 10
+// follow-ups by previous_response_id over 3 replicas, half of them
+// streamed: every follow-up is answered, on the replica that stored its
+// predecessor.
+func TestResponsesChainsStayOnTheirReplica(t *testing.T) {
+	base := startRouter(t, 3, server.Config{})
+	var wg sync.WaitGroup
+	for c := range 20 {
+		wg.Go(func() {
+			prev, where := "", ""
+			for turn := range 11 {
+				body := map[string]any{"model": simModel, "input": fmt.Sprintf("conversation %d turn %d: say something", c, turn), "max_output_tokens": 4}
+				if prev != "" {
+					body["previous_response_id"] = prev
+				}
+				status, id, backend, raw := respond(t, base, body, c%2 == 1)
+				if status != http.StatusOK || id == "" {
+					t.Errorf("conversation %d turn %d: status %d, id %q: %s", c, turn, status, id, raw)
+					return
+				}
+				if prev != "" && backend != where {
+					t.Errorf("conversation %d turn %d: on %s, its predecessor is stored on %s", c, turn, backend, where)
+				}
+				prev, where = id, backend
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestResponsesUnknownIDIsNotFound: an id the router never saw is a 404
+// in OpenAI's shape naming previous_response_id, on a follow-up, a GET and
+// a cancel; a known one is served by the replica that stored it.
+func TestResponsesUnknownIDIsNotFound(t *testing.T) {
+	base := startRouter(t, 3, server.Config{})
+	status, _, _, raw := respond(t, base, map[string]any{"model": simModel, "input": "hi", "previous_response_id": "resp_unknown"}, false)
+	var e struct {
+		Error struct {
+			Type, Param, Code string
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &e); err != nil || status != http.StatusNotFound ||
+		e.Error.Type != "invalid_request_error" || e.Error.Param != "previous_response_id" || e.Error.Code != "response_not_found" {
+		t.Fatalf("unknown previous_response_id: status %d, body %s", status, raw)
+	}
+	for _, c := range []struct{ method, path string }{{"GET", "/v1/responses/resp_unknown"}, {"POST", "/v1/responses/resp_unknown/cancel"}} {
+		if status, _, raw := call(t, c.method, base+c.path, "", nil, nil); status != http.StatusNotFound || !bytes.Contains(raw, []byte("response_not_found")) {
+			t.Errorf("%s %s: status %d, body %s", c.method, c.path, status, raw)
+		}
+	}
+	status, id, backend, raw := respond(t, base, map[string]any{"model": simModel, "input": "hello", "max_output_tokens": 2}, false)
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, raw)
+	}
+	for range 5 {
+		status, hdr, raw := call(t, "GET", base+"/v1/responses/"+id, "", nil, nil)
+		if status != http.StatusOK || hdr.Get(server.BackendHeader) != backend || !bytes.Contains(raw, []byte(id)) {
+			t.Fatalf("GET stored response: status %d on %s (stored on %s): %s", status, hdr.Get(server.BackendHeader), backend, raw)
+		}
+	}
+}
+
+// TestResponsesStoreIsBounded: past responses.max_ids the oldest ids are
+// forgotten (404), the newest still followed.
+func TestResponsesStoreIsBounded(t *testing.T) {
+	base := startRouter(t, 2, server.Config{ResponsesMaxIDs: 3})
+	var ids []string
+	for i := range 5 {
+		_, id, _, _ := respond(t, base, map[string]any{"model": simModel, "input": fmt.Sprint("q", i), "max_output_tokens": 2}, false)
+		ids = append(ids, id)
+	}
+	if status, _, _ := call(t, "GET", base+"/v1/responses/"+ids[0], "", nil, nil); status != http.StatusNotFound {
+		t.Errorf("evicted id: status %d, want 404", status)
+	}
+	if status, _, raw := call(t, "GET", base+"/v1/responses/"+ids[4], "", nil, nil); status != http.StatusOK {
+		t.Errorf("newest id: status %d: %s", status, raw)
+	}
+	_, _, raw := call(t, "GET", base+"/metrics", "", nil, nil)
+	if !bytes.Contains(raw, []byte("prefixgate_responses_stored_ids 3")) {
+		t.Errorf("metrics do not show 3 stored ids")
+	}
+}
