@@ -57,10 +57,13 @@ func (s *Server) handleLeastLoaded(rt *Route) http.HandlerFunc {
 			}
 			body, model = p.Body, gjson.GetBytes(p.Body, "model").Str
 		}
-		name := s.leastLoaded(model)
-		d, err := s.rt().PickMember(name, route.Request{Model: model}, false)
+		name, err := s.leastLoaded(model)
+		var d route.Decision
+		if err == nil {
+			d, err = s.rt().PickMember(name, route.Request{Model: model}, false)
+		}
 		if err != nil {
-			s.fail(w, r, rt, nil, s.pipe.PickError(route.ErrNoCandidates, model))
+			s.fail(w, r, rt, nil, s.pipe.PickError(err, model))
 			return
 		}
 		s.forwardPicked(w, r, rt, &d, body)
@@ -89,18 +92,26 @@ func (s *Server) readCanonical(w http.ResponseWriter, r *http.Request, rt *Route
 }
 
 // leastLoaded is the healthy member serving model with the fewest
-// requests in flight; "" when none serves it.
-func (s *Server) leastLoaded(model string) string {
-	best, load := "", 0
+// requests in flight: route.ErrUnknownModel when no member serves it,
+// route.ErrNoCandidates when none that does is healthy.
+func (s *Server) leastLoaded(model string) (string, error) {
+	best, load, serves := "", 0, false
 	for _, m := range s.rt().Status() {
-		if !m.Healthy || (model != "" && len(m.Models) > 0 && !contains(m.Models, model)) {
+		if model != "" && len(m.Models) > 0 && !contains(m.Models, model) {
 			continue
 		}
-		if best == "" || m.Load < load {
+		serves = true
+		if m.Healthy && (best == "" || m.Load < load) {
 			best, load = m.Name, m.Load
 		}
 	}
-	return best
+	switch {
+	case !serves:
+		return "", route.ErrUnknownModel
+	case best == "":
+		return "", route.ErrNoCandidates
+	}
+	return best, nil
 }
 
 func contains(list []string, v string) bool {
