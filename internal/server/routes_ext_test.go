@@ -263,4 +263,3 @@ func TestUnknownPathsShareOneLabel(t *testing.T) {
 		t.Errorf("metrics lack the other route's 5 requests")
 	}
 }
-
