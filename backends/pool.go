@@ -470,6 +470,33 @@ func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, bod
 	return p.forwarded(ctx, b, method, &u, resp, err)
 }
 
+// ForwardStream is Forward for a body read as it is sent, such as an
+// upload: length is its size in bytes, -1 when unknown (then it is sent
+// chunked), and hdr's Content-Type is kept. The body can be read once, so
+// the transport never sends it again.
+func (p *Pool) ForwardStream(ctx context.Context, b *Backend, method, path string, body io.Reader, length int64, hdr http.Header) (*http.Response, error) {
+	u := *b.URL
+	u.Path = b.URL.Path + path
+	if b.URL.RawPath != "" {
+		u.RawPath = b.URL.RawPath + path
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), io.NopCloser(body))
+	if err != nil {
+		return nil, fmt.Errorf("backend %s: %w", b.Name, err)
+	}
+	for k, vs := range hdr {
+		if k != "Content-Encoding" && k != "Content-Length" {
+			req.Header[k] = vs
+		}
+	}
+	req.ContentLength = length
+	if length == 0 {
+		req.Body = http.NoBody
+	}
+	resp, err := p.transport.RoundTrip(req)
+	return p.forwarded(ctx, b, method, &u, resp, err)
+}
+
 // forwarded is the end of Forward, for either transport: the error as
 // its contract says, or the response under the idle timeout.
 func (p *Pool) forwarded(ctx context.Context, b *Backend, method string, u *url.URL, resp *http.Response, err error) (*http.Response, error) {

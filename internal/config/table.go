@@ -82,6 +82,8 @@ var Table = []Entry{
 		Doc: "deepest JSON nesting accepted (400 above)"},
 	{Key: "limits.max_string_bytes", Flag: "max-string-bytes", Env: "PREFIXGATE_MAX_STRING_BYTES", Field: "Server.Pipeline.MaxStringBytes", Default: strconv.Itoa(pipeline.DefaultMaxStringBytes), Cmds: Both,
 		Doc: "largest JSON string or number literal in a body, in input bytes (400 above; at most the decoded body limit)"},
+	{Key: "limits.max_upload_bytes", Flag: "max-upload-bytes", Env: "PREFIXGATE_MAX_UPLOAD_BYTES", Field: "Server.MaxUploadBytes", Default: strconv.Itoa(server.DefaultMaxUploadBytes), Cmds: Serve,
+		Doc: "largest multipart upload (audio), streamed through, not held (413 above)"},
 	{Key: "limits.request_timeout", Flag: "request-timeout", Env: "PREFIXGATE_REQUEST_TIMEOUT", Field: "Server.RequestTimeout", Default: durString(server.DefaultRequestTimeout), Cmds: Both,
 		Doc: "end-to-end limit per request (504 past it)"},
 	{Key: "limits.client_idle_timeout", Flag: "client-idle-timeout", Env: "PREFIXGATE_CLIENT_IDLE_TIMEOUT", Field: "Server.ClientIdleTimeout", Default: durString(server.DefaultClientIdleTimeout), Cmds: Both,

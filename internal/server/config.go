@@ -35,6 +35,8 @@ const (
 	DefaultResponsesMaxIDs = 100_000
 	// DefaultMaxSessions bounds the sessions remembered with their backend.
 	DefaultMaxSessions = 100_000
+	// DefaultMaxUploadBytes bounds a multipart upload (audio).
+	DefaultMaxUploadBytes = 1 << 30
 	// DefaultSessionHeader names the request header that keeps a
 	// conversation on one backend.
 	DefaultSessionHeader = "X-Session-Id"
@@ -86,6 +88,9 @@ type Config struct {
 	SessionHeader string
 	// MaxSessions bounds the sessions remembered; 0 is DefaultMaxSessions.
 	MaxSessions int
+	// MaxUploadBytes bounds a multipart upload, streamed through (413
+	// above); 0 is DefaultMaxUploadBytes.
+	MaxUploadBytes int64
 	// StdlibHTTP1 serves every connection with net/http's server, turning
 	// off the HTTP/1.1 front door's own loop for plain requests
 	// (internal/h1front); for comparison and as a way out.
@@ -103,6 +108,7 @@ func (c Config) Defaults() Config {
 	c.Pool.IdleTimeout = cmp.Or(c.Pool.IdleTimeout, DefaultIdleTimeout)
 	c.ResponsesMaxIDs = cmp.Or(c.ResponsesMaxIDs, DefaultResponsesMaxIDs)
 	c.MaxSessions = cmp.Or(c.MaxSessions, DefaultMaxSessions)
+	c.MaxUploadBytes = cmp.Or(c.MaxUploadBytes, DefaultMaxUploadBytes)
 	c.SessionHeader = cmp.Or(c.SessionHeader, DefaultSessionHeader)
 	return c
 }
@@ -129,6 +135,9 @@ func (c Config) Validate() error {
 	}
 	if c.ResponsesMaxIDs < 0 {
 		return fmt.Errorf("ResponsesMaxIDs: %d is negative", c.ResponsesMaxIDs)
+	}
+	if c.MaxUploadBytes < 0 {
+		return fmt.Errorf("MaxUploadBytes: %d is negative", c.MaxUploadBytes)
 	}
 	if c.MaxSessions < 0 {
 		return fmt.Errorf("MaxSessions: %d is negative", c.MaxSessions)

@@ -116,6 +116,12 @@ func (s *Server) forwardPicked(w http.ResponseWriter, r *http.Request, rt *Route
 		path += "?" + r.URL.RawQuery
 	}
 	resp, err := s.pool.Forward(ctx, b, r.Method, path, body, forwardHeaders(r.Header))
+	s.relayPicked(w, r, rt, d, resp, err)
+}
+
+// relayPicked relays the answer of a request forwarded to the backend
+// picked in d (or the error of forwarding it) and ends d.
+func (s *Server) relayPicked(w http.ResponseWriter, r *http.Request, rt *Route, d *route.Decision, resp *http.Response, err error) {
 	if err != nil {
 		d.DoneWith(failedOutcome(err))
 		s.fail(w, r, rt, d, upstreamError(err))

@@ -18,6 +18,9 @@ func (s *Server) routeHandler(rt *Route) http.Handler {
 	case ByStoredID:
 		return s.handleStored(rt)
 	case LeastLoaded:
+		if rt.Body == MultipartBody {
+			return s.handleUpload(rt)
+		}
 		return s.handleLeastLoaded(rt)
 	case FanOut:
 		return http.HandlerFunc(s.handleModels)

@@ -109,6 +109,8 @@ var routeTable = []Route{
 	{"/v1/rerank", "POST", "rerank", JSONBody, modePooling, ByPrefix, OpenAIErrors, "vLLM rerank"},
 	{"/v2/rerank", "POST", "rerank", JSONBody, modePooling, ByPrefix, OpenAIErrors, "vLLM rerank (Cohere v2 shape)"},
 	{"/invocations", "POST", "invocations", JSONBody, normalize.ModeNative, ByPrefix, OpenAIErrors, "native raw JSON, routed on the canonical bytes of its routing members"},
+	{"/v1/audio/transcriptions", "POST", "audio_transcriptions", MultipartBody, normalize.ModeAuto, LeastLoaded, OpenAIErrors, "OpenAI audio transcriptions: the upload streamed through to a replica serving the form's model"},
+	{"/v1/audio/translations", "POST", "audio_translations", MultipartBody, normalize.ModeAuto, LeastLoaded, OpenAIErrors, "OpenAI audio translations: the upload streamed through to a replica serving the form's model"},
 	{"/tokenize", "POST", "tokenize", JSONBody, normalize.ModeNative, LeastLoaded, OpenAIErrors, "the model's tokenizer"},
 	{"/detokenize", "POST", "detokenize", JSONBody, normalize.ModeNative, LeastLoaded, OpenAIErrors, "the model's tokenizer, backwards"},
 	{"/version", "GET", "version", NoBody, normalize.ModeAuto, LeastLoaded, OpenAIErrors, "the engine's version, from a healthy replica"},
