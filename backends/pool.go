@@ -35,6 +35,9 @@ type Backend struct {
 	models  atomic.Pointer[[]string]
 	// maxModelLen is the context length /v1/models states (0: unknown).
 	maxModelLen atomic.Int64
+	// modelEntries is the "data" array of the last /v1/models answer, as
+	// the backend wrote it (at most 1 MiB, the probe's limit).
+	modelEntries atomic.Pointer[[]byte]
 	load        atomic.Pointer[LoadSignals]
 
 	// configured is the engine the spec named (EngineAuto: detect);
@@ -91,6 +94,17 @@ func (b *Backend) State() State { return State(b.state.Load()) }
 // successful /v1/models probe; nil when it has not answered yet.
 func (b *Backend) Models() []string {
 	if m := b.models.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
+
+// ModelEntries is the "data" array of the backend's last /v1/models
+// answer as it wrote it (each entry with its own fields: vLLM's created,
+// owned_by, root, parent, max_model_len, permission); nil before a probe
+// has read one.
+func (b *Backend) ModelEntries() []byte {
+	if m := b.modelEntries.Load(); m != nil {
 		return *m
 	}
 	return nil

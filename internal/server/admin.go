@@ -233,7 +233,7 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 		writeBodyError(w, r, err)
 		return
 	}
-	body, mode, err := explainTarget(q.Get("path"), raw, mode)
+	body, rt, mode, err := explainTarget(q.Get("path"), raw, mode)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -254,6 +254,9 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 		Reason:            res.GetReason(),
 		Skipped:           append([]string{}, res.GetSkipped()...), // [] rather than null
 	}
+	if rt != nil && rt.Routing == ByPrefixOrStored {
+		s.explainStored(body, &out)
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -262,7 +265,7 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 // normalized in; without one, a body of exactly two members, "path" (a
 // JSON route's path) and "body" (an object), is that route's body;
 // anything else is explained in mode as it is.
-func explainTarget(path string, raw []byte, mode normalize.Mode) ([]byte, normalize.Mode, error) {
+func explainTarget(path string, raw []byte, mode normalize.Mode) ([]byte, *Route, normalize.Mode, error) {
 	param := "path"
 	if path == "" {
 		top := gjson.ParseBytes(raw)
@@ -270,16 +273,34 @@ func explainTarget(path string, raw []byte, mode normalize.Mode) ([]byte, normal
 		members := 0
 		top.ForEach(func(_, _ gjson.Result) bool { members++; return members <= 2 })
 		if !top.IsObject() || members != 2 || p.Type != gjson.String || !b.IsObject() {
-			return raw, mode, nil
+			return raw, nil, mode, nil
 		}
 		path, raw, param = p.Str, []byte(b.Raw), "body.path"
 	}
 	rt := routeFor(path)
 	if rt == nil || rt.Body != JSONBody || rt.Routing == Local {
-		return nil, mode, &pipeline.Error{Status: http.StatusBadRequest, Code: "invalid_field", Param: param,
+		return nil, nil, mode, &pipeline.Error{Status: http.StatusBadRequest, Code: "invalid_field", Param: param,
 			Message: fmt.Sprintf("path %.200q is not a JSON route the router serves", path)}
 	}
-	return raw, rt.Mode, nil
+	return raw, rt, rt.Mode, nil
+}
+
+// explainStored says where a Responses body naming previous_response_id
+// goes: to the backend that stored it, whatever the key says, or nowhere
+// (404) when the router does not know the id.
+func (s *Server) explainStored(body []byte, out *explainJSON) {
+	prev := gjson.GetBytes(body, "previous_response_id")
+	if prev.Type != gjson.String || prev.Str == "" {
+		return
+	}
+	backend, ok := s.responses.get(prev.Str)
+	if !ok {
+		out.Backend, out.Decision, out.SpillDistance = "", "", 0
+		out.Reason = fmt.Sprintf("previous_response_id %.300q is not known to this router: the request gets 404 response_not_found", prev.Str)
+		return
+	}
+	out.Backend, out.Decision, out.SpillDistance = backend, "stored", 0
+	out.Reason = fmt.Sprintf("previous_response_id %.300q is stored on %s, which alone can answer it: the request goes there while it is healthy", prev.Str, backend)
 }
 
 // explainJSON is ExplainResponse for curl: flat, with the decision and mode

@@ -136,3 +136,18 @@ func TestResponsesStoreIsBounded(t *testing.T) {
 		t.Errorf("metrics do not show 3 stored ids")
 	}
 }
+
+// TestExplainFollowsStoredResponses: /v1/explain of a follow-up names the
+// replica that stored its predecessor, and says an unknown id gets 404.
+func TestExplainFollowsStoredResponses(t *testing.T) {
+	base := startRouter(t, 3, server.Config{})
+	_, id, backend, _ := respond(t, base, map[string]any{"model": simModel, "input": "hello", "max_output_tokens": 2}, false)
+	for _, c := range []struct{ prev, backend, reason string }{{id, backend, "stored on"}, {"resp_unknown", "", "404"}} {
+		body, _ := json.Marshal(map[string]any{"model": simModel, "input": "next", "previous_response_id": c.prev})
+		status, _, raw := call(t, "POST", base+"/v1/explain?path=/v1/responses", "application/json", body, nil)
+		var out struct{ Backend, Reason string }
+		if status != http.StatusOK || json.Unmarshal(raw, &out) != nil || out.Backend != c.backend || !strings.Contains(out.Reason, c.reason) {
+			t.Errorf("explain with previous_response_id %s: status %d, %s; want backend %q", c.prev, status, raw, c.backend)
+		}
+	}
+}

@@ -22,13 +22,14 @@ const (
 	// LeastLoaded goes to the least-loaded healthy replica serving the
 	// body's model (any healthy replica for a route without a body).
 	LeastLoaded
-	// FanOut asks every healthy replica and merges their answers.
+	// FanOut merges what every healthy replica answers, as the pool's
+	// probes last read it.
 	FanOut
 	// Local is answered by the router itself.
 	Local
 )
 
-var routingNames = [...]string{"prefix index", "prefix index, or by stored response id", "by stored response id", "least-loaded replica serving the model", "every replica, merged", "the router itself"}
+var routingNames = [...]string{"prefix index", "prefix index, or by stored response id", "by stored response id", "least-loaded replica serving the model", "every healthy replica's model list, merged", "the router itself"}
 
 func (r Routing) String() string { return routingNames[r] }
 
