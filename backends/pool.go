@@ -38,7 +38,7 @@ type Backend struct {
 	// modelEntries is the "data" array of the last /v1/models answer, as
 	// the backend wrote it (at most 1 MiB, the probe's limit).
 	modelEntries atomic.Pointer[[]byte]
-	load        atomic.Pointer[LoadSignals]
+	load         atomic.Pointer[LoadSignals]
 
 	// configured is the engine the spec named (EngineAuto: detect);
 	// detected is what scrapes found, as an Engine.
