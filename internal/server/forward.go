@@ -195,6 +195,8 @@ type exchange struct {
 	// learnID: the answer is a stored response, whose id is remembered
 	// with its backend (Server.responses).
 	learnID bool
+	// tenant scopes the ids learned (tenantKey).
+	tenant string
 	// answer is the prompt's blocks through the generated text, for the
 	// prefix index (answerblocks.go); nil when unknown.
 	answer []uint64
@@ -235,7 +237,11 @@ func (s *Server) openRoute(ctx context.Context, rt *Route, path string, mode nor
 		lease.release(nil)
 		return nil, err
 	}
-	pn, session, err := s.pinFor(rt, p.Body, hdr)
+	tenant := ""
+	if rt != nil && s.pipe.TenantsEnabled() {
+		tenant = pipeline.TenantFrom(ctx)
+	}
+	pn, session, err := s.pinFor(rt, tenant, p.Body, hdr)
 	if err != nil {
 		lease.release(p.Body)
 		return nil, err
@@ -257,7 +263,7 @@ func (s *Server) openRoute(ctx context.Context, rt *Route, path string, mode nor
 	if session != "" {
 		s.sessions.put(session, d.Backend)
 	}
-	x.learnID = rt != nil && rt.Routing == ByPrefixOrStored
+	x.learnID, x.tenant = rt != nil && rt.Routing == ByPrefixOrStored, tenant
 	if span != nil {
 		span.SetAttributes(attribute.String("prefixgate.backend", d.Backend), attribute.String("prefixgate.decision", d.Reason.String()))
 	}

@@ -29,13 +29,13 @@ import (
 // backend of its session (the session header), else nowhere in
 // particular. session is the session to remember the pick under. body is
 // the canonical body.
-func (s *Server) pinFor(rt *Route, body []byte, hdr http.Header) (pn pin, session string, err error) {
+func (s *Server) pinFor(rt *Route, tenant string, body []byte, hdr http.Header) (pn pin, session string, err error) {
 	if rt == nil {
 		return pin{}, "", nil
 	}
 	if rt.Routing == ByPrefixOrStored {
 		if prev := gjson.GetBytes(body, "previous_response_id"); prev.Type == gjson.String && prev.Str != "" {
-			backend, ok := s.responses.get(prev.Str)
+			backend, ok := s.responses.get(tenantKey(tenant, prev.Str))
 			if !ok {
 				return pin{}, "", responseNotFound("previous_response_id", prev.Str, "")
 			}
@@ -43,10 +43,19 @@ func (s *Server) pinFor(rt *Route, body []byte, hdr http.Header) (pn pin, sessio
 		}
 	}
 	if vs := hdr[s.sessionHeader]; len(vs) > 0 && vs[0] != "" && len(vs[0]) <= maxStickyKeyBytes {
-		session = vs[0]
+		session = tenantKey(tenant, vs[0])
 		pn.backend, _ = s.sessions.get(session)
 	}
 	return pn, session, nil
+}
+
+// tenantKey scopes a response id or a session to its tenant: one tenant
+// never reaches another's stored responses or sessions.
+func tenantKey(tenant, key string) string {
+	if tenant == "" {
+		return key
+	}
+	return tenant + "\x00" + key
 }
 
 // responseNotFound is the 404 for a stored response the router cannot
@@ -63,7 +72,7 @@ func responseNotFound(param, id, backend string) error {
 // learnResponseID remembers the id of a plain Responses answer.
 func (x *exchange) learnResponseID(body []byte) {
 	if id := gjson.GetBytes(body, "id"); id.Type == gjson.String {
-		x.s.responses.put(id.Str, x.d.Backend)
+		x.s.responses.put(tenantKey(x.tenant, id.Str), x.d.Backend)
 	}
 }
 
@@ -78,7 +87,7 @@ func (x *exchange) learnCreatedEvent(data []byte) {
 		return
 	}
 	if id := r.Get("response.id"); id.Type == gjson.String {
-		x.s.responses.put(id.Str, x.d.Backend)
+		x.s.responses.put(tenantKey(x.tenant, id.Str), x.d.Backend)
 	}
 }
 
@@ -91,7 +100,7 @@ func (s *Server) handleStored(rt *Route) http.HandlerFunc {
 			return
 		}
 		id := r.PathValue("id")
-		backend, ok := s.responses.get(id)
+		backend, ok := s.responses.get(tenantKey(pipeline.TenantFrom(r.Context()), id))
 		if !ok {
 			s.fail(w, r, rt, nil, responseNotFound("", id, ""))
 			return

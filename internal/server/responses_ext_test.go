@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/server"
 )
 
@@ -148,6 +149,33 @@ func TestExplainFollowsStoredResponses(t *testing.T) {
 		var out struct{ Backend, Reason string }
 		if status != http.StatusOK || json.Unmarshal(raw, &out) != nil || out.Backend != c.backend || !strings.Contains(out.Reason, c.reason) {
 			t.Errorf("explain with previous_response_id %s: status %d, %s; want backend %q", c.prev, status, raw, c.backend)
+		}
+	}
+}
+
+// TestStoredResponsesAreTheTenants: one tenant cannot follow up on, read
+// or cancel another tenant's stored response.
+func TestStoredResponsesAreTheTenants(t *testing.T) {
+	const keyA, keyB = "tenant-a-key-0123456789", "tenant-b-key-0123456789"
+	base := startRouter(t, 2, server.Config{Pipeline: pipeline.Config{
+		Tenants: map[string]string{keyA: "a", keyB: "b"}, TenantSecret: []byte("a secret of sixteen bytes or more")}})
+	as := func(key string) map[string]string { return map[string]string{"Authorization": "Bearer " + key} }
+	body, _ := json.Marshal(map[string]any{"model": simModel, "input": "hello", "max_output_tokens": 2})
+	status, _, raw := call(t, "POST", base+"/v1/responses", "application/json", body, as(keyA))
+	var out struct{ ID string }
+	if status != http.StatusOK || json.Unmarshal(raw, &out) != nil || out.ID == "" {
+		t.Fatalf("status %d: %s", status, raw)
+	}
+	if status, _, raw := call(t, "GET", base+"/v1/responses/"+out.ID, "", nil, as(keyA)); status != http.StatusOK {
+		t.Errorf("its own tenant: status %d: %s", status, raw)
+	}
+	follow, _ := json.Marshal(map[string]any{"model": simModel, "input": "more", "previous_response_id": out.ID})
+	for _, c := range []struct {
+		method, path string
+		body         []byte
+	}{{"GET", "/v1/responses/" + out.ID, nil}, {"POST", "/v1/responses/" + out.ID + "/cancel", nil}, {"POST", "/v1/responses", follow}} {
+		if status, _, raw := call(t, c.method, base+c.path, "application/json", c.body, as(keyB)); status != http.StatusNotFound {
+			t.Errorf("another tenant, %s %s: status %d: %s", c.method, c.path, status, raw)
 		}
 	}
 }

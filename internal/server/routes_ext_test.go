@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -261,5 +262,41 @@ func TestUnknownPathsShareOneLabel(t *testing.T) {
 	_, _, raw := call(t, "GET", base+"/metrics", "", nil, nil)
 	if !bytes.Contains(raw, []byte(`prefixgate_requests_total{backend="",code="404",decision="",route="other"} 5`)) {
 		t.Errorf("metrics lack the other route's 5 requests")
+	}
+}
+
+// TestMessagesErrorsAreAnthropics: the router's own 404 (unknown model)
+// and 503 (no healthy backend) on /v1/messages are in Anthropic's shape,
+// and the same on chat in OpenAI's.
+func TestMessagesErrorsAreAnthropics(t *testing.T) {
+	base := startRouter(t, 1, server.Config{})
+	body := []byte(`{"model":"no-such-model","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`)
+	status, _, raw := call(t, "POST", base+"/v1/messages", "application/json", body, nil)
+	if typ, ok := errorOf(raw, server.AnthropicErrors); status != http.StatusNotFound || !ok || typ != "not_found_error" {
+		t.Errorf("unknown model on /v1/messages: status %d: %s", status, raw)
+	}
+	status, _, raw = call(t, "POST", base+"/v1/chat/completions", "application/json", body, nil)
+	if _, ok := errorOf(raw, server.OpenAIErrors); status != http.StatusNotFound || !ok {
+		t.Errorf("unknown model on chat: status %d: %s", status, raw)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	srv, err := server.New(server.Config{Backends: []string{dead}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base = serveFor(t, srv)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		status, _, raw = call(t, "POST", base+"/v1/messages", "application/json", routeBody("/v1/messages", "d", "q"), nil)
+		if status == http.StatusServiceUnavailable {
+			break
+		}
+	}
+	if typ, ok := errorOf(raw, server.AnthropicErrors); status/100 != 5 || !ok || (status == 503 && typ != "overloaded_error") {
+		t.Errorf("no healthy backend on /v1/messages: status %d: %s", status, raw)
 	}
 }
