@@ -65,12 +65,14 @@ func (s *Server) handleUpload(rt *Route) http.HandlerFunc {
 		}
 		fwd := forwardHeaders(r.Header)
 		fwd["Content-Type"] = r.Header["Content-Type"]
-		rest := io.MultiReader(bytes.NewReader(head), body)
+		rest := &clientBody{r: io.MultiReader(bytes.NewReader(head), body)}
 		resp, err := s.pool.ForwardStream(ctx, d.Member.(*backends.Backend), http.MethodPost, rt.Path, rest, r.ContentLength, fwd)
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			d.DoneWith(route.Outcome{Status: http.StatusRequestEntityTooLarge})
-			s.failBody(w, r, rt, s.uploadTooLarge(-1))
+		if err != nil && rest.err != nil {
+			// The client's upload failed, not the backend: an outcome
+			// that says nothing of it (Backend.Observe), and the client's
+			// error.
+			d.DoneWith(route.Outcome{Err: rest.err, PromptTokens: -1, CachedTokens: -1})
+			s.failBody(w, r, rt, s.uploadError(rest.err, "file"))
 			return
 		}
 		s.relayPicked(w, r, rt, &d, resp, err)
@@ -112,6 +114,22 @@ func (s *Server) uploadTooLarge(n int64) error {
 func (s *Server) failBody(w http.ResponseWriter, r *http.Request, rt *Route, err error) {
 	s.record(rt.Label, nil, pipeline.Status(err))
 	writeBodyError(w, r, err)
+}
+
+// clientBody reads the client's upload and keeps the error that ended it
+// early, if any, so that a failed forward can be told from a failed
+// upload.
+type clientBody struct {
+	r   io.Reader
+	err error
+}
+
+func (cb *clientBody) Read(p []byte) (int, error) {
+	n, err := cb.r.Read(p)
+	if err != nil && err != io.EOF {
+		cb.err = err
+	}
+	return n, err
 }
 
 // recordingReader keeps every byte read through it, up to max.
@@ -170,8 +188,10 @@ func (s *Server) uploadError(err error, part string) error {
 		return s.uploadTooLarge(-1)
 	case errors.Is(err, errUploadHead):
 		return uploadInvalid(fmt.Sprintf("the form's fields before its model field pass %d bytes; send model first", maxUploadHead), "model")
-	case errors.Is(err, io.EOF):
+	case errors.Is(err, io.EOF) && part == "":
 		return uploadInvalid("the form has no model field", "model")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return uploadInvalid(fmt.Sprintf("the upload ended early, in field %.64q", part), "")
 	case errors.Is(err, context.Canceled):
 		return &pipeline.Error{Status: 499, Code: "canceled", Message: "client canceled the request"}
 	}

@@ -1,11 +1,14 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"runtime"
 	"strings"
@@ -141,8 +144,57 @@ func TestUploadRefusals(t *testing.T) {
 	}
 	// Past the limit while streaming: the client learns 413 (the replica
 	// got the beginning, which it cannot use).
-	status, raw := upload(t, url, [][2]string{{"model", simModel}}, 2<<20, nil)
-	if status != http.StatusRequestEntityTooLarge {
-		t.Errorf("streamed past the limit: status %d: %s", status, raw)
+	// It says nothing of the replica, which stays in the candidate set.
+	for range 3 {
+		status, raw := upload(t, url, [][2]string{{"model", simModel}}, 2<<20, nil)
+		if status != http.StatusRequestEntityTooLarge {
+			t.Errorf("streamed past the limit: status %d: %s", status, raw)
+		}
+	}
+	_, _, raw := call(t, "GET", base+"/metrics", "", nil, nil)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "prefixgate_backend_healthy{") && strings.HasSuffix(line, " 0") {
+			t.Errorf("an upload past the limit ejected a replica: %s", line)
+		}
+	}
+}
+
+// TestBrokenUploadSaysNothingOfTheReplica: an upload whose chunked
+// framing breaks in the middle fails its own request (400); the replica it
+// was being streamed to stays in the candidate set.
+func TestBrokenUploadSaysNothingOfTheReplica(t *testing.T) {
+	urls, _ := countingFleet(t, 1)
+	srv, err := server.New(server.Config{Backends: urls}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := serveFor(t, srv)
+	var b bytes.Buffer
+	mw := multipart.NewWriter(&b)
+	_ = mw.WriteField("model", simModel)
+	fw, _ := mw.CreateFormFile("file", "a.wav")
+	_, _ = fw.Write(make([]byte, 64<<10))
+	for range 4 {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n", mw.FormDataContentType(), b.Len())
+		_, _ = conn.Write(b.Bytes())
+		_, _ = io.WriteString(conn, "\r\nnot-a-chunk-size\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("broken upload: status %d", resp.StatusCode)
+		}
+		conn.Close()
+	}
+	_, _, raw := call(t, "GET", base+"/metrics", "", nil, nil)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "prefixgate_backend_healthy{") && strings.HasSuffix(line, " 0") {
+			t.Errorf("a broken upload ejected the replica: %s", line)
+		}
 	}
 }
