@@ -35,6 +35,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -287,16 +288,12 @@ func (x *exchange) requestTrailers() error {
 	return x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}})
 }
 
-// mode maps the request path to the normalizer's mode; ok is false for a
-// path that carries no inference body (it is routed without a prefix key).
+// mode maps the request path to the normalizer's mode, as the route table
+// gives it; ok is false for a path whose body is not keyed (it is routed
+// without a prefix key).
 func mode(path string) (normalize.Mode, bool) {
-	switch path {
-	case "/v1/chat/completions":
-		return normalize.ModeChat, true
-	case "/v1/completions":
-		return normalize.ModeCompletion, true
-	case "/invocations":
-		return normalize.ModeNative, true
+	if rt := routes.Lookup(path); rt != nil && rt.Keyed() {
+		return rt.Mode, true
 	}
 	return 0, false
 }

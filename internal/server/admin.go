@@ -18,6 +18,7 @@ import (
 	"github.com/prefixgate/prefixgate/backends"
 	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -254,7 +255,7 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 		Reason:            res.GetReason(),
 		Skipped:           append([]string{}, res.GetSkipped()...), // [] rather than null
 	}
-	if rt != nil && rt.Routing == ByPrefixOrStored {
+	if rt != nil && rt.Routing == routes.ByPrefixOrStored {
 		s.explainStored(body, &out)
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -265,7 +266,7 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 // normalized in; without one, a body of exactly two members, "path" (a
 // JSON route's path) and "body" (an object), is that route's body;
 // anything else is explained in mode as it is.
-func explainTarget(path string, raw []byte, mode normalize.Mode) ([]byte, *Route, normalize.Mode, error) {
+func explainTarget(path string, raw []byte, mode normalize.Mode) ([]byte, *routes.Route, normalize.Mode, error) {
 	param := "path"
 	if path == "" {
 		top := gjson.ParseBytes(raw)
@@ -277,8 +278,8 @@ func explainTarget(path string, raw []byte, mode normalize.Mode) ([]byte, *Route
 		}
 		path, raw, param = p.Str, []byte(b.Raw), "body.path"
 	}
-	rt := routeFor(path)
-	if rt == nil || rt.Body != JSONBody || rt.Routing == Local {
+	rt := routes.Lookup(path)
+	if rt == nil || rt.Body != routes.JSONBody || rt.Routing == routes.Local {
 		return nil, nil, mode, &pipeline.Error{Status: http.StatusBadRequest, Code: "invalid_field", Param: param,
 			Message: fmt.Sprintf("path %.200q is not a JSON route the router serves", path)}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -219,7 +220,7 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 
 // openRoute is open for a route of the table (nil for none): a stored
 // response or a session may pin the request to one backend.
-func (s *Server) openRoute(ctx context.Context, rt *Route, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header) (*exchange, error) {
+func (s *Server) openRoute(ctx context.Context, rt *routes.Route, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header) (*exchange, error) {
 	// Spans only when they are exported (tracing.on): building them is
 	// work on every request.
 	nctx, span := ctx, trace.Span(nil)
@@ -263,7 +264,7 @@ func (s *Server) openRoute(ctx context.Context, rt *Route, path string, mode nor
 	if session != "" {
 		s.sessions.put(session, d.Backend)
 	}
-	x.learnID, x.tenant = rt != nil && rt.Routing == ByPrefixOrStored, tenant
+	x.learnID, x.tenant = rt != nil && rt.Routing == routes.ByPrefixOrStored, tenant
 	if span != nil {
 		span.SetAttributes(attribute.String("prefixgate.backend", d.Backend), attribute.String("prefixgate.decision", d.Reason.String()))
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/internal/routes"
 )
 
 // maxModels bounds the entries one backend's model list contributes.
@@ -18,8 +19,8 @@ const maxModels = 4096
 // may get a request. A backend whose list has no entries yet contributes
 // the models it is known to serve.
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	rt := routeFor("/v1/models")
-	if !rt.allows(r.Method) {
+	rt := routes.Lookup("/v1/models")
+	if !rt.Allows(r.Method) {
 		s.fail(w, r, rt, nil, methodNotAllowed(w, r, rt.Methods))
 		return
 	}

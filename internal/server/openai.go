@@ -10,12 +10,13 @@ import (
 
 	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/routes"
 )
 
 // handleProxy serves a JSON route of the table: the body is normalized,
 // routed on its key (or pinned: a stored response, a session) and
 // forwarded to the same path.
-func (s *Server) handleProxy(rt *Route) http.HandlerFunc {
+func (s *Server) handleProxy(rt *routes.Route) http.HandlerFunc {
 	routeName, mode, path := rt.Label, rt.Mode, rt.Path
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {

@@ -11,6 +11,7 @@ import (
 	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/route"
 )
 
@@ -29,11 +30,11 @@ import (
 // backend of its session (the session header), else nowhere in
 // particular. session is the session to remember the pick under. body is
 // the canonical body.
-func (s *Server) pinFor(rt *Route, tenant string, body []byte, hdr http.Header) (pn pin, session string, err error) {
+func (s *Server) pinFor(rt *routes.Route, tenant string, body []byte, hdr http.Header) (pn pin, session string, err error) {
 	if rt == nil {
 		return pin{}, "", nil
 	}
-	if rt.Routing == ByPrefixOrStored {
+	if rt.Routing == routes.ByPrefixOrStored {
 		if prev := gjson.GetBytes(body, "previous_response_id"); prev.Type == gjson.String && prev.Str != "" {
 			backend, ok := s.responses.get(tenantKey(tenant, prev.Str))
 			if !ok {
@@ -93,9 +94,9 @@ func (x *exchange) learnCreatedEvent(data []byte) {
 
 // handleStored serves GET /v1/responses/{id} and POST
 // /v1/responses/{id}/cancel on the backend that stored the response.
-func (s *Server) handleStored(rt *Route) http.HandlerFunc {
+func (s *Server) handleStored(rt *routes.Route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !rt.allows(r.Method) {
+		if !rt.Allows(r.Method) {
 			s.fail(w, r, rt, nil, methodNotAllowed(w, r, rt.Methods))
 			return
 		}
@@ -116,7 +117,7 @@ func (s *Server) handleStored(rt *Route) http.HandlerFunc {
 
 // forwardPicked forwards r (its path and query, and body when not nil) to
 // the backend picked in d and relays the answer as it comes; it ends d.
-func (s *Server) forwardPicked(w http.ResponseWriter, r *http.Request, rt *Route, d *route.Decision, body []byte) {
+func (s *Server) forwardPicked(w http.ResponseWriter, r *http.Request, rt *routes.Route, d *route.Decision, body []byte) {
 	ctx, cancel := h1front.WithRequestTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	b := d.Member.(*backends.Backend)
@@ -130,7 +131,7 @@ func (s *Server) forwardPicked(w http.ResponseWriter, r *http.Request, rt *Route
 
 // relayPicked relays the answer of a request forwarded to the backend
 // picked in d (or the error of forwarding it) and ends d.
-func (s *Server) relayPicked(w http.ResponseWriter, r *http.Request, rt *Route, d *route.Decision, resp *http.Response, err error) {
+func (s *Server) relayPicked(w http.ResponseWriter, r *http.Request, rt *routes.Route, d *route.Decision, resp *http.Response, err error) {
 	if err != nil {
 		d.DoneWith(failedOutcome(err))
 		s.fail(w, r, rt, d, upstreamError(err))
@@ -153,7 +154,7 @@ func (s *Server) relayPicked(w http.ResponseWriter, r *http.Request, rt *Route, 
 }
 
 // fail counts and writes an error on rt's path; d is the pick, if any.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, rt *Route, d *route.Decision, err error) {
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, rt *routes.Route, d *route.Decision, err error) {
 	var x *exchange
 	if d != nil {
 		x = &exchange{d: d}

@@ -2,58 +2,45 @@ package server
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/route"
 )
 
 // routeHandler is the handler of one route of the table.
-func (s *Server) routeHandler(rt *Route) http.Handler {
+func (s *Server) routeHandler(rt *routes.Route) http.Handler {
 	switch rt.Routing {
-	case ByPrefix, ByPrefixOrStored:
+	case routes.ByPrefix, routes.ByPrefixOrStored:
 		return s.handleProxy(rt)
-	case ByStoredID:
+	case routes.ByStoredID:
 		return s.handleStored(rt)
-	case LeastLoaded:
-		if rt.Body == MultipartBody {
+	case routes.LeastLoaded:
+		if rt.Body == routes.MultipartBody {
 			return s.handleUpload(rt)
 		}
 		return s.handleLeastLoaded(rt)
-	case FanOut:
+	case routes.FanOut:
 		return http.HandlerFunc(s.handleModels)
 	}
 	return http.HandlerFunc(s.handleExplain) // the one Local route
-}
-
-// routeList names the table's routes, for the 404 of a path it lacks.
-func routeList() string {
-	var b strings.Builder
-	for i, rt := range routeTable {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		m, _, _ := strings.Cut(rt.Methods, ",")
-		b.WriteString(m + " " + rt.Path)
-	}
-	return b.String()
 }
 
 // handleLeastLoaded serves a route that needs no particular replica
 // (tokenize, detokenize, version): the body, if the route has one, is
 // checked and put in canonical form as chat's is, then it goes to the
 // least-loaded healthy backend serving its model.
-func (s *Server) handleLeastLoaded(rt *Route) http.HandlerFunc {
+func (s *Server) handleLeastLoaded(rt *routes.Route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !rt.allows(r.Method) {
+		if !rt.Allows(r.Method) {
 			s.fail(w, r, rt, nil, methodNotAllowed(w, r, rt.Methods))
 			return
 		}
 		var body []byte
 		model := ""
-		if rt.Body == JSONBody {
+		if rt.Body == routes.JSONBody {
 			p, ok := s.readCanonical(w, r, rt)
 			if !ok {
 				return
@@ -75,7 +62,7 @@ func (s *Server) handleLeastLoaded(rt *Route) http.HandlerFunc {
 
 // readCanonical reads r's JSON body within the limits and puts it in
 // canonical form, or writes the error in rt's shape.
-func (s *Server) readCanonical(w http.ResponseWriter, r *http.Request, rt *Route) (pipeline.Prepared, bool) {
+func (s *Server) readCanonical(w http.ResponseWriter, r *http.Request, rt *routes.Route) (pipeline.Prepared, bool) {
 	if err := checkJSONContentType(r); err != nil {
 		s.fail(w, r, rt, nil, err)
 		return pipeline.Prepared{}, false

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prefixgate/prefixgate/backends/vllmsim"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/internal/server"
 )
 
@@ -116,8 +117,8 @@ func countingFleet(t *testing.T, k int) (urls []string, seen *atomic.Int64) {
 
 // errorOf reads an error body in shape, returning its type and whether
 // the body has that shape.
-func errorOf(raw []byte, shape server.ErrorShape) (string, bool) {
-	if shape == server.AnthropicErrors {
+func errorOf(raw []byte, shape routes.ErrorShape) (string, bool) {
+	if shape == routes.AnthropicErrors {
 		var e struct {
 			Type  string `json:"type"`
 			Error struct {
@@ -151,19 +152,19 @@ func TestEveryPathRefusesBeforeTheBackend(t *testing.T) {
 	}
 	base := serveFor(t, srv)
 	auth := map[string]string{"Authorization": "Bearer " + key}
-	check := func(rt server.Route, what string, status int, raw []byte, want int, wantType string) {
+	check := func(rt routes.Route, what string, status int, raw []byte, want int, wantType string) {
 		t.Helper()
 		typ, ok := errorOf(raw, rt.Errors)
-		if status != want || !ok || (rt.Errors == server.AnthropicErrors && typ != wantType) {
+		if status != want || !ok || (rt.Errors == routes.AnthropicErrors && typ != wantType) {
 			t.Errorf("%s %s, %s: status %d (want %d), body %s (want %s's shape)", rt.Methods, rt.Path, what, status, want, raw, rt.Errors)
 		}
 	}
-	for _, rt := range server.Routes() {
+	for _, rt := range routes.All() {
 		method, _, _ := strings.Cut(rt.Methods, ",")
 		path := strings.ReplaceAll(rt.Path, "{id}", "resp_1")
 		status, _, raw := call(t, method, base+path, "application/json", []byte(`{}`), nil)
 		check(rt, "no key", status, raw, http.StatusUnauthorized, "authentication_error")
-		if rt.Body != server.JSONBody {
+		if rt.Body != routes.JSONBody {
 			continue
 		}
 		big := append([]byte(`{"model":"`+simModel+`","input":"`), bytes.Repeat([]byte("a"), 65<<10)...)
@@ -272,11 +273,11 @@ func TestMessagesErrorsAreAnthropics(t *testing.T) {
 	base := startRouter(t, 1, server.Config{})
 	body := []byte(`{"model":"no-such-model","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`)
 	status, _, raw := call(t, "POST", base+"/v1/messages", "application/json", body, nil)
-	if typ, ok := errorOf(raw, server.AnthropicErrors); status != http.StatusNotFound || !ok || typ != "not_found_error" {
+	if typ, ok := errorOf(raw, routes.AnthropicErrors); status != http.StatusNotFound || !ok || typ != "not_found_error" {
 		t.Errorf("unknown model on /v1/messages: status %d: %s", status, raw)
 	}
 	status, _, raw = call(t, "POST", base+"/v1/chat/completions", "application/json", body, nil)
-	if _, ok := errorOf(raw, server.OpenAIErrors); status != http.StatusNotFound || !ok {
+	if _, ok := errorOf(raw, routes.OpenAIErrors); status != http.StatusNotFound || !ok {
 		t.Errorf("unknown model on chat: status %d: %s", status, raw)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -296,7 +297,7 @@ func TestMessagesErrorsAreAnthropics(t *testing.T) {
 			break
 		}
 	}
-	if typ, ok := errorOf(raw, server.AnthropicErrors); status/100 != 5 || !ok || (status == 503 && typ != "overloaded_error") {
+	if typ, ok := errorOf(raw, routes.AnthropicErrors); status/100 != 5 || !ok || (status == 503 && typ != "overloaded_error") {
 		t.Errorf("no healthy backend on /v1/messages: status %d: %s", status, raw)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/prefixgate/prefixgate/gen/prefixgate/v1/prefixgatev1connect"
 	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/route"
 )
 
@@ -195,8 +196,9 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 
-	for i := range routeTable {
-		mux.Handle(routeTable[i].Path, s.routeHandler(&routeTable[i]))
+	for i := range routes.Len() {
+		rt := routes.At(i)
+		mux.Handle(rt.Path, s.routeHandler(rt))
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -216,9 +218,9 @@ func (s *Server) routes() http.Handler {
 	// Anything else is an OpenAI-shaped 404, so that OpenAI clients with a
 	// wrong base URL get an error they can show.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.record(otherRoute, nil, http.StatusNotFound)
+		s.record(routes.Other, nil, http.StatusNotFound)
 		writeError(w, &pipeline.Error{Status: http.StatusNotFound, Code: "unknown_url",
-			Message: fmt.Sprintf("unknown path %.200q; prefixgate serves %s", r.URL.Path, routeList())})
+			Message: fmt.Sprintf("unknown path %.200q; prefixgate serves %s", r.URL.Path, routes.List())})
 	})
 	return newPlainRoutes(mux)
 }

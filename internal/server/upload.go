@@ -14,6 +14,7 @@ import (
 	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/route"
 )
 
@@ -35,9 +36,9 @@ const maxModelField = 256
 var errUploadHead = errors.New("upload head too large")
 
 // handleUpload serves a multipart route.
-func (s *Server) handleUpload(rt *Route) http.HandlerFunc {
+func (s *Server) handleUpload(rt *routes.Route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !rt.allows(r.Method) {
+		if !rt.Allows(r.Method) {
 			s.fail(w, r, rt, nil, methodNotAllowed(w, r, rt.Methods))
 			return
 		}
@@ -111,7 +112,7 @@ func (s *Server) uploadTooLarge(n int64) error {
 
 // failBody counts and writes an error about r's body in rt's shape,
 // draining what the client still sends after a 413 (writeBodyError).
-func (s *Server) failBody(w http.ResponseWriter, r *http.Request, rt *Route, err error) {
+func (s *Server) failBody(w http.ResponseWriter, r *http.Request, rt *routes.Route, err error) {
 	s.record(rt.Label, nil, pipeline.Status(err))
 	writeBodyError(w, r, err)
 }

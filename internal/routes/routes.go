@@ -1,4 +1,10 @@
-package server
+// Package routes is the table of REST paths prefixgate serves: for each,
+// its methods, its body, how the body is normalized and keyed, how a
+// replica is chosen, the shape of the errors the router writes on it and
+// its metrics label. The HTTP server's mux, Explain, the metrics, the
+// endpoint picker and the README's path table all read it, so a route is
+// added in one place. It knows no HTTP: it is data and lookups.
+package routes
 
 import (
 	"strings"
@@ -91,10 +97,10 @@ type Route struct {
 	Doc string
 }
 
-// routeTable is every REST path the router serves: the mux, Explain, the
+// table is every REST path the router serves: the mux, Explain, the
 // metrics' route label, the error shape and the README's path table all
 // read it.
-var routeTable = []Route{
+var table = []Route{
 	{"/v1/chat/completions", "POST", "chat_completions", JSONBody, normalize.ModeChat, ByPrefix, OpenAIErrors, "OpenAI chat completions, plain and streamed"},
 	{"/v1/completions", "POST", "completions", JSONBody, normalize.ModeCompletion, ByPrefix, OpenAIErrors, "OpenAI completions, plain and streamed"},
 	{"/v1/responses", "POST", "responses", JSONBody, modeResponses, ByPrefixOrStored, OpenAIErrors, "OpenAI Responses, plain and streamed; a follow-up naming previous_response_id goes to the replica that stored it"},
@@ -119,18 +125,25 @@ var routeTable = []Route{
 	{"/v1/explain", "POST", "explain", JSONBody, normalize.ModeAuto, Local, OpenAIErrors, "where a request body of any JSON route would go and why, as JSON"},
 }
 
-// otherRoute is the route label of every path the table does not hold, so
+// Other is the route label of every path the table does not hold, so
 // that the label's values stay bounded.
-const otherRoute = "other"
+const Other = "other"
 
-// Routes is the route table, for the docs and their tests.
-func Routes() []Route { return append([]Route(nil), routeTable...) }
+// All is the route table, in order.
+func All() []Route { return append([]Route(nil), table...) }
 
-// routeFor is the table's route for a request path (the mux's own match
+// At is the table's i-th route, for a caller that keeps pointers to the
+// routes (the server's handlers); Len is their number.
+func At(i int) *Route { return &table[i] }
+
+// Len is the number of routes.
+func Len() int { return len(table) }
+
+// Lookup is the table's route for a request path (the mux's own match
 // for the patterns with a wildcard); nil for a path it does not hold.
-func routeFor(path string) *Route {
-	for i := range routeTable {
-		rt := &routeTable[i]
+func Lookup(path string) *Route {
+	for i := range table {
+		rt := &table[i]
 		if rt.Path == path {
 			return rt
 		}
@@ -139,29 +152,48 @@ func routeFor(path string) *Route {
 		id, cancel := strings.CutSuffix(rest, "/cancel")
 		if id != "" && !strings.Contains(id, "/") {
 			if cancel {
-				return routeFor("/v1/responses/{id}/cancel")
+				return Lookup("/v1/responses/{id}/cancel")
 			}
-			return routeFor("/v1/responses/{id}")
+			return Lookup("/v1/responses/{id}")
 		}
 	}
 	return nil
 }
 
-// errorShapeFor is the error shape of path's route (OpenAI's for a path
+// ErrorShapeFor is the error shape of path's route (OpenAI's for a path
 // the table does not hold).
-func errorShapeFor(path string) ErrorShape {
-	if rt := routeFor(path); rt != nil {
+func ErrorShapeFor(path string) ErrorShape {
+	if rt := Lookup(path); rt != nil {
 		return rt.Errors
 	}
 	return OpenAIErrors
 }
 
-// allows reports whether method is one of the route's.
-func (rt *Route) allows(method string) bool {
+// Allows reports whether method is one of the route's.
+func (rt *Route) Allows(method string) bool {
 	for m := range strings.SplitSeq(rt.Methods, ", ") {
 		if m == method {
 			return true
 		}
 	}
 	return false
+}
+
+// List names the routes, method and path, for a 404's message.
+func List() string {
+	var b strings.Builder
+	for i, rt := range table {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		m, _, _ := strings.Cut(rt.Methods, ",")
+		b.WriteString(m + " " + rt.Path)
+	}
+	return b.String()
+}
+
+// Keyed reports whether the route's body is normalized and routed on its
+// key: what the endpoint picker keys.
+func (rt *Route) Keyed() bool {
+	return rt.Body == JSONBody && (rt.Routing == ByPrefix || rt.Routing == ByPrefixOrStored)
 }

@@ -1,4 +1,4 @@
-package server_test
+package routes_test
 
 import (
 	"os"
@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prefixgate/prefixgate/internal/server"
+	"github.com/prefixgate/prefixgate/internal/routes"
 )
 
 // routeRow is the README path table's row of a route.
-func routeRow(rt server.Route) string {
+func routeRow(rt routes.Route) string {
 	method, _, _ := strings.Cut(rt.Methods, ",")
 	return "| `" + method + " " + rt.Path + "` | " + rt.Doc + " |"
 }
@@ -31,7 +31,7 @@ func TestReadmeListsEveryRoute(t *testing.T) {
 		}
 	}
 	var want []string
-	for _, rt := range server.Routes() {
+	for _, rt := range routes.All() {
 		row := routeRow(rt)
 		want = append(want, row)
 		if !rows[row] {
