@@ -493,11 +493,15 @@ func (x *exchange) sendBody(body []byte, endOfStream bool) error {
 	}
 }
 
-// refuse answers with an immediate response in OpenAI's error shape.
+// refuse answers with an immediate response in the error shape of the
+// request's route (OpenAI's, Anthropic's on /v1/messages).
 func (x *exchange) refuse(err error) error {
 	e := pipeline.AsError(err)
 	code, errCode, msg := e.Status, e.Code, e.Message
 	body := fmt.Appendf(nil, `{"error":{"message":%s,"type":%q,"code":%q}}`, strconv.Quote(msg), e.Type(), errCode)
+	if routes.ErrorShapeFor(x.path) == routes.AnthropicErrors {
+		body = fmt.Appendf(nil, `{"type":"error","error":{"type":%q,"message":%s}}`, routes.AnthropicErrorType(code), strconv.Quote(msg))
+	}
 	set := []*corev3.HeaderValueOption{header("content-type", "application/json")}
 	if s := e.RetryAfterSeconds(); s > 0 {
 		set = append(set, header("retry-after", strconv.Itoa(s)))

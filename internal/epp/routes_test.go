@@ -58,3 +58,25 @@ func TestRouteTablePathsAreKeyed(t *testing.T) {
 	}
 	waitInFlight(t, h, 0)
 }
+
+// TestMessagesRefusalsAreAnthropics: the picker's refusals on
+// /v1/messages are in Anthropic's error shape.
+func TestMessagesRefusalsAreAnthropics(t *testing.T) {
+	h := newHarness(t, route.Config{}, pipeline.Config{})
+	s, err := h.client.Process(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Send(&extprocv3.ProcessingRequest{ProtocolConfig: protocol(filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_NONE),
+		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: hdrs("/v1/messages")}})
+	recv(t, s)
+	_ = s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(`{"model":`), EndOfStream: true}}})
+	var e struct {
+		Type  string `json:"type"`
+		Error struct{ Type, Message string }
+	}
+	ir := recv(t, s).GetImmediateResponse()
+	if json.Unmarshal(ir.GetBody(), &e) != nil || e.Type != "error" || e.Error.Type != "invalid_request_error" || e.Error.Message == "" {
+		t.Errorf("refusal on /v1/messages: %s", ir.GetBody())
+	}
+}

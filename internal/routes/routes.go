@@ -197,3 +197,25 @@ func List() string {
 func (rt *Route) Keyed() bool {
 	return rt.Body == JSONBody && (rt.Routing == ByPrefix || rt.Routing == ByPrefixOrStored)
 }
+
+// AnthropicErrorType is the error type Anthropic's API gives an HTTP
+// status.
+func AnthropicErrorType(status int) string {
+	switch status {
+	case 400, 405, 415, 422:
+		return "invalid_request_error"
+	case 401:
+		return "authentication_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 413:
+		return "request_too_large"
+	case 429:
+		return "rate_limit_error"
+	case 503, 529:
+		return "overloaded_error"
+	}
+	return "api_error"
+}

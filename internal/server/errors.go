@@ -48,7 +48,7 @@ func writeErrorAs(w http.ResponseWriter, shape routes.ErrorShape, err error) {
 	}
 	if shape == routes.AnthropicErrors {
 		writeJSON(w, re.Status, map[string]any{
-			"type": "error", "error": map[string]any{"type": anthropicErrorType(re.Status), "message": re.Message},
+			"type": "error", "error": map[string]any{"type": routes.AnthropicErrorType(re.Status), "message": re.Message},
 		})
 		return
 	}
@@ -59,27 +59,6 @@ func writeErrorAs(w http.ResponseWriter, shape routes.ErrorShape, err error) {
 	writeJSON(w, re.Status, map[string]any{
 		"error": map[string]any{"message": re.Message, "type": re.Type(), "param": param, "code": re.Code},
 	})
-}
-
-// anthropicErrorType is the error type Anthropic's API gives status.
-func anthropicErrorType(status int) string {
-	switch status {
-	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity:
-		return "invalid_request_error"
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case http.StatusServiceUnavailable, 529:
-		return "overloaded_error"
-	}
-	return "api_error"
 }
 
 // connectError maps err to a Connect error with the matching code.
