@@ -5,6 +5,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -177,5 +180,50 @@ func TestStoredResponsesAreTheTenants(t *testing.T) {
 		if status, _, raw := call(t, c.method, base+c.path, "application/json", c.body, as(keyB)); status != http.StatusNotFound {
 			t.Errorf("another tenant, %s %s: status %d: %s", c.method, c.path, status, raw)
 		}
+	}
+}
+
+// TestResponsesChainsAgainstARandomBalancer measures what the id table is
+// for: the same 20 chains of 10 follow-ups over 3 replicas, sent through
+// the router and sent to a replica drawn at random (a balancer that does
+// not know the ids). Through the router every follow-up is answered; at
+// random about two in three find no predecessor.
+func TestResponsesChainsAgainstARandomBalancer(t *testing.T) {
+	urls, _ := countingFleet(t, 3)
+	srv, err := server.New(server.Config{Backends: urls}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := serveFor(t, srv)
+	rng := rand.New(rand.NewPCG(1, 2))
+	run := func(pick func() string) (answered, failed int) {
+		for c := range 20 {
+			prev := ""
+			for turn := range 11 {
+				body := map[string]any{"model": simModel, "input": fmt.Sprintf("chain %d turn %d", c, turn), "max_output_tokens": 2}
+				if prev != "" {
+					body["previous_response_id"] = prev
+				}
+				status, id, _, _ := respond(t, pick(), body, false)
+				if turn > 0 && status == http.StatusOK {
+					answered++
+				} else if turn > 0 {
+					failed++
+				}
+				if status == http.StatusOK {
+					prev = id
+				}
+			}
+		}
+		return answered, failed
+	}
+	ok, bad := run(func() string { return base })
+	if bad != 0 || ok != 200 {
+		t.Errorf("through the router: %d follow-ups answered, %d failed", ok, bad)
+	}
+	rok, rbad := run(func() string { return urls[rng.IntN(len(urls))] })
+	t.Logf("follow-ups answered: through the router %d/200, to a random replica %d/200", ok, rok)
+	if rbad < 100 {
+		t.Errorf("a random balancer failed only %d of 200 follow-ups; the fleet does not keep responses per replica", rbad)
 	}
 }
