@@ -12,6 +12,7 @@ package epp
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -500,7 +501,7 @@ func (x *exchange) refuse(err error) error {
 	code, errCode, msg := e.Status, e.Code, e.Message
 	body := fmt.Appendf(nil, `{"error":{"message":%s,"type":%q,"code":%q}}`, strconv.Quote(msg), e.Type(), errCode)
 	if routes.ErrorShapeFor(x.path) == routes.AnthropicErrors {
-		body = fmt.Appendf(nil, `{"type":"error","error":{"type":%q,"message":%s}}`, routes.AnthropicErrorType(code), strconv.Quote(msg))
+		body = anthropicErrorBody(code, msg)
 	}
 	set := []*corev3.HeaderValueOption{header("content-type", "application/json")}
 	if s := e.RetryAfterSeconds(); s > 0 {
@@ -517,6 +518,20 @@ func (x *exchange) refuse(err error) error {
 		return err
 	}
 	return errStreamDone
+}
+
+// anthropicErrorBody is an error in Anthropic's shape, JSON-encoded (Go
+// quoting's \x escapes are not JSON).
+func anthropicErrorBody(status int, msg string) []byte {
+	type detail struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}
+	b, _ := json.Marshal(struct {
+		Type  string `json:"type"`
+		Error detail `json:"error"`
+	}{"error", detail{routes.AnthropicErrorType(status), msg}})
+	return b
 }
 
 func (x *exchange) responseHeaders(h *extprocv3.HttpHeaders) error {

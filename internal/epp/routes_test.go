@@ -70,7 +70,7 @@ func TestMessagesRefusalsAreAnthropics(t *testing.T) {
 	_ = s.Send(&extprocv3.ProcessingRequest{ProtocolConfig: protocol(filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_NONE),
 		Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: hdrs("/v1/messages")}})
 	recv(t, s)
-	_ = s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte(`{"model":`), EndOfStream: true}}})
+	_ = s.Send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte("{\"model\": \"\x01\"}"), EndOfStream: true}}})
 	var e struct {
 		Type  string `json:"type"`
 		Error struct{ Type, Message string }
