@@ -301,3 +301,23 @@ func TestMessagesErrorsAreAnthropics(t *testing.T) {
 		t.Errorf("no healthy backend on /v1/messages: status %d: %s", status, raw)
 	}
 }
+
+// TestAccessLogNamesTheRoute: each request's log line carries its route's
+// label, the stored-response paths' whatever their id.
+func TestAccessLogNamesTheRoute(t *testing.T) {
+	urls, _ := countingFleet(t, 1)
+	var logs syncBuffer
+	srv, err := server.New(server.Config{Backends: urls}, slog.New(server.NewLogHandler(&logs, slog.LevelInfo, false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := serveFor(t, srv)
+	call(t, "POST", base+"/v1/embeddings", "application/json", routeBody("/v1/embeddings", "d", "q"), nil)
+	call(t, "GET", base+"/v1/responses/resp_x", "", nil, nil)
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if strings.Contains(logs.String(), "route=embeddings") && strings.Contains(logs.String(), "route=responses_get") {
+			return
+		}
+	}
+	t.Errorf("the access log lacks the routes' labels:\n%s", logs.String())
+}
