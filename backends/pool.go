@@ -487,10 +487,12 @@ func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, bod
 // ForwardStream is Forward for a body read as it is sent, such as an
 // upload: length is its size in bytes, -1 when unknown (then it is sent
 // chunked), and hdr's Content-Type is kept. The body can be read once, so
-// the transport never sends it again.
+// the transport never sends it again. path may end in a query
+// ("?stream=true"), which is passed on as it is.
 func (p *Pool) ForwardStream(ctx context.Context, b *Backend, method, path string, body io.Reader, length int64, hdr http.Header) (*http.Response, error) {
+	path, query, _ := strings.Cut(path, "?")
 	u := *b.URL
-	u.Path = b.URL.Path + path
+	u.Path, u.RawQuery = b.URL.Path+path, query
 	if b.URL.RawPath != "" {
 		u.RawPath = b.URL.RawPath + path
 	}

@@ -115,17 +115,24 @@ func (s *Server) handleStored(rt *routes.Route) http.HandlerFunc {
 	}
 }
 
-// forwardPicked forwards r (its path and query, and body when not nil) to
+// forwardPicked forwards r (its path, and body when not nil, else its query) to
 // the backend picked in d and relays the answer as it comes; it ends d.
 func (s *Server) forwardPicked(w http.ResponseWriter, r *http.Request, rt *routes.Route, d *route.Decision, body []byte) {
 	ctx, cancel := h1front.WithRequestTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	b := d.Member.(*backends.Backend)
-	path := r.URL.Path
-	if r.URL.RawQuery != "" {
-		path += "?" + r.URL.RawQuery
+	var resp *http.Response
+	var err error
+	if body != nil {
+		resp, err = s.pool.Forward(ctx, b, r.Method, r.URL.Path, body, forwardHeaders(r.Header))
+	} else {
+		// No body: the path with its query (GET ...?stream=true).
+		path := r.URL.Path
+		if r.URL.RawQuery != "" {
+			path += "?" + r.URL.RawQuery
+		}
+		resp, err = s.pool.ForwardStream(ctx, b, r.Method, path, http.NoBody, 0, forwardHeaders(r.Header))
 	}
-	resp, err := s.pool.Forward(ctx, b, r.Method, path, body, forwardHeaders(r.Header))
 	s.relayPicked(w, r, rt, d, resp, err)
 }
 

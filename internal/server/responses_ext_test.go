@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prefixgate/prefixgate/internal/pipeline"
@@ -225,5 +227,38 @@ func TestResponsesChainsAgainstARandomBalancer(t *testing.T) {
 	t.Logf("follow-ups answered: through the router %d/200, to a random replica %d/200", ok, rok)
 	if rbad < 100 {
 		t.Errorf("a random balancer failed only %d of 200 follow-ups; the fleet does not keep responses per replica", rbad)
+	}
+}
+
+// TestStoredResponseGetKeepsItsQuery: GET /v1/responses/{id} reaches the
+// replica with its query string as the client sent it.
+func TestStoredResponseGetKeepsItsQuery(t *testing.T) {
+	var seen atomic.Value
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"m"}]}`)
+		case "/v1/responses":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"id":"resp_q","object":"response","status":"completed"}`)
+		case "/v1/responses/resp_q":
+			seen.Store(r.URL.RawQuery)
+			_, _ = io.WriteString(w, `{"id":"resp_q"}`)
+		}
+	}))
+	t.Cleanup(hs.Close)
+	srv, err := server.New(server.Config{Backends: []string{hs.URL}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := serveFor(t, srv)
+	if status, _, raw := call(t, "POST", base+"/v1/responses", "application/json", []byte(`{"model":"m","input":"hi"}`), nil); status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, raw)
+	}
+	if status, _, raw := call(t, "GET", base+"/v1/responses/resp_q?stream=true&starting_after=3", "", nil, nil); status != http.StatusOK {
+		t.Fatalf("GET: status %d: %s", status, raw)
+	}
+	if q, _ := seen.Load().(string); q != "stream=true&starting_after=3" {
+		t.Errorf("the replica saw the query %q", q)
 	}
 }
