@@ -83,6 +83,11 @@ func (s *Server) dispatch(ctx context.Context, path string, p pipeline.Prepared,
 			return nil, s.pipe.PickError(err, p.Info.Model)
 		}
 		s.pipe.ObservePick(sent.Sub(start), d)
+		if pn.session != "" {
+			// The session follows its latest pick, whenever its answer
+			// comes.
+			s.sessions.put(pn.session, d.Backend)
+		}
 		// The pick carries the backend itself: one removed since still
 		// gets the request, as it would have a moment earlier.
 		b := d.Member.(*backends.Backend)
@@ -128,6 +133,9 @@ type pin struct {
 	// for a session, which falls back to the policy when its backend is
 	// full or gone. param is the member or path part that named it.
 	stored, param string
+	// session is the session the request belongs to, remembered with
+	// the pick; "" for none.
+	session string
 }
 
 // pick chooses the backend for req: the pinned one when there is one.
@@ -242,7 +250,7 @@ func (s *Server) openRoute(ctx context.Context, rt *routes.Route, path string, m
 	if rt != nil && s.pipe.TenantsEnabled() {
 		tenant = pipeline.TenantFrom(ctx)
 	}
-	pn, session, err := s.pinFor(rt, tenant, p.Body, hdr)
+	pn, err := s.pinFor(rt, tenant, p.Body, hdr)
 	if err != nil {
 		lease.release(p.Body)
 		return nil, err
@@ -260,9 +268,6 @@ func (s *Server) openRoute(ctx context.Context, rt *routes.Route, path string, m
 	if err != nil {
 		lease.release(p.Body)
 		return nil, err
-	}
-	if session != "" {
-		s.sessions.put(session, d.Backend)
 	}
 	x.learnID, x.tenant = rt != nil && rt.Routing == routes.ByPrefixOrStored, tenant
 	if span != nil {

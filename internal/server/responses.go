@@ -28,26 +28,26 @@ import (
 // pinFor says where a request of rt must or would rather go: the backend
 // that stored the response its body names (previous_response_id), else the
 // backend of its session (the session header), else nowhere in
-// particular. session is the session to remember the pick under. body is
-// the canonical body.
-func (s *Server) pinFor(rt *routes.Route, tenant string, body []byte, hdr http.Header) (pn pin, session string, err error) {
+// particular. body is the canonical body.
+func (s *Server) pinFor(rt *routes.Route, tenant string, body []byte, hdr http.Header) (pin, error) {
 	if rt == nil {
-		return pin{}, "", nil
+		return pin{}, nil
 	}
 	if rt.Routing == routes.ByPrefixOrStored {
 		if prev := gjson.GetBytes(body, "previous_response_id"); prev.Type == gjson.String && prev.Str != "" {
 			backend, ok := s.responses.get(tenantKey(tenant, prev.Str))
 			if !ok {
-				return pin{}, "", responseNotFound("previous_response_id", prev.Str, "")
+				return pin{}, responseNotFound("previous_response_id", prev.Str, "")
 			}
-			return pin{backend: backend, stored: prev.Str, param: "previous_response_id"}, "", nil
+			return pin{backend: backend, stored: prev.Str, param: "previous_response_id"}, nil
 		}
 	}
+	var pn pin
 	if vs := hdr[s.sessionHeader]; len(vs) > 0 && vs[0] != "" && len(vs[0]) <= maxStickyKeyBytes {
-		session = tenantKey(tenant, vs[0])
-		pn.backend, _ = s.sessions.get(session)
+		pn.session = tenantKey(tenant, vs[0])
+		pn.backend, _ = s.sessions.get(pn.session)
 	}
-	return pn, session, nil
+	return pn, nil
 }
 
 // tenantKey scopes a response id or a session to its tenant: one tenant
