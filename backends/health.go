@@ -287,9 +287,10 @@ func (p *Pool) probeOne(ctx context.Context, b *Backend) {
 	}
 	changed := false
 	if err == nil {
-		models, maxLen, merr := p.fetchModels(ctx, b)
+		models, maxLen, entries, merr := p.fetchModels(ctx, b)
 		if merr == nil {
 			b.maxModelLen.Store(int64(maxLen))
+			b.modelEntries.Store(&entries)
 		}
 		if merr == nil && !slices.Equal(models, b.Models()) {
 			b.models.Store(&models)
@@ -342,24 +343,29 @@ func causeOf(err error) error {
 	return err
 }
 
-// fetchModels reads the OpenAI model list and vLLM's max_model_len (the
-// largest any entry states, 0 when none does); a backend without
+// fetchModels reads the OpenAI model list, vLLM's max_model_len (the
+// largest any entry states, 0 when none does) and the list's entries as
+// written; a backend without
 // /v1/models is served all the same (its list stays empty, meaning "any
 // model").
-func (p *Pool) fetchModels(ctx context.Context, b *Backend) (models []string, maxLen int, err error) {
+func (p *Pool) fetchModels(ctx context.Context, b *Backend) (models []string, maxLen int, entries []byte, err error) {
 	raw, err := p.get(ctx, b, "/v1/models", 1<<20)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	models = []string{}
-	gjson.GetBytes(raw, "data").ForEach(func(_, v gjson.Result) bool {
+	data := gjson.GetBytes(raw, "data")
+	if data.IsArray() {
+		entries = []byte(data.Raw)
+	}
+	data.ForEach(func(_, v gjson.Result) bool {
 		if id := v.Get("id"); id.Exists() {
 			models = append(models, id.String())
 		}
 		maxLen = max(maxLen, int(v.Get("max_model_len").Int()))
 		return true
 	})
-	return models, maxLen, nil
+	return models, maxLen, entries, nil
 }
 
 // Rediscover re-resolves the DNS and file sources once and applies any

@@ -35,7 +35,10 @@ type Backend struct {
 	models  atomic.Pointer[[]string]
 	// maxModelLen is the context length /v1/models states (0: unknown).
 	maxModelLen atomic.Int64
-	load        atomic.Pointer[LoadSignals]
+	// modelEntries is the "data" array of the last /v1/models answer, as
+	// the backend wrote it (at most 1 MiB, the probe's limit).
+	modelEntries atomic.Pointer[[]byte]
+	load         atomic.Pointer[LoadSignals]
 
 	// configured is the engine the spec named (EngineAuto: detect);
 	// detected is what scrapes found, as an Engine.
@@ -91,6 +94,17 @@ func (b *Backend) State() State { return State(b.state.Load()) }
 // successful /v1/models probe; nil when it has not answered yet.
 func (b *Backend) Models() []string {
 	if m := b.models.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
+
+// ModelEntries is the "data" array of the backend's last /v1/models
+// answer as it wrote it (each entry with its own fields: vLLM's created,
+// owned_by, root, parent, max_model_len, permission); nil before a probe
+// has read one.
+func (b *Backend) ModelEntries() []byte {
+	if m := b.modelEntries.Load(); m != nil {
 		return *m
 	}
 	return nil
@@ -466,6 +480,35 @@ func (p *Pool) Forward(ctx context.Context, b *Backend, method, path string, bod
 		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	}
 	if req.ContentLength == 0 {
+		req.Body = http.NoBody
+	}
+	resp, err := p.transport.RoundTrip(req)
+	return p.forwarded(ctx, b, method, &u, resp, err)
+}
+
+// ForwardStream is Forward for a body read as it is sent, such as an
+// upload: length is its size in bytes, -1 when unknown (then it is sent
+// chunked), and hdr's Content-Type is kept. The body can be read once, so
+// the transport never sends it again. path may end in a query
+// ("?stream=true"), which is passed on as it is.
+func (p *Pool) ForwardStream(ctx context.Context, b *Backend, method, path string, body io.Reader, length int64, hdr http.Header) (*http.Response, error) {
+	path, query, _ := strings.Cut(path, "?")
+	u := *b.URL
+	u.Path, u.RawQuery = b.URL.Path+path, query
+	if b.URL.RawPath != "" {
+		u.RawPath = b.URL.RawPath + path
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), io.NopCloser(body))
+	if err != nil {
+		return nil, fmt.Errorf("backend %s: %w", b.Name, err)
+	}
+	for k, vs := range hdr {
+		if k != "Content-Encoding" && k != "Content-Length" {
+			req.Header[k] = vs
+		}
+	}
+	req.ContentLength = length
+	if length == 0 {
 		req.Body = http.NoBody
 	}
 	resp, err := p.transport.RoundTrip(req)

@@ -36,6 +36,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -288,16 +289,12 @@ func (x *exchange) requestTrailers() error {
 	return x.send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}})
 }
 
-// mode maps the request path to the normalizer's mode; ok is false for a
-// path that carries no inference body (it is routed without a prefix key).
+// mode maps the request path to the normalizer's mode, as the route table
+// gives it; ok is false for a path whose body is not keyed (it is routed
+// without a prefix key).
 func mode(path string) (normalize.Mode, bool) {
-	switch path {
-	case "/v1/chat/completions":
-		return normalize.ModeChat, true
-	case "/v1/completions":
-		return normalize.ModeCompletion, true
-	case "/invocations":
-		return normalize.ModeNative, true
+	if rt := routes.Lookup(path); rt != nil && rt.Keyed() {
+		return rt.Mode, true
 	}
 	return 0, false
 }
@@ -497,11 +494,15 @@ func (x *exchange) sendBody(body []byte, endOfStream bool) error {
 	}
 }
 
-// refuse answers with an immediate response in OpenAI's error shape.
+// refuse answers with an immediate response in the error shape of the
+// request's route (OpenAI's, Anthropic's on /v1/messages).
 func (x *exchange) refuse(err error) error {
 	e := pipeline.AsError(err)
 	code, errCode, msg := e.Status, e.Code, e.Message
 	body := errorBody(e)
+	if routes.ErrorShapeFor(x.path) == routes.AnthropicErrors {
+		body = anthropicErrorBody(code, msg)
+	}
 	set := []*corev3.HeaderValueOption{header("content-type", "application/json")}
 	if s := e.RetryAfterSeconds(); s > 0 {
 		set = append(set, header("retry-after", strconv.Itoa(s)))
@@ -532,11 +533,22 @@ func errorBody(e *pipeline.Error) []byte {
 	if e.Param != "" {
 		b.Param = &e.Param
 	}
-	out, err := json.Marshal(map[string]body{"error": b})
-	if err != nil { // strings only: cannot fail
-		panic(err)
-	}
+	out, _ := json.Marshal(map[string]body{"error": b}) // strings only: cannot fail
 	return out
+}
+
+// anthropicErrorBody is an error in Anthropic's shape, JSON-encoded (Go
+// quoting's \x escapes are not JSON).
+func anthropicErrorBody(status int, msg string) []byte {
+	type detail struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}
+	b, _ := json.Marshal(struct {
+		Type  string `json:"type"`
+		Error detail `json:"error"`
+	}{"error", detail{routes.AnthropicErrorType(status), msg}})
+	return b
 }
 
 func (x *exchange) responseHeaders(h *extprocv3.HttpHeaders) error {

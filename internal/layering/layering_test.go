@@ -49,6 +49,11 @@ func TestImportGraph(t *testing.T) {
 			forbidden: []string{mod + "internal/server", mod + "internal/epp", mod + "backends", "google.golang.org/grpc", "connectrpc.com/", "go.opentelemetry.io/"},
 		},
 		{
+			why:       "the route table is data that every front door reads; it knows no HTTP, front door or router",
+			pkgs:      []string{mod + "internal/routes"},
+			forbidden: []string{"net/http", mod + "internal/server", mod + "internal/epp", mod + "internal/pipeline", mod + "route", mod + "backends"},
+		},
+		{
 			why:       "the endpoint picker runs the request pipeline, not the HTTP server",
 			pkgs:      []string{mod + "internal/epp"},
 			forbidden: []string{mod + "internal/server"},

@@ -33,6 +33,10 @@ func tenantFrom(ctx context.Context) string {
 	return t
 }
 
+// TenantFrom returns the authenticated tenant in ctx (WithTenant), or ""
+// without tenants.
+func TenantFrom(ctx context.Context) string { return tenantFrom(ctx) }
+
 // TenantsEnabled reports whether requests must carry a tenant API key (the
 // key is then prefixgate's, not the backend's, and is not forwarded).
 func (p *Pipeline) TenantsEnabled() bool { return len(p.cfg.Tenants) > 0 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prefixgate/prefixgate/internal/routes"
 )
 
 // NewLogHandler is slog's text handler (or, with json, its JSON handler)
@@ -99,8 +101,12 @@ func (h *logHandler) appendTime(b []byte, t time.Time) []byte {
 
 // requestLine is one answered request's log record.
 type requestLine struct {
-	at                          time.Time
-	id, method, path            string
+	at               time.Time
+	id, method, path string
+	// route is the path's label in the route table, "" for a path it
+	// does not hold (health, metrics, the RPCs, an unknown path);
+	// logRequest finds it when it is not set.
+	route                       string
 	status                      int
 	duration                    time.Duration
 	backend, decision, routeKey string
@@ -112,7 +118,7 @@ var logBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &
 // logRequest builds; false, with nothing written, when a value is not
 // plain.
 func (h *logHandler) writeRequestLine(l *requestLine) bool {
-	for _, v := range [...]string{l.id, l.method, l.path, l.backend, l.decision, l.routeKey} {
+	for _, v := range [...]string{l.id, l.method, l.path, l.route, l.backend, l.decision, l.routeKey} {
 		if !plainLogValue(v) {
 			return false
 		}
@@ -128,6 +134,8 @@ func (h *logHandler) writeRequestLine(l *requestLine) bool {
 		b = append(b, l.method...)
 		b = append(b, `","path":"`...)
 		b = append(b, l.path...)
+		b = append(b, `","route":"`...)
+		b = append(b, l.route...)
 		b = append(b, `","status":`...)
 		b = strconv.AppendInt(b, int64(l.status), 10)
 		b = append(b, `,"duration":`...)
@@ -148,6 +156,8 @@ func (h *logHandler) writeRequestLine(l *requestLine) bool {
 		b = append(b, l.method...)
 		b = append(b, " path="...)
 		b = append(b, l.path...)
+		b = append(b, " route="...)
+		b = append(b, l.route...)
 		b = append(b, " status="...)
 		b = strconv.AppendInt(b, int64(l.status), 10)
 		b = append(b, " duration="...)
@@ -193,6 +203,11 @@ func logRequest(ctx context.Context, lh slog.Handler, l *requestLine) {
 	if !lh.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
+	if l.route == "" {
+		if rt := routes.Lookup(l.path); rt != nil {
+			l.route = rt.Label
+		}
+	}
 	if fh, ok := lh.(*logHandler); ok && fh.writeRequestLine(l) {
 		return
 	}
@@ -202,7 +217,7 @@ func logRequest(ctx context.Context, lh slog.Handler, l *requestLine) {
 	// not set.
 	rec := slog.NewRecord(l.at, slog.LevelInfo, "request", 0)
 	rec.AddAttrs(slog.String("request_id", l.id), slog.String("method", l.method), slog.String("path", l.path),
-		slog.Int("status", l.status), slog.Duration("duration", l.duration),
+		slog.String("route", l.route), slog.Int("status", l.status), slog.Duration("duration", l.duration),
 		slog.String("backend", l.backend), slog.String("decision", l.decision),
 		slog.String("key", l.routeKey))
 	_ = lh.Handle(ctx, rec)

@@ -36,7 +36,7 @@ func TestRequestLineRandomValues(t *testing.T) {
 		oddLine = i%3 == 0
 		l := requestLine{
 			at: time.Unix(rng.Int64N(4e9), rng.Int64N(1e9)).In(time.FixedZone("Z", 60*(rng.IntN(1440)-720))),
-			id: value(), method: value(), path: value(), status: rng.IntN(1000), duration: time.Duration(rng.Int64N(1e12)),
+			id: value(), method: value(), path: value(), route: value(), status: rng.IntN(1000), duration: time.Duration(rng.Int64N(1e12)),
 			backend: value(), decision: value(), routeKey: value(),
 		}
 		json := i%2 == 1

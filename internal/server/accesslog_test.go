@@ -24,9 +24,9 @@ func TestRequestLineAsSlogWritesIt(t *testing.T) {
 		time.Date(1999, 1, 2, 23, 59, 59, 999999999, time.Local),
 	}
 	lines := []requestLine{
-		{id: "0123456789abcdef", method: "POST", path: "/v1/chat/completions", status: 200, duration: 312500 * time.Nanosecond,
+		{id: "0123456789abcdef", method: "POST", path: "/v1/chat/completions", route: "chat_completions", status: 200, duration: 312500 * time.Nanosecond,
 			backend: "127.0.0.1:9001", decision: "affinity", routeKey: "00112233aabbccdd"},
-		{id: "a<b>&c", method: "GET", path: "/v1/models", status: 404, duration: 2 * time.Second,
+		{id: "a<b>&c", method: "GET", path: "/v1/models", route: "models", status: 404, duration: 2 * time.Second,
 			backend: "http://b:8000", decision: "spill-chain", routeKey: "ff"},
 		{id: "x", method: "POST", path: "/v1/chat/completions", status: 400, duration: time.Microsecond},                                // no backend: left to slog
 		{id: `q"uote`, method: "POST", path: "/a b=c\\d\u00e9\n", status: 503, duration: 0, backend: "b", decision: "d", routeKey: "k"}, // left to slog

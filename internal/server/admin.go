@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/tidwall/gjson"
 
 	"github.com/prefixgate/prefixgate/backends"
 	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -232,7 +234,12 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 		writeBodyError(w, r, err)
 		return
 	}
-	res, decision, err := s.explain(r.Context(), raw, mode, r.Header.Get(GroupHeader), prefixLength)
+	body, rt, mode, err := explainTarget(q.Get("path"), raw, mode)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	res, decision, err := s.explain(r.Context(), body, mode, r.Header.Get(GroupHeader), prefixLength)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -248,7 +255,53 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 		Reason:            res.GetReason(),
 		Skipped:           append([]string{}, res.GetSkipped()...), // [] rather than null
 	}
+	if rt != nil && rt.Routing == routes.ByPrefixOrStored {
+		s.explainStored(body, &out)
+	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// explainTarget is the body to explain and its mode. A path (the query
+// parameter) names the JSON route whose body raw is, whose mode it is
+// normalized in; without one, a body of exactly two members, "path" (a
+// JSON route's path) and "body" (an object), is that route's body;
+// anything else is explained in mode as it is.
+func explainTarget(path string, raw []byte, mode normalize.Mode) ([]byte, *routes.Route, normalize.Mode, error) {
+	param := "path"
+	if path == "" {
+		top := gjson.ParseBytes(raw)
+		p, b := top.Get("path"), top.Get("body")
+		members := 0
+		top.ForEach(func(_, _ gjson.Result) bool { members++; return members <= 2 })
+		if !top.IsObject() || members != 2 || p.Type != gjson.String || !b.IsObject() {
+			return raw, nil, mode, nil
+		}
+		path, raw, param = p.Str, []byte(b.Raw), "body.path"
+	}
+	rt := routes.Lookup(path)
+	if rt == nil || rt.Body != routes.JSONBody || rt.Routing == routes.Local {
+		return nil, nil, mode, &pipeline.Error{Status: http.StatusBadRequest, Code: "invalid_field", Param: param,
+			Message: fmt.Sprintf("path %.200q is not a JSON route the router serves", path)}
+	}
+	return raw, rt, rt.Mode, nil
+}
+
+// explainStored says where a Responses body naming previous_response_id
+// goes: to the backend that stored it, whatever the key says, or nowhere
+// (404) when the router does not know the id.
+func (s *Server) explainStored(body []byte, out *explainJSON) {
+	prev := gjson.GetBytes(body, "previous_response_id")
+	if prev.Type != gjson.String || prev.Str == "" {
+		return
+	}
+	backend, ok := s.responses.get(prev.Str)
+	if !ok {
+		out.Backend, out.Decision, out.SpillDistance = "", "", 0
+		out.Reason = fmt.Sprintf("previous_response_id %.300q is not known to this router: the request gets 404 response_not_found", prev.Str)
+		return
+	}
+	out.Backend, out.Decision, out.SpillDistance = backend, "stored", 0
+	out.Reason = fmt.Sprintf("previous_response_id %.300q is stored on %s, which alone can answer it: the request goes there while it is healthy", prev.Str, backend)
 }
 
 // explainJSON is ExplainResponse for curl: flat, with the decision and mode

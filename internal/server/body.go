@@ -53,18 +53,18 @@ func writeBodyError(w http.ResponseWriter, r *http.Request, err error) {
 	// no body: there is nothing to linger for.
 	waiting := re.BodyUnread && strings.EqualFold(r.Header.Get("Expect"), "100-continue")
 	if re.Status != http.StatusRequestEntityTooLarge || r.ProtoMajor != 1 || waiting {
-		writeError(w, err)
+		writeErrorFor(w, r, err)
 		return
 	}
 	rc := http.NewResponseController(w)
 	// Without full duplex the HTTP/1 server may refuse body reads once the
 	// answer is written.
 	if rc.EnableFullDuplex() != nil {
-		writeError(w, err)
+		writeErrorFor(w, r, err)
 		return
 	}
 	w.Header().Set("Connection", "close")
-	writeError(w, err)
+	writeErrorFor(w, r, err)
 	if rc.Flush() != nil {
 		return
 	}

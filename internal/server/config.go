@@ -29,6 +29,17 @@ const (
 	// never lets a stalled backend stream hold a request forever, where
 	// the pool on its own has no limit.
 	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultResponsesMaxIDs bounds the Responses ids remembered with the
+	// backend that stored them; at about 200 bytes each, 100,000 ids are
+	// some 20 MiB.
+	DefaultResponsesMaxIDs = 100_000
+	// DefaultMaxSessions bounds the sessions remembered with their backend.
+	DefaultMaxSessions = 100_000
+	// DefaultMaxUploadBytes bounds a multipart upload (audio).
+	DefaultMaxUploadBytes = 1 << 30
+	// DefaultSessionHeader names the request header that keeps a
+	// conversation on one backend.
+	DefaultSessionHeader = "X-Session-Id"
 )
 
 // Config is everything the server needs. The zero value of every field but
@@ -68,6 +79,18 @@ type Config struct {
 	// requests; those in flight finish. A backend found later by discovery
 	// is drained when it appears.
 	Drain []string
+	// ResponsesMaxIDs bounds the stored Responses ids the router remembers
+	// (least recently used evicted first); 0 is DefaultResponsesMaxIDs.
+	ResponsesMaxIDs int
+	// SessionHeader names the request header whose value keeps a
+	// conversation on one backend while it is healthy and under its
+	// bound; "" is DefaultSessionHeader.
+	SessionHeader string
+	// MaxSessions bounds the sessions remembered; 0 is DefaultMaxSessions.
+	MaxSessions int
+	// MaxUploadBytes bounds a multipart upload, streamed through (413
+	// above); 0 is DefaultMaxUploadBytes.
+	MaxUploadBytes int64
 	// StdlibHTTP1 serves every connection with net/http's server, turning
 	// off the HTTP/1.1 front door's own loop for plain requests
 	// (internal/h1front); for comparison and as a way out.
@@ -83,6 +106,10 @@ func (c Config) Defaults() Config {
 		c.Retries = new(DefaultRetries)
 	}
 	c.Pool.IdleTimeout = cmp.Or(c.Pool.IdleTimeout, DefaultIdleTimeout)
+	c.ResponsesMaxIDs = cmp.Or(c.ResponsesMaxIDs, DefaultResponsesMaxIDs)
+	c.MaxSessions = cmp.Or(c.MaxSessions, DefaultMaxSessions)
+	c.MaxUploadBytes = cmp.Or(c.MaxUploadBytes, DefaultMaxUploadBytes)
+	c.SessionHeader = cmp.Or(c.SessionHeader, DefaultSessionHeader)
 	return c
 }
 
@@ -105,6 +132,18 @@ func (c Config) Validate() error {
 		if o != "*" && !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
 			return fmt.Errorf("CORSOrigins: %q is not \"*\" or an http(s) origin", o)
 		}
+	}
+	if c.ResponsesMaxIDs < 0 {
+		return fmt.Errorf("ResponsesMaxIDs: %d is negative", c.ResponsesMaxIDs)
+	}
+	if c.MaxUploadBytes < 0 {
+		return fmt.Errorf("MaxUploadBytes: %d is negative", c.MaxUploadBytes)
+	}
+	if c.MaxSessions < 0 {
+		return fmt.Errorf("MaxSessions: %d is negative", c.MaxSessions)
+	}
+	if c.SessionHeader != "" && !validHeaderName(c.SessionHeader) {
+		return fmt.Errorf("SessionHeader: %q is not a header name", c.SessionHeader)
 	}
 	for i, name := range c.Drain {
 		if name == "" || strings.ContainsAny(name, "/ ") {
@@ -133,4 +172,18 @@ func (s *Server) namedReadLimit(path string, h http.Handler) (string, http.Handl
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// validHeaderName reports whether name is an HTTP field name (a token).
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/route"
 )
 
@@ -31,9 +32,25 @@ func upstreamError(err error) error {
 
 // writeError writes err in OpenAI's error shape.
 func writeError(w http.ResponseWriter, err error) {
+	writeErrorAs(w, routes.OpenAIErrors, err)
+}
+
+// writeErrorFor writes err in the error shape of r's route.
+func writeErrorFor(w http.ResponseWriter, r *http.Request, err error) {
+	writeErrorAs(w, routes.ErrorShapeFor(r.URL.Path), err)
+}
+
+// writeErrorAs writes err in the given shape.
+func writeErrorAs(w http.ResponseWriter, shape routes.ErrorShape, err error) {
 	re := pipeline.AsError(err)
 	if s := re.RetryAfterSeconds(); s > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(s))
+	}
+	if shape == routes.AnthropicErrors {
+		writeJSON(w, re.Status, map[string]any{
+			"type": "error", "error": map[string]any{"type": routes.AnthropicErrorType(re.Status), "message": re.Message},
+		})
+		return
 	}
 	var param any // null unless a field is at fault, as OpenAI answers
 	if re.Param != "" {

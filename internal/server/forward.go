@@ -15,6 +15,7 @@ import (
 	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -59,13 +60,13 @@ func (s *Server) readBody(r *http.Request, w http.ResponseWriter, buf []byte) ([
 // so that it needs no allocation of its own). The caller must call d's
 // Done once the response body is finished. lease learns of every write of
 // p.Body that may outlive Forward.
-func (s *Server) dispatch(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, lease *bodyLease, d *route.Decision) (*http.Response, error) {
+func (s *Server) dispatch(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, lease *bodyLease, d *route.Decision, pn pin) (*http.Response, error) {
 	var lastErr error
 	var traced context.Context // ctx with lease's trace, made once if needed
 	for attempt := 0; attempt <= *s.cfg.Retries; attempt++ {
 		start := time.Now()
 		var err error
-		*d, err = s.rt().Pick(ctx, p.RouteRequest())
+		*d, err = s.pick(ctx, p.RouteRequest(), pn)
 		// One clock read ends the decision and starts the wait for the
 		// first byte: between them lie only the queue wait's observation,
 		// a check of the transport and, for a transport that holds the
@@ -76,9 +77,17 @@ func (s *Server) dispatch(ctx context.Context, path string, p pipeline.Prepared,
 			if lastErr != nil && errors.Is(err, errNoCandidates) {
 				return nil, upstreamError(lastErr)
 			}
+			if pn.stored != "" && errors.Is(err, errNoCandidates) {
+				return nil, responseNotFound(pn.param, pn.stored, pn.backend)
+			}
 			return nil, s.pipe.PickError(err, p.Info.Model)
 		}
 		s.pipe.ObservePick(sent.Sub(start), d)
+		if pn.session != "" {
+			// The session follows its latest pick, whenever its answer
+			// comes.
+			s.sessions.put(pn.session, d.Backend)
+		}
 		// The pick carries the backend itself: one removed since still
 		// gets the request, as it would have a moment earlier.
 		b := d.Member.(*backends.Backend)
@@ -115,6 +124,32 @@ func (s *Server) dispatch(ctx context.Context, path string, p pipeline.Prepared,
 	return nil, upstreamError(lastErr)
 }
 
+// pin places a request on one backend rather than by the policy alone.
+type pin struct {
+	// backend is the member to use; "" routes by the policy.
+	backend string
+	// stored is the id of a stored response the request needs: only
+	// backend holds it, so no other backend may take the request. Empty
+	// for a session, which falls back to the policy when its backend is
+	// full or gone. param is the member or path part that named it.
+	stored, param string
+	// session is the session the request belongs to, remembered with
+	// the pick; "" for none.
+	session string
+}
+
+// pick chooses the backend for req: the pinned one when there is one.
+func (s *Server) pick(ctx context.Context, req route.Request, pn pin) (route.Decision, error) {
+	if pn.backend == "" {
+		return s.rt().Pick(ctx, req)
+	}
+	d, err := s.rt().PickMember(pn.backend, req, pn.stored == "")
+	if err != nil && pn.stored == "" {
+		return s.rt().Pick(ctx, req)
+	}
+	return d, err
+}
+
 // copyBuffers recycles copyStream's buffers: one per request otherwise.
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
@@ -131,6 +166,11 @@ func copyStream(w http.ResponseWriter, body io.Reader, flush bool, as *answerStr
 	for {
 		n, err := body.Read(buf)
 		if n > 0 {
+			// Read before it is written: what the answer teaches (a stored
+			// response's id) is known before the client can act on it.
+			if as != nil {
+				as.feed(buf[:n])
+			}
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return werr
 			}
@@ -138,9 +178,6 @@ func copyStream(w http.ResponseWriter, body io.Reader, flush bool, as *answerStr
 				if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
 					return ferr
 				}
-			}
-			if as != nil {
-				as.feed(buf[:n])
 			}
 		}
 		if err == io.EOF {
@@ -164,6 +201,11 @@ type exchange struct {
 	// it failed, if it did. close hands both to the router.
 	usage backends.Usage
 	err   error
+	// learnID: the answer is a stored response, whose id is remembered
+	// with its backend (Server.responses).
+	learnID bool
+	// tenant scopes the ids learned (tenantKey).
+	tenant string
 	// answer is the prompt's blocks through the generated text, for the
 	// prefix index (answerblocks.go); nil when unknown.
 	answer []uint64
@@ -181,6 +223,12 @@ type exchange struct {
 // open normalizes body, routes it and forwards it to path, then writes the
 // routing headers into out. On success the caller must call close.
 func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header) (*exchange, error) {
+	return s.openRoute(ctx, nil, path, mode, body, group, hdr, out)
+}
+
+// openRoute is open for a route of the table (nil for none): a stored
+// response or a session may pin the request to one backend.
+func (s *Server) openRoute(ctx context.Context, rt *routes.Route, path string, mode normalize.Mode, body []byte, group string, hdr, out http.Header) (*exchange, error) {
 	// Spans only when they are exported (tracing.on): building them is
 	// work on every request.
 	nctx, span := ctx, trace.Span(nil)
@@ -198,6 +246,15 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 		lease.release(nil)
 		return nil, err
 	}
+	tenant := ""
+	if rt != nil && s.pipe.TenantsEnabled() {
+		tenant = pipeline.TenantFrom(ctx)
+	}
+	pn, err := s.pinFor(rt, tenant, p.Body, hdr)
+	if err != nil {
+		lease.release(p.Body)
+		return nil, err
+	}
 	fwd := forwardHeaders(hdr)
 	span = nil
 	if s.tracing.on {
@@ -207,11 +264,12 @@ func (s *Server) open(ctx context.Context, path string, mode normalize.Mode, bod
 		injectTrace(fctx, fwd)
 	}
 	d := &x.dec
-	resp, err := s.dispatch(ctx, path, p, fwd, lease, d)
+	resp, err := s.dispatch(ctx, path, p, fwd, lease, d, pn)
 	if err != nil {
 		lease.release(p.Body)
 		return nil, err
 	}
+	x.learnID, x.tenant = rt != nil && rt.Routing == routes.ByPrefixOrStored, tenant
 	if span != nil {
 		span.SetAttributes(attribute.String("prefixgate.backend", d.Backend), attribute.String("prefixgate.decision", d.Reason.String()))
 	}

@@ -106,6 +106,14 @@ func (m *metrics) registerRouter(s *Server) {
 			st, _ := s.rt().IndexStats()
 			return float64(st.Bytes)
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "prefixgate_responses_stored_ids",
+			Help: "Responses ids remembered with the backend that stored them (bounded by responses.max_ids).",
+		}, func() float64 { return float64(s.responses.len()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "prefixgate_sessions",
+			Help: "Sessions remembered with their backend (bounded by routing.max_sessions).",
+		}, func() float64 { return float64(s.sessions.len()) }),
 	)
 }
 

@@ -10,22 +10,24 @@ import (
 
 	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
-	"github.com/prefixgate/prefixgate/normalize"
+	"github.com/prefixgate/prefixgate/internal/routes"
 )
 
-// handleProxy serves an OpenAI-compatible or native endpoint: the body is
-// normalized, routed on its key and forwarded to the same path.
-func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string) http.HandlerFunc {
+// handleProxy serves a JSON route of the table: the body is normalized,
+// routed on its key (or pinned: a stored response, a session) and
+// forwarded to the same path.
+func (s *Server) handleProxy(rt *routes.Route) http.HandlerFunc {
+	routeName, mode, path := rt.Label, rt.Mode, rt.Path
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			err := methodNotAllowed(w, r, http.MethodPost)
 			s.record(routeName, nil, err.Status)
-			writeError(w, err)
+			writeErrorAs(w, rt.Errors, err)
 			return
 		}
 		if err := checkJSONContentType(r); err != nil {
 			s.record(routeName, nil, pipeline.Status(err))
-			writeError(w, err)
+			writeErrorAs(w, rt.Errors, err)
 			return
 		}
 		ctx, cancel := h1front.WithRequestTimeout(r.Context(), s.cfg.RequestTimeout)
@@ -41,10 +43,10 @@ func (s *Server) handleProxy(routeName string, mode normalize.Mode, path string)
 			writeBodyError(w, r, err)
 			return
 		}
-		x, err := s.open(ctx, path, mode, raw, r.Header.Get(GroupHeader), r.Header, w.Header())
+		x, err := s.openRoute(ctx, rt, path, mode, raw, r.Header.Get(GroupHeader), r.Header, w.Header())
 		if err != nil {
 			s.record(routeName, nil, pipeline.Status(err))
-			writeError(w, err)
+			writeErrorAs(w, rt.Errors, err)
 			return
 		}
 		defer x.close()
@@ -108,38 +110,6 @@ func forwardHeaders(in http.Header) http.Header {
 		}
 	}
 	return out
-}
-
-// handleModels answers GET /v1/models with the union of the fleet's models.
-func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		writeError(w, methodNotAllowed(w, r, "GET, HEAD"))
-		return
-	}
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		OwnedBy string `json:"owned_by"`
-		// The smallest context length among the backends that state
-		// one: any of them may get a request.
-		MaxModelLen int `json:"max_model_len,omitempty"`
-	}
-	at := map[string]int{} // index in data
-	data := []model{}
-	for _, b := range s.pool.Backends() {
-		n := b.MaxModelLen()
-		for _, m := range b.Models() {
-			i, seen := at[m]
-			if !seen {
-				i, at[m] = len(data), len(data)
-				data = append(data, model{ID: m, Object: "model", OwnedBy: "prefixgate"})
-			}
-			if n > 0 && (data[i].MaxModelLen == 0 || n < data[i].MaxModelLen) {
-				data[i].MaxModelLen = n
-			}
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 // readAll reads a backend body, bounded.

@@ -22,7 +22,7 @@ import (
 	"github.com/prefixgate/prefixgate/gen/prefixgate/v1/prefixgatev1connect"
 	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
-	"github.com/prefixgate/prefixgate/normalize"
+	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/route"
 )
 
@@ -60,6 +60,12 @@ type Server struct {
 	// reloadMu serializes Reload.
 	reloadMu sync.Mutex
 
+	// responses is which backend stored each Responses id (responses.go);
+	// sessions which backend each session's requests go to, under the
+	// request header sessionHeader.
+	responses, sessions *stickyTable
+	sessionHeader       string
+
 	// engines is the engine label last published per backend (usage.go).
 	enginesMu sync.Mutex
 	engines   map[string]string
@@ -74,7 +80,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, metrics: newMetrics()}
+	s := &Server{cfg: cfg, log: log, metrics: newMetrics(),
+		responses: newStickyTable(cfg.ResponsesMaxIDs), sessions: newStickyTable(cfg.MaxSessions),
+		sessionHeader: http.CanonicalHeaderKey(cfg.SessionHeader)}
 	s.metrics.registerRouter(s)
 	tr, err := newTracing(cfg.TraceEndpoint)
 	if err != nil {
@@ -188,11 +196,10 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 
-	mux.Handle("/v1/chat/completions", s.handleProxy("chat_completions", normalize.ModeChat, "/v1/chat/completions"))
-	mux.Handle("/v1/completions", s.handleProxy("completions", normalize.ModeCompletion, "/v1/completions"))
-	mux.Handle("/invocations", s.handleProxy("invocations", normalize.ModeNative, "/invocations"))
-	mux.HandleFunc("/v1/explain", s.handleExplain)
-	mux.HandleFunc("/v1/models", s.handleModels)
+	for i := range routes.Len() {
+		rt := routes.At(i)
+		mux.Handle(rt.Path, s.routeHandler(rt))
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
@@ -211,8 +218,9 @@ func (s *Server) routes() http.Handler {
 	// Anything else is an OpenAI-shaped 404, so that OpenAI clients with a
 	// wrong base URL get an error they can show.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.record(routes.Other, nil, http.StatusNotFound)
 		writeError(w, &pipeline.Error{Status: http.StatusNotFound, Code: "unknown_url",
-			Message: fmt.Sprintf("unknown path %.200q; prefixgate serves POST /v1/chat/completions, /v1/completions, /invocations and /v1/explain, GET /v1/models", r.URL.Path)})
+			Message: fmt.Sprintf("unknown path %.200q; prefixgate serves %s", r.URL.Path, routes.List())})
 	})
 	return newPlainRoutes(mux)
 }

@@ -20,7 +20,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		tenant, err := s.pipe.Authenticate(r.Header.Get("Authorization"))
 		if err != nil {
-			writeError(w, err)
+			writeErrorFor(w, r, err)
 			return
 		}
 		// The key identifies the caller to prefixgate, not to the backend.

@@ -51,6 +51,9 @@ func (x *exchange) relay(w http.ResponseWriter, stream bool) error {
 		}
 		body := (*bp)[:x.resp.ContentLength]
 		n, err := io.ReadFull(x.resp.Body, body)
+		if err == nil && x.learnID {
+			x.learnResponseID(body) // before the client can name it
+		}
 		if _, werr := w.Write(body[:n]); err == nil {
 			err = werr
 		}
@@ -194,6 +197,9 @@ func (as *answerStream) eventLine(line []byte) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' {
 		return // [DONE], or nothing an answer reads
+	}
+	if as.x.learnID {
+		as.x.learnCreatedEvent(data)
 	}
 	if !as.learn && !bytes.Contains(data, []byte(`"usage"`)) && !bytes.Contains(data, []byte(`"meta_info"`)) {
 		return // no text wanted and no usage here: not worth a walk
