@@ -81,6 +81,12 @@ func LayOutRoutingText(canonical []byte, mode Mode) (RoutingText, error) {
 			// so are its segments.
 			segs = slices.DeleteFunc(segs, func(s Segment) bool { return s.Start >= len(text) })
 		}
+	case ModeResponses, ModeMessages, ModePooling:
+		if p.checkMode(mode) != nil {
+			break
+		}
+		text, whole = p.appendModeText(text, 0, mode, math.MaxInt, nil)
+		segs = slices.DeleteFunc(segs, func(s Segment) bool { return s.Start >= len(text) })
 	default:
 		text = p.appendNativeRoutingText(text)
 	}
