@@ -126,15 +126,10 @@ func (p *parser) schema(m Mode) (Mode, error) {
 		return m, nil
 	}
 	var has promptMembers
-	input := int32(-1)
 	for _, k := range p.members[root.m0 : root.m0+root.cnt] {
-		name := p.key(k)
-		has.note(name)
-		if string(name) == "input" {
-			input = k + 1
-		}
+		has.note(p.key(k))
 	}
-	return has.detect(func() bool { return p.itemsInput(input) }), nil
+	return has.detect(func() bool { return p.itemsInput(p.member(0, "input")) }), nil
 }
 
 // itemsInput reports whether the input node v holds Responses items: a
