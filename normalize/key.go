@@ -31,8 +31,9 @@ const (
 
 // KeyOptions controls the routing key.
 type KeyOptions struct {
-	// Mode is the routing mode; ModeAuto detects it from the body (chat,
-	// completion, else native).
+	// Mode is the routing mode; ModeAuto detects it from the body as
+	// canonicalization does (docs/normalize.md, "Schema detection"), and
+	// keys a body of no known schema as native.
 	Mode Mode
 	// Group is the explicit group id (≤ 64 printable ASCII); empty means the
 	// body's prompt_cache_key, if any.
