@@ -8,6 +8,8 @@ import (
 
 // asciiOnly maps every character from U+0080 up in v's strings and member
 // names to a letter, so that the document is ASCII however it is spelled.
+// A member name that folds onto an earlier one gets x's appended, so that
+// the document stays free of duplicate names.
 func asciiOnly(v jv) jv {
 	fold := func(s string) string {
 		return strings.Map(func(r rune) rune {
@@ -20,8 +22,13 @@ func asciiOnly(v jv) jv {
 	v.s = fold(v.s)
 	if v.names != nil {
 		names := make([]string, len(v.names))
+		seen := make(map[string]bool, len(v.names))
 		for i, n := range v.names {
 			names[i] = fold(n)
+			for seen[names[i]] {
+				names[i] += "x"
+			}
+			seen[names[i]] = true
 		}
 		v.names = names
 	}
@@ -85,7 +92,7 @@ func TestNonASCIIFlag(t *testing.T) {
 // RouteKey's.
 func TestKeyFromParseASCII(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 4))
-	modes := []Mode{ModeAuto, ModeChat, ModeCompletion, ModeNative}
+	modes := []Mode{ModeAuto, ModeChat, ModeCompletion, ModeNative, ModeResponses, ModeMessages, ModePooling}
 	for i := 0; i < 3000; i++ {
 		body := spell(asciiOnly(genRequest(r)), r, r.IntN(2) == 0)
 		kopts := KeyOptions{Mode: modes[r.IntN(len(modes))], Blocks: r.IntN(2) == 0}
@@ -108,7 +115,7 @@ func FuzzKeyFromParse(f *testing.F) {
 	f.Add([]byte(`{"model":"m","tools":[{"x":1}],"messages":[{"role":"user","content":[{"type":"text","text":"é"},{"type":"image_url"}]},"x"]}`))
 	f.Add([]byte(`{"model":"m","prompt":["a\u00e9",1,"b"],"prompt_cache_key":"k"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, m := range []Mode{ModeAuto, ModeChat, ModeCompletion} {
+		for _, m := range []Mode{ModeAuto, ModeChat, ModeCompletion, ModeResponses, ModeMessages, ModePooling} {
 			for _, blocks := range []bool{false, true} {
 				keyFromParse(t, data, ModeAuto, KeyOptions{Mode: m, Blocks: blocks, PrefixLength: MinPrefixLength})
 			}

@@ -117,11 +117,8 @@ func appendSalt(dst, salt []byte, first bool) []byte {
 func (p *parser) schema(m Mode) (Mode, error) {
 	root := &p.nodes[0]
 	if root.kind != kObject {
-		if m == ModeChat || m == ModeCompletion {
+		if m != ModeAuto && m != ModeNative {
 			return m, newErr(int(root.start), CodeSchema, ErrSchema, "a %s request must be a JSON object", m)
-		}
-		if m == ModeAuto {
-			return ModeAuto, nil
 		}
 		return m, nil
 	}
@@ -132,15 +129,29 @@ func (p *parser) schema(m Mode) (Mode, error) {
 	for _, k := range p.members[root.m0 : root.m0+root.cnt] {
 		has.note(p.key(k))
 	}
-	switch {
-	case has.messages:
-		return ModeChat, nil
-	case has.prompt:
-		return ModeCompletion, nil
-	case has.inputs:
-		return ModeNative, nil
+	return has.detect(func() bool { return p.itemsInput(p.member(0, "input")) }), nil
+}
+
+// itemsInput reports whether the input node v holds Responses items: a
+// string, or a non-empty array of objects. Any other input (token ids,
+// an array of strings) is a pooling input.
+func (p *parser) itemsInput(v int32) bool {
+	n := &p.nodes[v]
+	switch n.kind {
+	case kString:
+		return true
+	case kArray:
+		if n.next == v+1 {
+			return false
+		}
+		for e := v + 1; e < n.next; e = p.nodes[e].next {
+			if p.nodes[e].kind != kObject {
+				return false
+			}
+		}
+		return true
 	}
-	return ModeAuto, nil
+	return false
 }
 
 // Top-level member lists. Prompt-defining members come first in the order
@@ -151,7 +162,14 @@ var (
 	chatPrompt       = []string{"model", "chat_template", "chat_template_kwargs", "tools", "documents", "messages", "add_generation_prompt", "continue_final_message"}
 	completionPrompt = []string{"model", "prompt", "suffix"}
 	nativePrompt     = []string{"inputs", "parameters"}
+	responsesPrompt  = []string{"model", "instructions", "tools", "input", "previous_response_id"}
+	messagesPrompt   = []string{"model", "system", "tools", "messages"}
+	poolingPrompt    = []string{"model", "query", "text_1", "input", "messages", "documents", "text_2"}
 	volatileMembers  = []string{"user", "metadata", "stream", "stream_options", "store", "prompt_cache_key", "safety_identifier", "request_id", "service_tier", "priority", "kv_transfer_params"}
+	// Volatile in one schema only: a Responses request's "background" (run
+	// it detached) and a Messages request's top-level "cache_control".
+	responsesVolatile = "background"
+	messagesVolatile  = "cache_control"
 )
 
 const (
@@ -168,13 +186,19 @@ func memberRank(m Mode, name []byte) int {
 		prompt = completionPrompt
 	case ModeNative:
 		prompt = nativePrompt
+	case ModeResponses:
+		prompt = responsesPrompt
+	case ModeMessages:
+		prompt = messagesPrompt
+	case ModePooling:
+		prompt = poolingPrompt
 	}
 	for i, n := range prompt {
 		if len(name) == len(n) && string(name) == n {
 			return i
 		}
 	}
-	if isVolatile(name) {
+	if isVolatile(name) || (m == ModeResponses && string(name) == responsesVolatile) || (m == ModeMessages && string(name) == messagesVolatile) {
 		return rankVolatile
 	}
 	return rankParam

@@ -35,7 +35,7 @@ func FuzzValidate(f *testing.F) {
 				t.Fatalf("bad error %v for %q", err, data)
 			}
 		}
-		for _, m := range []Mode{ModeAuto, ModeChat, ModeCompletion, ModeNative} {
+		for _, m := range []Mode{ModeAuto, ModeChat, ModeCompletion, ModeNative, ModeResponses, ModeMessages, ModePooling} {
 			_, _ = RouteKey(data, KeyOptions{Mode: m})
 		}
 	})
@@ -64,7 +64,7 @@ func FuzzCanonicalize(f *testing.F) {
 		if _, err := RouteKey(out, KeyOptions{Mode: ModeNative}); err != nil {
 			t.Fatalf("no native key for canonical %q: %v", out, err)
 		}
-		if mode == ModeChat || mode == ModeCompletion || mode == ModeAuto {
+		if mode != ModeNative {
 			_, _ = RouteKey(out, KeyOptions{})
 		}
 	})

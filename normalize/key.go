@@ -31,8 +31,9 @@ const (
 
 // KeyOptions controls the routing key.
 type KeyOptions struct {
-	// Mode is the routing mode; ModeAuto detects it from the body (chat,
-	// completion, else native).
+	// Mode is the routing mode; ModeAuto detects it from the body as
+	// canonicalization does (docs/normalize.md, "Schema detection"), and
+	// keys a body of no known schema as native.
 	Mode Mode
 	// Group is the explicit group id (≤ 64 printable ASCII); empty means the
 	// body's prompt_cache_key, if any.
@@ -91,8 +92,9 @@ type RouteInfo struct {
 // carries an assistant message holding text (the generated answer) after
 // this request's messages: Blocks followed by the blocks of that message's
 // record, hashed as RouteKey would hash them in that next request. It
-// returns nil unless ri came from a chat request keyed with
-// KeyOptions.Blocks. text is the answer as the client will send it back
+// returns nil unless ri came from a chat, Responses or Messages request
+// keyed with KeyOptions.Blocks (in Responses mode the answer goes back as
+// an assistant message item whose output_text parts hold it). text is the answer as the client will send it back
 // (decoded characters, not JSON); it is hashed, not kept.
 func (ri RouteInfo) AnswerBlocks(text []byte) []uint64 {
 	if !ri.chatBlocks {
@@ -360,11 +362,17 @@ func CheckGroup(g string) error {
 // RouteKey computes the routing key of a canonical body, as returned by
 // AppendCanonical. It reads the body in one pass and checks its structure,
 // but does not validate it: the key of bytes that are not canonical may
-// differ from the key of their canonical form.
+// differ from the key of their canonical form. In the Responses, Messages
+// and pooling modes (given, or detected in ModeAuto) it parses the body,
+// validating it, and reads the routing text off the parse as Normalize
+// does.
 func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 	n, err := checkKeyOptions(opts)
 	if err != nil {
 		return RouteInfo{}, err
+	}
+	if opts.Mode >= ModeResponses {
+		return routeKeyTree(canonical, opts)
 	}
 	ks := keyPool.Get().(*keyScratch)
 	defer keyPool.Put(ks)
@@ -386,6 +394,10 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 	if err != nil {
 		return RouteInfo{}, err
 	}
+	if mode >= ModeResponses {
+		opts.Mode = mode
+		return routeKeyTree(canonical, opts)
+	}
 	group, model, err := ks.appendNames(b, &top, opts.Group)
 	if err != nil {
 		return RouteInfo{}, err
@@ -400,10 +412,14 @@ func RouteKey(canonical []byte, opts KeyOptions) (RouteInfo, error) {
 // topMembers is what RouteKey reads from the top-level members of a body:
 // where the values it keys on sit, and the chat and completion records.
 type topMembers struct {
-	model, tools, pk     span
-	object               bool
-	hasMessages, chatOK  bool
-	hasPrompt            bool
+	model, tools, pk    span
+	object              bool
+	hasMessages, chatOK bool
+	hasPrompt           bool
+	// has and inputItems are what ModeAuto's detection reads (see
+	// promptMembers.detect).
+	has                  promptMembers
+	inputItems           bool
 	promptErr            error // a schema error, reported if the mode needs the prompt
 	chatText, promptText []byte
 }
@@ -470,7 +486,14 @@ func (ks *keyScratch) readTop(top *topMembers, b []byte, mode Mode, budget int, 
 // where the value ends when it read the value, else -1.
 func (ks *keyScratch) readMember(top *topMembers, b, name []byte, vs int, mode Mode, budget int, bh *blockHasher) (int, error) {
 	ve := -1
+	top.has.note(name)
 	switch string(name) {
+	case "input":
+		if mode == ModeAuto {
+			var err error
+			top.inputItems, ve, err = inputHoldsItems(b, vs)
+			return ve, err
+		}
 	case "model":
 		top.model = span{vs, vs + 1}
 	case "tools":
@@ -506,15 +529,11 @@ func (ks *keyScratch) readMember(top *topMembers, b, name []byte, vs int, mode M
 // mode returns the mode the body is keyed in: opts' mode, or in auto mode
 // the one its members say; and a schema error when the body does not fit.
 func (top *topMembers) mode(m Mode) (Mode, error) {
+	if m == ModeAuto && top.object {
+		m = top.has.detect(func() bool { return top.inputItems })
+	}
 	if m == ModeAuto {
-		switch {
-		case top.hasMessages:
-			m = ModeChat
-		case top.hasPrompt:
-			m = ModeCompletion
-		default:
-			m = ModeNative
-		}
+		m = ModeNative
 	}
 	switch m {
 	case ModeChat:
@@ -1154,6 +1173,43 @@ func appendPrompt(dst, b []byte, i, budget int) ([]byte, int, error) {
 		}
 		if b[next] == ']' {
 			return dst, next + 1, nil
+		}
+		i = skipWS(b, next+1)
+	}
+}
+
+// inputHoldsItems reads the input value at b[i] and reports whether it
+// holds Responses items (parser.itemsInput): a string, or a non-empty
+// array of objects. It returns the index after the value.
+func inputHoldsItems(b []byte, i int) (bool, int, error) {
+	if b[i] == '"' {
+		end, err := stringEnd(b, i)
+		return true, end, err
+	}
+	if b[i] != '[' {
+		end, err := valueEnd(b, i)
+		return false, end, err
+	}
+	items := true
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return false, i + 1, nil
+	}
+	for {
+		if i >= len(b) {
+			return false, i, structErr(i, "unterminated array")
+		}
+		items = items && b[i] == '{'
+		end, err := valueEnd(b, i)
+		if err != nil {
+			return false, end, err
+		}
+		next := skipWS(b, end)
+		if next >= len(b) || (b[next] != ',' && b[next] != ']') {
+			return false, next, structErr(next, "want ',' or ']'")
+		}
+		if b[next] == ']' {
+			return items, next + 1, nil
 		}
 		i = skipWS(b, next+1)
 	}

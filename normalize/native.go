@@ -101,8 +101,16 @@ func appendNativeText(dst, b []byte, limit int) ([]byte, error) {
 
 // promptMembers notes which of the members that define a known schema's
 // prompt an object has: messages (chat), prompt (completion) and inputs
-// (native), tried in that order.
-type promptMembers struct{ messages, prompt, inputs bool }
+// (native), tried in that order; and the members that tell the other
+// schemas apart (detect).
+type promptMembers struct {
+	messages, prompt, inputs bool
+	// system, maxTokens and stopSequences mark a Messages body among the
+	// bodies with messages; input a Responses or pooling body; query with
+	// documents a rerank body, text_1 with text_2 a score body.
+	system, maxTokens, stopSequences, input bool
+	query, documents, text1, text2          bool
+}
 
 func (h *promptMembers) note(name []byte) {
 	switch string(name) {
@@ -112,7 +120,51 @@ func (h *promptMembers) note(name []byte) {
 		h.prompt = true
 	case "inputs":
 		h.inputs = true
+	case "system":
+		h.system = true
+	case "max_tokens":
+		h.maxTokens = true
+	case "stop_sequences":
+		h.stopSequences = true
+	case "input":
+		h.input = true
+	case "query":
+		h.query = true
+	case "documents":
+		h.documents = true
+	case "text_1":
+		h.text1 = true
+	case "text_2":
+		h.text2 = true
 	}
+}
+
+// detect is ModeAuto's rule (docs/normalize.md, "Schema detection"):
+// messages is chat unless the body also has max_tokens and system or
+// stop_sequences (Messages); then prompt, inputs; input is Responses when
+// items says it holds items, else pooling; query with documents, or
+// text_1 with text_2, is pooling. items is asked only for a body with
+// input.
+func (h *promptMembers) detect(items func() bool) Mode {
+	switch {
+	case h.messages:
+		if h.maxTokens && (h.system || h.stopSequences) {
+			return ModeMessages
+		}
+		return ModeChat
+	case h.prompt:
+		return ModeCompletion
+	case h.inputs:
+		return ModeNative
+	case h.input:
+		if items() {
+			return ModeResponses
+		}
+		return ModePooling
+	case (h.query && h.documents) || (h.text1 && h.text2):
+		return ModePooling
+	}
+	return ModeAuto
 }
 
 // nativeKeep returns the test for routing members of an object with the

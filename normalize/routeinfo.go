@@ -15,7 +15,8 @@ import (
 // canonical JSON, which p.emit writes exactly as it appears in the
 // canonical body below the top level.
 
-// routeInfo derives the RouteInfo of a chat or completion body from the
+// routeInfo derives the RouteInfo of a chat, completion, Responses,
+// Messages or pooling body from the
 // parse that canonical has just emitted. handled is false when RouteKey's
 // scan of the canonical bytes must decide instead: native mode, whose
 // routing text is the canonical body itself, and bodies that the mode
@@ -28,7 +29,7 @@ import (
 // message block with the seed as it hashes it.
 func (p *parser) routeInfo(kopts KeyOptions) (ri RouteInfo, handled bool, err error) {
 	mode := kopts.Mode
-	if mode != ModeChat && mode != ModeCompletion {
+	if mode == ModeNative || mode == ModeAuto {
 		return RouteInfo{}, false, nil
 	}
 	n, err := checkKeyOptions(kopts)
@@ -70,7 +71,8 @@ func (p *parser) routeInfo(kopts KeyOptions) (ri RouteInfo, handled bool, err er
 		// is pooled scratch.
 		ri.Blocks = append(make([]uint64, 0, len(bh.blocks)), bh.blocks...)
 		ri.PromptTokens = (bh.chars + 3) / 4
-		ri.chatSeed, ri.chatChain, ri.chatBlocks = bh.seed, bh.chain, mode == ModeChat
+		ri.chatSeed, ri.chatChain = bh.seed, bh.chain
+		ri.chatBlocks = mode == ModeChat || mode == ModeResponses || mode == ModeMessages
 	}
 	return ri, true, nil
 }
@@ -90,6 +92,10 @@ func (p *parser) routingTop(mode Mode) (topRouting, bool) {
 		}
 	case ModeCompletion:
 		if top.prompt < 0 || (p.nodes[top.prompt].kind != kString && p.nodes[top.prompt].kind != kArray) {
+			return top, false
+		}
+	default:
+		if p.checkMode(mode) != nil {
 			return top, false
 		}
 	}
@@ -124,6 +130,10 @@ func (p *parser) appendFrameHead(f []byte, mode Mode, group string, top topRouti
 // f: in chat mode the tools and the messages, in completion mode the
 // prompt, all of it when hashing blocks.
 func (p *parser) appendRoutingRecords(f []byte, tstart int, mode Mode, top topRouting, budget int, bh *blockHasher) []byte {
+	if mode >= ModeResponses {
+		f, _ = p.appendModeText(f, tstart, mode, budget, bh)
+		return f
+	}
 	if mode != ModeChat {
 		if bh != nil {
 			budget = math.MaxInt // the whole prompt, for its blocks

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -74,8 +75,14 @@ func genRequest(r *rand.Rand) jv {
 	}
 	var names []string
 	var vals []jv
-	add := func(name string, v jv) { names, vals = append(names, name), append(vals, v) }
-	if r.IntN(2) == 0 {
+	add := func(name string, v jv) {
+		if !slices.Contains(names, name) {
+			names, vals = append(names, name), append(vals, v)
+		}
+	}
+	if r.IntN(3) == 0 {
+		genModeMembers(r, add, message, str, anyv)
+	} else if r.IntN(2) == 0 {
 		msgs := jv{kind: kArray}
 		for n := r.IntN(8); n > 0; n-- {
 			msgs.elems = append(msgs.elems, message())
@@ -110,6 +117,74 @@ func genRequest(r *rand.Rand) jv {
 		add(randString(r, 1+r.IntN(6)), genValue(r, 1, false))
 	}
 	return obj(names, vals)
+}
+
+// genModeMembers adds the members of a Responses, Messages or pooling
+// body, now and then of the wrong type.
+func genModeMembers(r *rand.Rand, add func(string, jv), message, str, anyv func() jv) {
+	obj := func(names []string, vals []jv) jv { return jv{kind: kObject, names: names, elems: vals} }
+	cc := func(v jv) jv {
+		if v.kind == kObject && r.IntN(3) == 0 {
+			v.names, v.elems = append(v.names, "cache_control"), append(v.elems, obj([]string{"type"}, []jv{{kind: kString, s: "ephemeral"}}))
+		}
+		return v
+	}
+	list := func(elem func() jv) jv {
+		v := jv{kind: kArray}
+		for n := r.IntN(6); n > 0; n-- {
+			v.elems = append(v.elems, cc(elem()))
+		}
+		if r.IntN(12) == 0 {
+			return anyv()
+		}
+		return v
+	}
+	item := func() jv {
+		if r.IntN(4) == 0 {
+			return obj([]string{"type", "call_id", "output"}, []jv{{kind: kString, s: "function_call_output"}, str(), str()})
+		}
+		m := message()
+		if m.kind == kObject && len(m.names) > 1 && m.elems[1].kind == kArray {
+			for i := range m.elems[1].elems {
+				m.elems[1].elems[i] = cc(m.elems[1].elems[i])
+			}
+		}
+		return m
+	}
+	switch r.IntN(3) {
+	case 0:
+		if r.IntN(4) == 0 {
+			add("input", str())
+		} else {
+			add("input", list(item))
+		}
+		if r.IntN(2) == 0 {
+			add("instructions", str())
+		}
+		if r.IntN(3) == 0 {
+			add("previous_response_id", str())
+		}
+		if r.IntN(3) == 0 {
+			add("tools", list(func() jv { return genValue(r, 1, false) }))
+		}
+	case 1:
+		add("messages", list(item))
+		add("max_tokens", jv{kind: kNumber, num: "16"})
+		if r.IntN(4) > 0 {
+			add("system", list(func() jv { return obj([]string{"type", "text"}, []jv{{kind: kString, s: "text"}, str()}) }))
+		}
+		if r.IntN(3) == 0 {
+			add("tools", list(func() jv { return genValue(r, 1, false) }))
+		}
+	default:
+		for _, name := range poolingRouting {
+			if r.IntN(3) == 0 {
+				add(name, list(anyv))
+			} else if r.IntN(3) == 0 {
+				add(name, str())
+			}
+		}
+	}
 }
 
 // keyFromParse compares Normalize's RouteInfo, read off the parse, with
@@ -151,7 +226,7 @@ func keyFromParse(t *testing.T, body []byte, mode Mode, kopts KeyOptions) {
 // included.
 func TestKeyFromParseMatchesRouteKey(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 1))
-	modes := []Mode{ModeAuto, ModeChat, ModeCompletion, ModeNative}
+	modes := []Mode{ModeAuto, ModeChat, ModeCompletion, ModeNative, ModeResponses, ModeMessages, ModePooling}
 	for i := 0; i < 3000; i++ {
 		body := spell(genRequest(r), r, r.IntN(2) == 0)
 		kopts := KeyOptions{Mode: modes[r.IntN(len(modes))], Blocks: r.IntN(2) == 0}
@@ -177,7 +252,7 @@ func TestKeyFromParseCorpus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range []Mode{ModeAuto, ModeChat, ModeCompletion} {
+		for _, m := range []Mode{ModeAuto, ModeChat, ModeCompletion, ModeResponses, ModeMessages, ModePooling} {
 			for _, blocks := range []bool{false, true} {
 				keyFromParse(t, body, ModeAuto, KeyOptions{Mode: m, Blocks: blocks})
 				keyFromParse(t, body, m, KeyOptions{PrefixLength: MinPrefixLength, Blocks: blocks})
@@ -191,7 +266,7 @@ func TestKeyFromParseCorpus(t *testing.T) {
 // cache_salt member already in it and that group.
 func TestNormalizeScopedMatchesSplice(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 2))
-	modes := []Mode{ModeAuto, ModeChat, ModeCompletion, ModeNative}
+	modes := []Mode{ModeAuto, ModeChat, ModeCompletion, ModeNative, ModeResponses, ModeMessages, ModePooling}
 	for i := 0; i < 2000; i++ {
 		v := genRequest(r)
 		if r.IntN(3) == 0 {

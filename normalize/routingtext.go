@@ -9,8 +9,11 @@ import (
 // that keys it, with the place in the canonical body each part comes from:
 // what a linter needs to say which JSON value sits where in the window. It
 // is not cut to a window: in chat mode it holds the tools record and every
-// message but the final one (a lone message counts), in completion mode the
-// whole prompt, in native mode the routing members.
+// message but the final one (a lone message counts), in Responses and
+// Messages mode the instructions or system record, the tools record and
+// every item or message but the final one, in completion mode the whole
+// prompt, in pooling mode every pooling member, in native mode the routing
+// members.
 type RoutingText struct {
 	Text []byte
 	// Segments are the runs of Text that hold one JSON value of the
@@ -38,7 +41,8 @@ type Segment struct {
 // LayOutRoutingText returns the routing text of a canonical body (the
 // output of Normalize) in mode; ModeAuto lays it out as native, as the
 // linter keys undetected bodies. Bodies that do not fit the mode's schema
-// give what they have (RouteKey is the one to reject them).
+// give what they have (in the Responses, Messages and pooling modes: an
+// empty text); RouteKey is the one to reject them.
 func LayOutRoutingText(canonical []byte, mode Mode) (RoutingText, error) {
 	p := getParser()
 	defer putParser(p)
@@ -81,6 +85,12 @@ func LayOutRoutingText(canonical []byte, mode Mode) (RoutingText, error) {
 			// so are its segments.
 			segs = slices.DeleteFunc(segs, func(s Segment) bool { return s.Start >= len(text) })
 		}
+	case ModeResponses, ModeMessages, ModePooling:
+		if p.checkMode(mode) != nil {
+			break
+		}
+		text, whole = p.appendModeText(text, 0, mode, math.MaxInt, nil)
+		segs = slices.DeleteFunc(segs, func(s Segment) bool { return s.Start >= len(text) })
 	default:
 		text = p.appendNativeRoutingText(text)
 	}

@@ -51,6 +51,29 @@ const fullSpec = `{
   "group": "tenant-a"
 }`
 
+const responsesDoc = `{
+  "stream": true, "temperature": 0.2,
+  "input": [
+    {"role": "user", "content": [{"type": "input_text", "text": "Quarterly report: revenue grew 12%, caf\u00e9 sales \ud83d\ude00."}, {"type": "input_image", "image_url": "https://example.com/chart.png"}]},
+    {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": "{\"metric\":\"revenue\"}"},
+    {"type": "function_call_output", "call_id": "call_1", "output": "4.1M"},
+    {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed", "content": [{"type": "output_text", "text": "Revenue grew.", "annotations": []}]},
+    {"role": "user", "content": "What about costs?"}
+  ],
+  "model": "llama-3.1-8b", "instructions": "Answer from the report.",
+  "tools": [{"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {"metric": {"type": "string"}}}}],
+  "previous_response_id": "resp_0001", "background": false, "store": true, "metadata": {"trace": "abc"}, "max_output_tokens": 256
+}`
+
+const messagesDoc = `{"max_tokens":1024,"stop_sequences":["\n\nHuman:"],"messages":[` +
+	`{"role":"user","content":[{"type":"text","text":"<report>Revenue grew 12%.</report>","cache_control":{"type":"ephemeral"}},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]},` +
+	`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"lookup","input":{"metric":"costs"}}]},` +
+	`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"Costs fell.","cache_control":{"type":"ephemeral"}}],"cache_control":{"type":"ephemeral"}}]},` +
+	`{"role":"user","content":"Summarize."}],"model":"claude-compatible",` +
+	`"system":[{"type":"text","text":"You answer from the report \u00e9.","cache_control":{"type":"ephemeral","ttl":"1h"}}],` +
+	`"tools":[{"cache_control":{"type":"ephemeral"},"name":"lookup","description":"Find a figure","input_schema":{"type":"object"}}],` +
+	`"metadata":{"user_id":"u-1"},"temperature":0.0,"stream":true}`
+
 func cases() []testCase {
 	cs := []testCase{
 		// Chat bodies: layout, order, whitespace.
@@ -147,6 +170,60 @@ func cases() []testCase {
 		canon("mode_native_on_chat_body", "native", `{"user":"u","messages":[{"role":"system","content":"s"},{"role":"user","content":"q"}],"model":"m","parameters":{},"inputs":"i"}`),
 		canon("mode_native_on_array", "native", `[3,2,1]`),
 		canon("mode_completion_no_prompt", "completion", `{"model":"m"}`),
+
+		// Responses, Messages and pooling bodies: order, routing text, schema errors.
+		canon("responses_items", "responses", responsesDoc),
+		canon("responses_other_question", "responses", strings.Replace(responsesDoc, "What about costs?", "And hiring?", 1)),
+		canon("responses_previous_response_id", "responses", strings.Replace(responsesDoc, `"resp_0001"`, `"resp_0002"`, 1)),
+		canon("responses_string_input", "responses", `{"input":"Tell me a story é😀","model":"m","user":"u","background":true}`),
+		canon("responses_one_message", "responses", `{"input":[{"role":"user","content":"Tell me a story é😀"}],"model":"m"}`),
+		canon("responses_nulls", "responses", `{"instructions":null,"tools":null,"previous_response_id":null,"input":[{"role":"developer","content":[{"type":"input_text","text":"a"},{"type":"text","text":"c"},{"type":"refusal","refusal":"no"},{"type":"output_text","text":7}]},{"type":"reasoning","summary":[]},{"role":"user"}],"model":"m"}`),
+		withPrefix(canon("responses_long_spill", "responses", fmt.Sprintf(`{"model":"m","instructions":%q,"input":[{"role":"user","content":"q"}]}`, longText(9000))), 1024),
+		canon("responses_auto", "auto", `{"instructions":"Be brief.","input":[{"role":"user","content":"Hi"},{"role":"user","content":"Again"}],"model":"m"}`),
+		canon("responses_auto_string", "auto", `{"input":"Hi","model":"m"}`),
+		canon("responses_not_object", "responses", `"input"`),
+		canon("responses_no_input", "responses", `{"model":"m","instructions":"i"}`),
+		canon("responses_input_number", "responses", `{"model":"m","input":42}`),
+		canon("responses_item_not_object", "responses", `{"model":"m","input":[{"role":"user","content":"a"},"b"]}`),
+		canon("responses_item_content", "responses", `{"model":"m","input":[{"role":"user","content":"a"},{"role":"user","content":"b"},{"role":"user","content":{"x":"é"}}]}`),
+		canon("responses_item_part", "responses", `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"é"},"plain"]}]}`),
+		canon("responses_item_role", "responses", `{"model":"m","input":[{"role":["user"],"content":"a"}]}`),
+		canon("responses_item_kind", "responses", `{"model":"m","input":[{"call_id":"c1","output":"x"}]}`),
+		canon("responses_item_type", "responses", `{"model":"m","input":[{"type":null}]}`),
+		canon("responses_instructions_array", "responses", `{"model":"m","instructions":["i"],"input":"q"}`),
+		canon("responses_previous_id_number", "responses", `{"model":"m","input":"q","previous_response_id":1}`),
+		canon("responses_tools_object", "responses", `{"model":"m","tools":{"a":1},"input":"q"}`),
+		canon("messages_cache_control", "messages", messagesDoc),
+		canon("messages_cache_control_none", "messages", strings.ReplaceAll(strings.ReplaceAll(messagesDoc, `"cache_control":{"type":"ephemeral"},`, ""), `,"cache_control":{"type":"ephemeral","ttl":"1h"}`, "")),
+		canon("messages_cache_control_escaped", "messages", `{"model":"m","max_tokens":5,"system":[{"type":"text","text":"s","cache\u005fcontrol":{"type":"ephemeral"}}],"tools":[{"name":"f","cache_control":{}}],"messages":[{"role":"user","content":[{"type":"image","source":{"data":"x","cache_control":1}}]},{"role":"user","content":"q"}]}`),
+		canon("messages_string_system", "messages", `{"model":"m","max_tokens":16,"system":"Be brief é.","messages":[{"role":"user","content":"Hi"}]}`),
+		canon("messages_auto", "auto", `{"messages":[{"role":"user","content":"Hi"},{"role":"user","content":"Again"}],"system":"s","max_tokens":8,"model":"m"}`),
+		canon("messages_auto_stop_sequences", "auto", `{"messages":[{"role":"user","content":"Hi"}],"stop_sequences":["x"],"max_tokens":8,"model":"m"}`),
+		canon("messages_auto_chat_without_system", "auto", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":8,"model":"m"}`),
+		canon("messages_not_object", "messages", `[{"role":"user"}]`),
+		canon("messages_no_messages", "messages", `{"model":"m","max_tokens":5,"system":"s"}`),
+		canon("messages_messages_object", "messages", `{"model":"m","messages":{"role":"user"}}`),
+		canon("messages_message_not_object", "messages", `{"model":"m","messages":[{"role":"user","content":"a"},null]}`),
+		canon("messages_no_role", "messages", `{"model":"m","messages":[{"content":"x"}]}`),
+		canon("messages_role_number", "messages", `{"model":"m","messages":[{"content":"x","role":1}]}`),
+		canon("messages_no_content", "messages", `{"model":"m","messages":[{"role":"user"}]}`),
+		canon("messages_content_null", "messages", `{"model":"m","messages":[{"role":"user","content":null}]}`),
+		canon("messages_content_block", "messages", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"é"},"plain string block"]}]}`),
+		canon("messages_system_number", "messages", `{"model":"m","system":7,"messages":[]}`),
+		canon("messages_system_block", "messages", `{"model":"m","system":[{"type":"text","text":"s"},"t"],"messages":[]}`),
+		canon("messages_tools_string", "messages", `{"model":"m","tools":"f","messages":[]}`),
+		canon("pooling_rerank", "pooling", `{"top_n":2,"documents":["Paris is in France.","Berlin é.",{"text":"Rome"}],"query":"capital of France","model":"reranker"}`),
+		canon("pooling_score", "pooling", `{"text_2":["a","b"],"text_1":"q","model":"scorer","encoding_format":"float"}`),
+		canon("pooling_embeddings_tokens", "pooling", `{"input":[[1,2,3],"text",4,null],"model":"embedder","dimensions":256,"user":"u"}`),
+		canon("pooling_chat_embeddings", "pooling", `{"messages":[{"role":"user","content":"hi"}],"model":"e"}`),
+		withPrefix(canon("pooling_long_spill", "pooling", fmt.Sprintf(`{"model":"m","input":%q}`, longText(5000))), 1024),
+		canon("pooling_auto_strings", "auto", `{"input":["first","second"],"model":"e5"}`),
+		canon("pooling_auto_empty", "auto", `{"input":[],"model":"e5"}`),
+		canon("pooling_auto_rerank", "auto", `{"query":"q","documents":["d"],"model":"r"}`),
+		canon("pooling_auto_score", "auto", `{"text_1":"a","text_2":"b","model":"s"}`),
+		canon("pooling_auto_query_alone", "auto", `{"query":"q","model":"r"}`),
+		canon("pooling_no_input", "pooling", `{"model":"m","top_n":3}`),
+		canon("pooling_not_object", "pooling", `3`),
 
 		// Rejections, each with the byte offset of the problem.
 		canon("invalid_empty", "auto", ``),

@@ -45,13 +45,19 @@ func (g *docGen) pick(s []string) string { return s[g.rng.IntN(len(s))] }
 
 func (g *docGen) testCase() testCase {
 	c := testCase{mode: "auto"}
-	switch r := g.rng.IntN(10); {
+	switch r := g.rng.IntN(13); {
 	case r < 1:
 		c.mode = "chat"
 	case r < 2:
 		c.mode = "completion"
 	case r < 3:
 		c.mode = "native"
+	case r < 4:
+		c.mode = "responses"
+	case r < 5:
+		c.mode = "messages"
+	case r < 6:
+		c.mode = "pooling"
 	}
 	if g.chance(0.1) {
 		c.group = g.pick([]string{"tenant-a", "g", "Group 7"})
@@ -61,7 +67,7 @@ func (g *docGen) testCase() testCase {
 		c.prefix = 1024
 	}
 	g.b.Reset()
-	switch g.rng.IntN(6) {
+	switch g.rng.IntN(9) {
 	case 0, 1:
 		g.chat(long)
 	case 2:
@@ -70,6 +76,15 @@ func (g *docGen) testCase() testCase {
 		g.native(long)
 	case 4:
 		g.object(0, 4)
+	case 5:
+		g.responses(long)
+		c.mode = g.ownMode(c.mode, "responses")
+	case 6:
+		g.messages(long)
+		c.mode = g.ownMode(c.mode, "messages")
+	case 7:
+		g.pooling(long)
+		c.mode = g.ownMode(c.mode, "pooling")
 	default:
 		g.value(0, 3)
 	}

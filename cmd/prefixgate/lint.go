@@ -44,7 +44,7 @@ type lintInput struct {
 // runLint implements "prefixgate lint".
 func runLint(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fset := flag.NewFlagSet("lint", flag.ContinueOnError)
-	modeName := fset.String("mode", "auto", "request schema: auto, chat, completion or native")
+	modeName := fset.String("mode", "auto", "request schema: auto, chat, completion, native, responses, messages or pooling")
 	prefixLen := fset.Int("prefix-length", normalize.DefaultPrefixLength, "routing window N, characters (bytes in native mode), 1024..65536")
 	replicas := fset.Int("replicas", lint.DefaultReplicas, "replicas the router spreads over (hot-key rule, balance estimate)")
 	direct := fset.Bool("direct", false, "traffic reaches a byte-prefix router without the normalizer: noncanonical is a warning")

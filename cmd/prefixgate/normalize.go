@@ -43,7 +43,7 @@ type normalizeRun struct {
 // runNormalize implements "prefixgate normalize".
 func runNormalize(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("normalize", flag.ContinueOnError)
-	modeName := fs.String("mode", "auto", "request schema: auto, chat, completion or native")
+	modeName := fs.String("mode", "auto", "request schema: auto, chat, completion, native, responses, messages or pooling")
 	group := fs.String("group", "", "group id (default: the body's prompt_cache_key)")
 	prefixLen := fs.Int("prefix-length", normalize.DefaultPrefixLength, "routing window N, characters (bytes in native mode), 1024..65536")
 	keyOnly := fs.Bool("key", false, "print the routing key instead of the canonical body")

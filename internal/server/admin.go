@@ -32,6 +32,9 @@ var modeProtos = [...]pb.RequestMode{
 	normalize.ModeChat:       pb.RequestMode_REQUEST_MODE_CHAT,
 	normalize.ModeCompletion: pb.RequestMode_REQUEST_MODE_COMPLETION,
 	normalize.ModeNative:     pb.RequestMode_REQUEST_MODE_NATIVE,
+	normalize.ModeResponses:  pb.RequestMode_REQUEST_MODE_RESPONSES,
+	normalize.ModeMessages:   pb.RequestMode_REQUEST_MODE_MESSAGES,
+	normalize.ModePooling:    pb.RequestMode_REQUEST_MODE_POOLING,
 }
 
 // modeFromProto is ModeAuto for UNSPECIFIED and for values it does not know.
@@ -195,7 +198,8 @@ func (s *Server) unplacedSentence(err error, model string) string {
 // handleExplain is Explain for curl: POST /v1/explain with the raw request
 // body (the same body one would send to /v1/chat/completions, /v1/completions
 // or /invocations), the group in X-Prefixgate-Group, and optional query
-// parameters mode (auto, chat, completion, native) and prefix_length. It
+// parameters mode (auto, chat, completion, native, responses, messages,
+// pooling) and prefix_length. It
 // answers JSON.
 func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
@@ -206,7 +210,7 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 	mode, err := normalize.ParseMode(cmp.Or(q.Get("mode"), "auto"))
 	if err != nil {
 		writeError(w, &pipeline.Error{Status: http.StatusBadRequest, Code: "invalid_field", Param: "mode",
-			Message: fmt.Sprintf("query parameter mode=%.64q is not auto, chat, completion or native", q.Get("mode"))})
+			Message: fmt.Sprintf("query parameter mode=%.64q is not auto, chat, completion, native, responses, messages or pooling", q.Get("mode"))})
 		return
 	}
 	prefixLength := 0

@@ -24,6 +24,7 @@ import (
 	"github.com/prefixgate/prefixgate/gen/prefixgate/v1/prefixgatev1connect"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/server"
+	"github.com/prefixgate/prefixgate/normalize"
 )
 
 // startRouter starts k simulated replicas and the router in front of them,
@@ -277,5 +278,39 @@ func TestMetricsListThePipelinesSeries(t *testing.T) {
 		if got, ok := metricValue(t, base, series); !ok || got != want {
 			t.Errorf("%s = %v (listed: %v); want %v", series, got, ok, want)
 		}
+	}
+}
+
+// TestNormalizeRPCModes: the Normalize RPC takes the Responses, Messages
+// and pooling modes, names the mode it detected, and answers the key the
+// normalize package computes.
+func TestNormalizeRPCModes(t *testing.T) {
+	base := startRouter(t, 1, server.Config{})
+	client := prefixgatev1connect.NewNormalizeServiceClient(http.DefaultClient, base)
+	for _, c := range []struct {
+		body      string
+		mode      pb.RequestMode
+		want      pb.RequestMode
+		normalize normalize.Mode
+	}{
+		{`{"input":"hi","model":"m"}`, pb.RequestMode_REQUEST_MODE_UNSPECIFIED, pb.RequestMode_REQUEST_MODE_RESPONSES, normalize.ModeResponses},
+		{`{"model":"m","max_tokens":5,"system":"s","messages":[{"role":"user","content":"hi"}]}`, pb.RequestMode_REQUEST_MODE_MESSAGES, pb.RequestMode_REQUEST_MODE_MESSAGES, normalize.ModeMessages},
+		{`{"model":"r","query":"q","documents":["a"]}`, pb.RequestMode_REQUEST_MODE_POOLING, pb.RequestMode_REQUEST_MODE_POOLING, normalize.ModePooling},
+	} {
+		res, err := client.Normalize(context.Background(), connect.NewRequest(&pb.NormalizeRequest{Body: []byte(c.body), Mode: c.mode}))
+		if err != nil {
+			t.Fatalf("%s: %v", c.body, err)
+		}
+		_, ri, err := normalize.Normalize(nil, []byte(c.body), normalize.Options{Mode: c.normalize}, normalize.KeyOptions{Mode: c.normalize})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Msg.GetMode() != c.want || res.Msg.GetKey() != ri.KeyHex() {
+			t.Errorf("%s: mode %v key %s; want %v %s", c.body, res.Msg.GetMode(), res.Msg.GetKey(), c.want, ri.KeyHex())
+		}
+	}
+	_, err := client.Normalize(context.Background(), connect.NewRequest(&pb.NormalizeRequest{Body: []byte(`{"model":"m","input":5}`), Mode: pb.RequestMode_REQUEST_MODE_RESPONSES}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "input: expected a string or an array") {
+		t.Errorf("bad Responses body: %v", err)
 	}
 }

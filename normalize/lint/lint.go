@@ -209,7 +209,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Replicas < 1 || o.Replicas > 4096 {
 		return o, fmt.Errorf("%w: replicas %d is outside 1..4096", ErrOption, o.Replicas)
 	}
-	if o.Mode < normalize.ModeAuto || o.Mode > normalize.ModeNative {
+	if o.Mode < normalize.ModeAuto || o.Mode > normalize.ModePooling {
 		return o, fmt.Errorf("%w: unknown mode %d", ErrOption, o.Mode)
 	}
 	return o, nil

@@ -85,8 +85,11 @@ func unitName(m normalize.Mode) string {
 }
 
 func wholeName(m normalize.Mode) string {
-	if m == normalize.ModeCompletion {
+	switch m {
+	case normalize.ModeCompletion:
 		return "prompt"
+	case normalize.ModePooling:
+		return "input"
 	}
 	return "single message"
 }
@@ -185,8 +188,8 @@ func clip(s string, n int) string {
 }
 
 // dateInjectionFindings looks at the texts that start a rendered prompt:
-// system and developer messages, the chat template, a completion prompt
-// and native inputs.
+// system and developer messages, the chat template, a completion prompt,
+// Responses instructions, a Messages system prompt and native inputs.
 func dateInjectionFindings(req *request, ctree, rtree *node) []Finding {
 	var texts []*node
 	if t := ctree.get("chat_template"); t != nil && t.kind == kString {
@@ -218,6 +221,12 @@ func dateInjectionFindings(req *request, ctree, rtree *node) []Finding {
 		if p := ctree.get("prompt"); p != nil && p.kind == kString {
 			texts = append(texts, p)
 		}
+	case normalize.ModeResponses:
+		if p := ctree.get("instructions"); p != nil && p.kind == kString {
+			texts = append(texts, p)
+		}
+	case normalize.ModeMessages:
+		texts = append(texts, systemTexts(ctree.get("system"))...)
 	default:
 		if p := ctree.get("inputs"); p != nil && p.kind == kString {
 			texts = append(texts, p)
@@ -465,4 +474,22 @@ func firstEscape(content []byte) position {
 		p.chars++
 	}
 	return position{}
+}
+
+// systemTexts returns a Messages system prompt's texts: the string, or each
+// text block's text.
+func systemTexts(sys *node) []*node {
+	switch {
+	case sys == nil:
+		return nil
+	case sys.kind == kString:
+		return []*node{sys}
+	}
+	var out []*node
+	for _, b := range sys.elems {
+		if b.kind == kObject && isTextPart(b) {
+			out = append(out, b.get("text"))
+		}
+	}
+	return out
 }

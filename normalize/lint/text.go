@@ -139,7 +139,7 @@ func buildRoutingText(mode normalize.Mode, canon []byte, ctree, rtree *node) *ro
 			continue
 		}
 		pos, from := units, n.start
-		n.walk(func(v *node) {
+		visit := func(v *node) {
 			if v.kind != kString && v.kind != kNumber {
 				return
 			}
@@ -150,10 +150,41 @@ func buildRoutingText(mode normalize.Mode, canon []byte, ctree, rtree *node) *ro
 			pos += rt.measure(string(canon[from:at]), false)
 			from = at
 			rt.segs = append(rt.segs, segment{path: v.path, text: v.text, escaped: v.kind == kString, raw: raw[v.path], start: pos})
-		})
+		}
+		// In Messages mode the routing text's JSON has no cache_control
+		// members: measure past them.
+		skip := func(start, end int) {
+			pos += rt.measure(string(canon[from:start]), false)
+			from = end
+		}
+		n.walkRouted(mode == normalize.ModeMessages, canon, visit, skip)
 	}
 	rt.units = units + rt.measure(rt.text[prev:], false)
 	return rt
+}
+
+// walkRouted is walk, except that with strip set it leaves out every
+// member named cache_control and calls skip with the span of canonical
+// bytes that leaving it out removes (the member and one comma).
+func (n *node) walkRouted(strip bool, canon []byte, fn func(*node), skip func(start, end int)) {
+	fn(n)
+	for _, m := range n.members {
+		if strip && m.name == "cache_control" {
+			start, end := m.nameStart, m.value.end
+			switch {
+			case end < len(canon) && canon[end] == ',':
+				end++
+			case start > 0 && canon[start-1] == ',':
+				start--
+			}
+			skip(start, end)
+			continue
+		}
+		m.value.walkRouted(strip, canon, fn, skip)
+	}
+	for _, e := range n.elems {
+		e.walkRouted(strip, canon, fn, skip)
+	}
 }
 
 func isTextPart(n *node) bool {

@@ -14,6 +14,9 @@ const (
 	ModeChat       = normalize.ModeChat
 	ModeCompletion = normalize.ModeCompletion
 	ModeNative     = normalize.ModeNative
+	ModeResponses  = normalize.ModeResponses
+	ModeMessages   = normalize.ModeMessages
+	ModePooling    = normalize.ModePooling
 )
 
 // KeyOptions selects the mode, group and routing window of a key.

@@ -172,6 +172,12 @@ func ModeProto(m Mode) pb.RequestMode {
 		return pb.RequestMode_REQUEST_MODE_COMPLETION
 	case ModeNative:
 		return pb.RequestMode_REQUEST_MODE_NATIVE
+	case ModeResponses:
+		return pb.RequestMode_REQUEST_MODE_RESPONSES
+	case ModeMessages:
+		return pb.RequestMode_REQUEST_MODE_MESSAGES
+	case ModePooling:
+		return pb.RequestMode_REQUEST_MODE_POOLING
 	}
 	return pb.RequestMode_REQUEST_MODE_UNSPECIFIED
 }

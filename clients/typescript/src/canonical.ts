@@ -17,16 +17,22 @@ export enum Mode {
   Chat = 1,
   Completion = 2,
   Native = 3,
+  Responses = 4,
+  Messages = 5,
+  Pooling = 6,
 }
 
-const MODE_NAMES = ["auto", "chat", "completion", "native"] as const;
+const MODE_NAMES = ["auto", "chat", "completion", "native", "responses", "messages", "pooling"] as const;
 export type ModeName = (typeof MODE_NAMES)[number];
 
-/** Parse "auto", "chat", "completion" or "native". */
+/** Parse "auto", "chat", "completion", "native", "responses", "messages" or "pooling". */
 export function parseMode(name: string): Mode {
   const i = (MODE_NAMES as readonly string[]).indexOf(name);
   if (i < 0) {
-    throw new OptionError("invalid-mode", `unknown mode "${name}" (want auto, chat, completion or native)`);
+    throw new OptionError(
+      "invalid-mode",
+      `unknown mode "${name}" (want auto, chat, completion, native, responses, messages or pooling)`,
+    );
   }
   return i as Mode;
 }
@@ -72,6 +78,12 @@ export const CHAT_PROMPT = [
 ];
 export const COMPLETION_PROMPT = ["model", "prompt", "suffix"];
 export const NATIVE_PROMPT = ["inputs", "parameters"];
+export const RESPONSES_PROMPT = ["model", "instructions", "tools", "input", "previous_response_id"];
+export const MESSAGES_PROMPT = ["model", "system", "tools", "messages"];
+export const POOLING_PROMPT = ["model", "query", "text_1", "input", "messages", "documents", "text_2"];
+// Volatile in one schema only: a Responses body's "background" and a
+// Messages body's top-level "cache_control".
+const MODE_VOLATILE: Partial<Record<Mode, string>> = { [Mode.Responses]: "background", [Mode.Messages]: "cache_control" };
 export const VOLATILE_MEMBERS = new Set([
   "user",
   "metadata",
@@ -546,19 +558,38 @@ export function encode(v: JSONValue): string {
 }
 
 /** The schema auto mode picks: chat, completion, native, else Auto. */
+/** Whether an input holds Responses items: a string, or a non-empty array of objects. */
+function itemsInput(v: JSONValue): boolean {
+  if (typeof v === "string") return true;
+  return Array.isArray(v) && v.length > 0 && v.every((e) => isObject(e));
+}
+
+/** The schema auto mode picks (docs/normalize.md, "Schema detection"), else Auto. */
 export function detectMode(root: JSONValue): Mode {
   if (!isObject(root)) return Mode.Auto;
-  if (has(root, "messages")) return Mode.Chat;
+  if (has(root, "messages")) {
+    return has(root, "max_tokens") && (has(root, "system") || has(root, "stop_sequences")) ? Mode.Messages : Mode.Chat;
+  }
   if (has(root, "prompt")) return Mode.Completion;
   if (has(root, "inputs")) return Mode.Native;
+  if (has(root, "input")) return itemsInput(root["input"]!) ? Mode.Responses : Mode.Pooling;
+  if ((has(root, "query") && has(root, "documents")) || (has(root, "text_1") && has(root, "text_2"))) return Mode.Pooling;
   return Mode.Auto;
 }
 
-function rank(mode: Mode, name: string): number {
-  const prompt = mode === Mode.Chat ? CHAT_PROMPT : mode === Mode.Completion ? COMPLETION_PROMPT : NATIVE_PROMPT;
-  const i = prompt.indexOf(name);
+const PROMPTS: Record<Exclude<Mode, Mode.Auto>, string[]> = {
+  [Mode.Chat]: CHAT_PROMPT,
+  [Mode.Completion]: COMPLETION_PROMPT,
+  [Mode.Native]: NATIVE_PROMPT,
+  [Mode.Responses]: RESPONSES_PROMPT,
+  [Mode.Messages]: MESSAGES_PROMPT,
+  [Mode.Pooling]: POOLING_PROMPT,
+};
+
+function rank(mode: Exclude<Mode, Mode.Auto>, name: string): number {
+  const i = PROMPTS[mode].indexOf(name);
   if (i >= 0) return i;
-  return VOLATILE_MEMBERS.has(name) ? 2000 : 1000;
+  return VOLATILE_MEMBERS.has(name) || MODE_VOLATILE[mode] === name ? 2000 : 1000;
 }
 
 /** A canonicalized body with what the routing key needs. */
@@ -575,7 +606,7 @@ export interface Canonical {
 export function canonicalizeFull(src: Uint8Array | string, mode: Mode = Mode.Auto): Canonical {
   const [root, rootAt] = new Parser(toBytes(src)).parse();
   if (!isObject(root)) {
-    if (mode === Mode.Chat || mode === Mode.Completion) {
+    if (mode !== Mode.Auto && mode !== Mode.Native) {
       // The reference reports a string root at its first character, inside
       // the quotes.
       const at = typeof root === "string" ? rootAt + 1 : rootAt;

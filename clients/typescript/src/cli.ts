@@ -15,7 +15,7 @@ commands:
   key [--mode M] [--group G] [--prefix-length N]   routing key, 16 hex digits
   build                                            request built from a prompt spec, canonical
 
-modes: auto (default), chat, completion, native
+modes: auto (default), chat, completion, native, responses, messages, pooling
 `;
 
 async function readStdin(): Promise<Uint8Array> {

@@ -70,6 +70,9 @@ const MODES: Record<Mode, RequestMode> = {
   [Mode.Chat]: RequestMode.CHAT,
   [Mode.Completion]: RequestMode.COMPLETION,
   [Mode.Native]: RequestMode.NATIVE,
+  [Mode.Responses]: RequestMode.RESPONSES,
+  [Mode.Messages]: RequestMode.MESSAGES,
+  [Mode.Pooling]: RequestMode.POOLING,
 };
 
 function bytesOf(body: Uint8Array | string): Uint8Array {

@@ -1,6 +1,6 @@
 // The routing key: seedless XXH3-64 over group, model and routing text.
 // Byte layout (docs/normalize.md): one mode byte (1 chat, 2 completion,
-// 3 native), then the group, the model and the routing text cut to the
+// 3 native, 4 responses, 5 messages, 6 pooling), then the group, the model and the routing text cut to the
 // window, each preceded by its length as a 32-bit little-endian integer.
 
 import {
@@ -19,6 +19,7 @@ import {
   parseMode,
 } from "./canonical.js";
 import { CanonicalError, OptionError } from "./errors.js";
+import { checkMode, itemsText, poolingText } from "./modes.js";
 import { xxh3 } from "./xxh3.js";
 
 export const DEFAULT_PREFIX_LENGTH = 4096;
@@ -207,6 +208,10 @@ export function routeKeyOf(c: Canonical, group = "", prefixLength = 0): RouteInf
       throw new CanonicalError(0, "schema", "a completion request needs a prompt");
     }
     text = promptText(c);
+  } else if (mode === Mode.Responses || mode === Mode.Messages || mode === Mode.Pooling) {
+    checkMode(c, mode);
+    const root = c.value as { [k: string]: JSONValue };
+    text = mode === Mode.Pooling ? poolingText(root) : itemsText(root, mode);
   } else {
     text = nativeText(c);
   }

@@ -33,6 +33,14 @@ const (
 	RequestMode_REQUEST_MODE_COMPLETION RequestMode = 2
 	// Native raw JSON: the first N bytes of the canonical body.
 	RequestMode_REQUEST_MODE_NATIVE RequestMode = 3
+	// OpenAI Responses: instructions, tools, then input items except the last.
+	RequestMode_REQUEST_MODE_RESPONSES RequestMode = 4
+	// Anthropic Messages: system, tools, then messages except the last;
+	// cache_control members do not count.
+	RequestMode_REQUEST_MODE_MESSAGES RequestMode = 5
+	// Pooling (embeddings, score, rerank): query, text_1, input, messages,
+	// documents, text_2.
+	RequestMode_REQUEST_MODE_POOLING RequestMode = 6
 )
 
 // Enum value maps for RequestMode.
@@ -42,12 +50,18 @@ var (
 		1: "REQUEST_MODE_CHAT",
 		2: "REQUEST_MODE_COMPLETION",
 		3: "REQUEST_MODE_NATIVE",
+		4: "REQUEST_MODE_RESPONSES",
+		5: "REQUEST_MODE_MESSAGES",
+		6: "REQUEST_MODE_POOLING",
 	}
 	RequestMode_value = map[string]int32{
 		"REQUEST_MODE_UNSPECIFIED": 0,
 		"REQUEST_MODE_CHAT":        1,
 		"REQUEST_MODE_COMPLETION":  2,
 		"REQUEST_MODE_NATIVE":      3,
+		"REQUEST_MODE_RESPONSES":   4,
+		"REQUEST_MODE_MESSAGES":    5,
+		"REQUEST_MODE_POOLING":     6,
 	}
 )
 
@@ -306,12 +320,15 @@ const file_prefixgate_v1_routing_proto_rawDesc = "" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\x12!\n" +
 	"\ftotal_tokens\x18\x03 \x01(\x03R\vtotalTokens\x12#\n" +
-	"\rcached_tokens\x18\x04 \x01(\x03R\fcachedTokens*x\n" +
+	"\rcached_tokens\x18\x04 \x01(\x03R\fcachedTokens*\xc9\x01\n" +
 	"\vRequestMode\x12\x1c\n" +
 	"\x18REQUEST_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11REQUEST_MODE_CHAT\x10\x01\x12\x1b\n" +
 	"\x17REQUEST_MODE_COMPLETION\x10\x02\x12\x17\n" +
-	"\x13REQUEST_MODE_NATIVE\x10\x03*\xb9\x01\n" +
+	"\x13REQUEST_MODE_NATIVE\x10\x03\x12\x1a\n" +
+	"\x16REQUEST_MODE_RESPONSES\x10\x04\x12\x19\n" +
+	"\x15REQUEST_MODE_MESSAGES\x10\x05\x12\x18\n" +
+	"\x14REQUEST_MODE_POOLING\x10\x06*\xb9\x01\n" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11DECISION_AFFINITY\x10\x01\x12\x12\n" +

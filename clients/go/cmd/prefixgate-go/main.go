@@ -87,9 +87,9 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (kopts prefixgate.K
 	var prefixLen *int
 	switch cmd {
 	case "canonicalize":
-		modeName = fs.String("mode", "auto", "request schema: auto, chat, completion or native")
+		modeName = fs.String("mode", "auto", "request schema: auto, chat, completion, native, responses, messages or pooling")
 	case "key":
-		modeName = fs.String("mode", "auto", "request schema: auto, chat, completion or native")
+		modeName = fs.String("mode", "auto", "request schema: auto, chat, completion, native, responses, messages or pooling")
 		group = fs.String("group", "", "group id (default: the body's prompt_cache_key)")
 		prefixLen = fs.Int("prefix-length", 0, "routing window N, 1024..65536 (default 4096)")
 	case "build":

@@ -28,9 +28,17 @@ def main(argv: list[str] | None = None) -> int:
     p = _Parser(prog="prefixgate-py", description="Canonical JSON, routing keys and prompts.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     c = sub.add_parser("canonicalize", help="canonical form of a request body")
-    c.add_argument("--mode", default="auto", help="auto, chat, completion or native")
+    c.add_argument(
+        "--mode",
+        default="auto",
+        help="auto, chat, completion, native, responses, messages or pooling",
+    )
     k = sub.add_parser("key", help="routing key, 16 hex digits")
-    k.add_argument("--mode", default="auto", help="auto, chat, completion or native")
+    k.add_argument(
+        "--mode",
+        default="auto",
+        help="auto, chat, completion, native, responses, messages or pooling",
+    )
     k.add_argument("--group", default="", help="group id (default: the body's prompt_cache_key)")
     k.add_argument("--prefix-length", type=int, default=0, help="routing window N, 1024..65536")
     sub.add_parser("build", help="request built from a prompt spec, canonical")

@@ -30,19 +30,27 @@ class Mode(IntEnum):
     CHAT = 1
     COMPLETION = 2
     NATIVE = 3
+    RESPONSES = 4
+    MESSAGES = 5
+    POOLING = 6
 
     @classmethod
     def parse(cls, name: str) -> Mode:
-        """Parse ``auto``, ``chat``, ``completion`` or ``native``."""
-        if name not in ("auto", "chat", "completion", "native"):
+        """Parse ``auto``, ``chat``, ``completion``, ``native``,
+        ``responses``, ``messages`` or ``pooling``."""
+        if name not in _MODE_NAMES:
             raise OptionError(
                 "invalid-mode",
-                f"unknown mode {name!r} (want auto, chat, completion or native)",
+                f"unknown mode {name!r} (want auto, chat, completion, native, "
+                "responses, messages or pooling)",
             )
         return cls[name.upper()]
 
     def __str__(self) -> str:
         return self.name.lower()
+
+
+_MODE_NAMES = ("auto", "chat", "completion", "native", "responses", "messages", "pooling")
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,12 @@ CHAT_PROMPT = (
 )
 COMPLETION_PROMPT = ("model", "prompt", "suffix")
 NATIVE_PROMPT = ("inputs", "parameters")
+RESPONSES_PROMPT = ("model", "instructions", "tools", "input", "previous_response_id")
+MESSAGES_PROMPT = ("model", "system", "tools", "messages")
+POOLING_PROMPT = ("model", "query", "text_1", "input", "messages", "documents", "text_2")
+# Volatile in one schema only: a Responses body's "background" and a
+# Messages body's top-level "cache_control".
+_MODE_VOLATILE = {4: "background", 5: "cache_control"}
 VOLATILE_MEMBERS = frozenset(
     {
         "user",
@@ -632,28 +646,51 @@ def _emit(v: JSONValue, out: list[str]) -> None:
         raise TypeError(f"cannot encode {type(v).__name__} as JSON")
 
 
+def _items_input(v: JSONValue) -> bool:
+    """Whether an input holds Responses items: a string, or a non-empty
+    array of objects."""
+    if isinstance(v, str):
+        return True
+    return isinstance(v, list) and len(v) > 0 and all(isinstance(e, dict) for e in v)
+
+
 def detect_mode(root: JSONValue) -> Mode:
-    """The schema auto mode picks: chat, completion, native, else AUTO."""
+    """The schema auto mode picks (docs/normalize.md, "Schema detection"),
+    else AUTO."""
     if not isinstance(root, dict):
         return Mode.AUTO
     if "messages" in root:
+        if "max_tokens" in root and ("system" in root or "stop_sequences" in root):
+            return Mode.MESSAGES
         return Mode.CHAT
     if "prompt" in root:
         return Mode.COMPLETION
     if "inputs" in root:
         return Mode.NATIVE
+    if "input" in root:
+        return Mode.RESPONSES if _items_input(root["input"]) else Mode.POOLING
+    if ("query" in root and "documents" in root) or ("text_1" in root and "text_2" in root):
+        return Mode.POOLING
     return Mode.AUTO
 
 
+_PROMPTS = {
+    Mode.CHAT: CHAT_PROMPT,
+    Mode.COMPLETION: COMPLETION_PROMPT,
+    Mode.NATIVE: NATIVE_PROMPT,
+    Mode.RESPONSES: RESPONSES_PROMPT,
+    Mode.MESSAGES: MESSAGES_PROMPT,
+    Mode.POOLING: POOLING_PROMPT,
+}
+
+
 def _rank(mode: Mode, name: str) -> int:
-    prompt = {
-        Mode.CHAT: CHAT_PROMPT,
-        Mode.COMPLETION: COMPLETION_PROMPT,
-        Mode.NATIVE: NATIVE_PROMPT,
-    }[mode]
+    prompt = _PROMPTS[mode]
     if name in prompt:
         return prompt.index(name)
-    return _RANK_VOLATILE if name in VOLATILE_MEMBERS else _RANK_PARAM
+    if name in VOLATILE_MEMBERS or _MODE_VOLATILE.get(mode) == name:
+        return _RANK_VOLATILE
+    return _RANK_PARAM
 
 
 @dataclass
@@ -674,7 +711,7 @@ def canonicalize_full(src: bytes | str, mode: Mode = Mode.AUTO) -> Canonical:
         src = src.encode("utf-8", "surrogatepass")
     root, root_at = _Parser(src).parse()
     if not isinstance(root, dict):
-        if mode in (Mode.CHAT, Mode.COMPLETION):
+        if mode not in (Mode.AUTO, Mode.NATIVE):
             # The reference reports a string root at its first character,
             # inside the quotes.
             at = root_at + 1 if isinstance(root, str) else root_at

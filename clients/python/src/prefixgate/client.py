@@ -70,6 +70,9 @@ _MODES = {
     Mode.CHAT: RequestMode.CHAT,
     Mode.COMPLETION: RequestMode.COMPLETION,
     Mode.NATIVE: RequestMode.NATIVE,
+    Mode.RESPONSES: RequestMode.RESPONSES,
+    Mode.MESSAGES: RequestMode.MESSAGES,
+    Mode.POOLING: RequestMode.POOLING,
 }
 
 

@@ -1,7 +1,7 @@
 """The routing key: seedless XXH3-64 over group, model and routing text.
 
 Byte layout (docs/normalize.md): one mode byte (1 chat, 2 completion,
-3 native), then the group, the model and the routing text cut to the window,
+3 native, 4 responses, 5 messages, 6 pooling), then the group, the model and the routing text cut to the window,
 each preceded by its length as a 32-bit little-endian integer.
 """
 
@@ -22,6 +22,7 @@ from .canonical import (
     canonicalize_full,
     encode,
     encode_string,
+    utf16_key,
 )
 from .errors import CanonicalError, OptionError
 
@@ -157,6 +158,211 @@ def _native_text(c: Canonical) -> bytes:
     return b"{" + b",".join(members) + b"}"
 
 
+_POOLING_ROUTING = ("query", "text_1", "input", "messages", "documents", "text_2")
+
+
+def _strip_cache_control(v: JSONValue) -> JSONValue:
+    """v without members named cache_control, at any depth."""
+    if isinstance(v, dict):
+        return {k: _strip_cache_control(e) for k, e in v.items() if k != "cache_control"}
+    if isinstance(v, list):
+        return [_strip_cache_control(e) for e in v]
+    return v
+
+
+def _mode_json(v: JSONValue, mode: Mode) -> bytes:
+    return _canon(_strip_cache_control(v) if mode == Mode.MESSAGES else v)
+
+
+def _text_part(p: dict[str, JSONValue], mode: Mode) -> str | None:
+    t, text = p.get("type"), p.get("text")
+    if not isinstance(t, str) or not isinstance(text, str):
+        return None
+    if t == "text" or (mode == Mode.RESPONSES and t in ("input_text", "output_text")):
+        return text
+    return None
+
+
+def _mode_content(c: JSONValue, mode: Mode) -> bytes:
+    if isinstance(c, str):
+        return c.encode("utf-8")
+    if c is None:
+        return b""
+    if not isinstance(c, list):
+        return _mode_json(c, mode)
+    parts: list[bytes] = []
+    for p in c:
+        text = _text_part(p, mode) if isinstance(p, dict) else None
+        if isinstance(p, str):
+            parts.append(p.encode("utf-8"))
+        elif text is not None:
+            parts.append(text.encode("utf-8"))
+        else:
+            parts.append(_mode_json(p, mode))
+    return b"\n".join(parts)
+
+
+def _item_record(item: JSONValue, mode: Mode) -> bytes:
+    role = item.get("role") if isinstance(item, dict) else None
+    if not isinstance(item, dict) or not isinstance(role, str):
+        return _US + _mode_json(item, mode) + _RS
+    out = role.encode("utf-8") + _US
+    if "content" in item:
+        out += _mode_content(item["content"], mode)
+    return out + _RS
+
+
+def _items_text(root: dict[str, JSONValue], mode: Mode) -> bytes:
+    """The Responses or Messages routing text: instructions or system,
+    tools, then every item but the final one (a lone item counts)."""
+    out = bytearray()
+    head = "system" if mode == Mode.MESSAGES else "instructions"
+    if root.get(head) is not None:
+        out += head.encode() + _US + _mode_content(root[head], mode) + _RS
+    if root.get("tools") is not None:
+        out += b"tools" + _US + _mode_json(root["tools"], mode) + _RS
+    items = root["messages" if mode == Mode.MESSAGES else "input"]
+    if isinstance(items, str):
+        return bytes(out + b"user" + _US + items.encode("utf-8") + _RS)
+    assert isinstance(items, list)
+    for i, item in enumerate(items):
+        if i == len(items) - 1 and i > 0:
+            break
+        out += _item_record(item, mode)
+    return bytes(out)
+
+
+def _pooling_element(v: JSONValue) -> bytes:
+    return (v.encode("utf-8") if isinstance(v, str) else _canon(v)) + _RS
+
+
+def _pooling_text(root: dict[str, JSONValue]) -> bytes:
+    out = bytearray()
+    for name in _POOLING_ROUTING:
+        if name not in root:
+            continue
+        out += name.encode() + _US
+        v = root[name]
+        for e in v if isinstance(v, list) else [v]:
+            out += _pooling_element(e)
+    return bytes(out)
+
+
+class _Checker:
+    """Finds the first place a body does not fit the Responses, Messages or
+    pooling schema, in the reference's order, at the offset of the value in
+    the canonical body."""
+
+    def __init__(self, c: Canonical) -> None:
+        self.c = c
+
+    def fail(self, at: int, reason: str) -> CanonicalError:
+        return CanonicalError(at, "schema", reason)
+
+    @staticmethod
+    def member_at(obj: dict[str, JSONValue], at: int, name: str) -> int:
+        pos = at + 1
+        for j, k in enumerate(sorted(obj, key=utf16_key)):
+            pos += (1 if j else 0) + len(encode_string(k).encode("utf-8")) + 1
+            if k == name:
+                return pos
+            pos += len(_canon(obj[k]))
+        raise KeyError(name)
+
+    @staticmethod
+    def elem_at(arr: list[JSONValue], at: int, i: int) -> int:
+        return at + 1 + sum(len(_canon(e)) + 1 for e in arr[:i])
+
+    def blocks(self, arr: list[JSONValue], at: int, path: str) -> None:
+        for j, e in enumerate(arr):
+            if not isinstance(e, dict):
+                raise self.fail(self.elem_at(arr, at, j), f"{path}[{j}]: expected an object")
+
+    def content(self, m: dict[str, JSONValue], at: int, path: str, required: bool) -> None:
+        if "content" not in m:
+            if required:
+                raise self.fail(at, f"{path}: a message needs content")
+            return
+        c, c_at = m["content"], self.member_at(m, at, "content")
+        if isinstance(c, str):
+            return
+        if not isinstance(c, list):
+            raise self.fail(c_at, f"{path}.content: expected a string or an array")
+        self.blocks(c, c_at, path + ".content")
+
+    def check(self, mode: Mode) -> None:
+        root = self.c.value
+        if not isinstance(root, dict):
+            at = 1 if isinstance(root, str) else 0
+            raise self.fail(at, f"a {mode} request must be a JSON object")
+        if mode == Mode.RESPONSES:
+            self.responses(root)
+        elif mode == Mode.MESSAGES:
+            self.messages(root)
+        elif not any(n in root for n in _POOLING_ROUTING):
+            raise self.fail(
+                0, "a pooling request needs query, text_1, input, messages, documents or text_2"
+            )
+
+    def expect(self, root: dict[str, JSONValue], name: str, ok: bool, what: str) -> None:
+        if name in root and not ok:
+            raise self.fail(self.c.offsets[name], f"{name}: expected {what}")
+
+    def responses(self, root: dict[str, JSONValue]) -> None:
+        for name, what in (
+            ("instructions", "a string or null"),
+            ("previous_response_id", "a string or null"),
+        ):
+            self.expect(root, name, isinstance(root.get(name), str | None), what)
+        self.expect(root, "tools", isinstance(root.get("tools"), list | None), "an array or null")
+        if "input" not in root:
+            raise self.fail(0, "a responses request needs an input")
+        items, at = root["input"], self.c.offsets["input"]
+        if isinstance(items, str):
+            return
+        if not isinstance(items, list):
+            raise self.fail(at, "input: expected a string or an array")
+        for i, item in enumerate(items):
+            i_at = self.elem_at(items, at, i)
+            if not isinstance(item, dict):
+                raise self.fail(i_at, f"input[{i}]: expected an object")
+            if "role" in item:
+                if not isinstance(item["role"], str):
+                    raise self.fail(
+                        self.member_at(item, i_at, "role"), f"input[{i}].role: expected a string"
+                    )
+                self.content(item, i_at, f"input[{i}]", False)
+            elif "type" not in item:
+                raise self.fail(i_at, f"input[{i}]: an item needs a role or a type")
+            elif not isinstance(item["type"], str):
+                raise self.fail(
+                    self.member_at(item, i_at, "type"), f"input[{i}].type: expected a string"
+                )
+
+    def messages(self, root: dict[str, JSONValue]) -> None:
+        system = root.get("system")
+        if isinstance(system, list):
+            self.blocks(system, self.c.offsets["system"], "system")
+        self.expect(
+            root, "system", isinstance(system, str | list | None), "a string, an array or null"
+        )
+        self.expect(root, "tools", isinstance(root.get("tools"), list | None), "an array or null")
+        if "messages" not in root:
+            raise self.fail(0, "a messages request needs a messages array")
+        msgs, at = root["messages"], self.c.offsets["messages"]
+        if not isinstance(msgs, list):
+            raise self.fail(at, "messages: expected an array")
+        for i, m in enumerate(msgs):
+            m_at, path = self.elem_at(msgs, at, i), f"messages[{i}]"
+            if not isinstance(m, dict):
+                raise self.fail(m_at, f"{path}: expected an object")
+            if "role" not in m:
+                raise self.fail(m_at, f"{path}: a message needs a role")
+            if not isinstance(m["role"], str):
+                raise self.fail(self.member_at(m, m_at, "role"), f"{path}.role: expected a string")
+            self.content(m, m_at, path, True)
+
+
 def _cut(text: bytes, n: int, native: bool) -> tuple[int, bool]:
     """Byte length of the first n characters (bytes in native mode) and
     whether the text is longer."""
@@ -192,6 +398,9 @@ def route_key_of(c: Canonical, group: str = "", prefix_length: int = 0) -> Route
         if not isinstance(root, dict) or "prompt" not in obj:
             raise CanonicalError(0, "schema", "a completion request needs a prompt")
         text = _prompt_text(c)
+    elif mode in (Mode.RESPONSES, Mode.MESSAGES, Mode.POOLING):
+        _Checker(c).check(mode)
+        text = _pooling_text(obj) if mode == Mode.POOLING else _items_text(obj, mode)
     else:
         text = _native_text(c)
     native = mode == Mode.NATIVE

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 
-import { CanonicalError, Mode, buildJSON, canonicalize, canonicalizeFull, formatKey, parseMode, routeKeyOf, routingKey } from "../index.js";
+import { CanonicalError, Mode, buildJSON, canonicalize, canonicalizeFull, formatKey, modeName, parseMode, routeKeyOf, routingKey } from "../index.js";
 
 export interface ExpectedError {
   offset: number;
@@ -77,6 +77,6 @@ export function checkVector(v: Vector): void {
   assert.equal(v.key_error, undefined);
   assert.equal(ri.keyHex, v.key);
   assert.deepEqual(ri.spillKeys.map(formatKey), v.spill_keys ?? []);
-  assert.equal(["auto", "chat", "completion", "native"][ri.mode], v.key_mode);
+  assert.equal(modeName(ri.mode), v.key_mode);
   assert.equal(ri.routingTextLength, v.routing_text_length ?? 0);
 }

@@ -156,12 +156,35 @@ class RequestMode(Enum):
             ```proto
             REQUEST_MODE_NATIVE = 3
             ```
+        RESPONSES:
+            OpenAI Responses: instructions, tools, then input items except the last.
+
+            ```proto
+            REQUEST_MODE_RESPONSES = 4
+            ```
+        MESSAGES:
+            Anthropic Messages: system, tools, then messages except the last;
+            cache_control members do not count.
+
+            ```proto
+            REQUEST_MODE_MESSAGES = 5
+            ```
+        POOLING:
+            Pooling (embeddings, score, rerank): query, text_1, input, messages,
+            documents, text_2.
+
+            ```proto
+            REQUEST_MODE_POOLING = 6
+            ```
     """
 
     UNSPECIFIED = 0
     CHAT = 1
     COMPLETION = 2
     NATIVE = 3
+    RESPONSES = 4
+    MESSAGES = 5
+    POOLING = 6
 
 class Decision(Enum):
     """
@@ -227,7 +250,7 @@ class Decision(Enum):
 
 
 _DESC = file_desc(
-    b'\n\x1bprefixgate/v1/routing.proto\x12\rprefixgate.v1"\x91\x01\n\x07Routing\x12\x18\n\x07backend\x18\x01 \x01(\tR\x07backend\x123\n\x08decision\x18\x02 \x01(\x0e2\x17.prefixgate.v1.DecisionR\x08decision\x12\x10\n\x03key\x18\x03 \x01(\tR\x03key\x12%\n\x0espill_distance\x18\x04 \x01(\x05R\rspillDistance"\xa1\x01\n\x05Usage\x12#\n\rprompt_tokens\x18\x01 \x01(\x03R\x0cpromptTokens\x12+\n\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\x12!\n\x0ctotal_tokens\x18\x03 \x01(\x03R\x0btotalTokens\x12#\n\rcached_tokens\x18\x04 \x01(\x03R\x0ccachedTokens*x\n\x0bRequestMode\x12\x1c\n\x18REQUEST_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11REQUEST_MODE_CHAT\x10\x01\x12\x1b\n\x17REQUEST_MODE_COMPLETION\x10\x02\x12\x17\n\x13REQUEST_MODE_NATIVE\x10\x03*\xb9\x01\n\x08Decision\x12\x18\n\x14DECISION_UNSPECIFIED\x10\x00\x12\x15\n\x11DECISION_AFFINITY\x10\x01\x12\x12\n\x0eDECISION_SPILL\x10\x02\x12\x1e\n\x1aDECISION_LEAST_OUTSTANDING\x10\x03\x12\x13\n\x0fDECISION_RANDOM\x10\x04\x12\x18\n\x14DECISION_SPILL_CHAIN\x10\x05\x12\x19\n\x15DECISION_PREFIX_MATCH\x10\x06BAZ?github.com/prefixgate/prefixgate/gen/prefixgate/v1;prefixgatev1b\x06proto3',
+    b'\n\x1bprefixgate/v1/routing.proto\x12\rprefixgate.v1"\x91\x01\n\x07Routing\x12\x18\n\x07backend\x18\x01 \x01(\tR\x07backend\x123\n\x08decision\x18\x02 \x01(\x0e2\x17.prefixgate.v1.DecisionR\x08decision\x12\x10\n\x03key\x18\x03 \x01(\tR\x03key\x12%\n\x0espill_distance\x18\x04 \x01(\x05R\rspillDistance"\xa1\x01\n\x05Usage\x12#\n\rprompt_tokens\x18\x01 \x01(\x03R\x0cpromptTokens\x12+\n\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\x12!\n\x0ctotal_tokens\x18\x03 \x01(\x03R\x0btotalTokens\x12#\n\rcached_tokens\x18\x04 \x01(\x03R\x0ccachedTokens*\xc9\x01\n\x0bRequestMode\x12\x1c\n\x18REQUEST_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11REQUEST_MODE_CHAT\x10\x01\x12\x1b\n\x17REQUEST_MODE_COMPLETION\x10\x02\x12\x17\n\x13REQUEST_MODE_NATIVE\x10\x03\x12\x1a\n\x16REQUEST_MODE_RESPONSES\x10\x04\x12\x19\n\x15REQUEST_MODE_MESSAGES\x10\x05\x12\x18\n\x14REQUEST_MODE_POOLING\x10\x06*\xb9\x01\n\x08Decision\x12\x18\n\x14DECISION_UNSPECIFIED\x10\x00\x12\x15\n\x11DECISION_AFFINITY\x10\x01\x12\x12\n\x0eDECISION_SPILL\x10\x02\x12\x1e\n\x1aDECISION_LEAST_OUTSTANDING\x10\x03\x12\x13\n\x0fDECISION_RANDOM\x10\x04\x12\x18\n\x14DECISION_SPILL_CHAIN\x10\x05\x12\x19\n\x15DECISION_PREFIX_MATCH\x10\x06BAZ?github.com/prefixgate/prefixgate/gen/prefixgate/v1;prefixgatev1b\x06proto3',
     [],
     {
         "Routing": Routing,
