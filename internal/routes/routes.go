@@ -70,16 +70,6 @@ const (
 	MultipartBody
 )
 
-// The normalize modes of the Responses, Messages and pooling bodies. They
-// key as native bodies (every member but the volatile metadata, in
-// canonical order) until normalize has modes of their own; the Mode
-// column of the table names them through these three alone.
-const (
-	modeResponses = normalize.ModeNative
-	modeMessages  = normalize.ModeNative
-	modePooling   = normalize.ModeNative
-)
-
 // Route is one path the router serves.
 type Route struct {
 	// Path is the ServeMux path pattern, without a method.
@@ -103,18 +93,18 @@ type Route struct {
 var table = []Route{
 	{"/v1/chat/completions", "POST", "chat_completions", JSONBody, normalize.ModeChat, ByPrefix, OpenAIErrors, "OpenAI chat completions, plain and streamed"},
 	{"/v1/completions", "POST", "completions", JSONBody, normalize.ModeCompletion, ByPrefix, OpenAIErrors, "OpenAI completions, plain and streamed"},
-	{"/v1/responses", "POST", "responses", JSONBody, modeResponses, ByPrefixOrStored, OpenAIErrors, "OpenAI Responses, plain and streamed; a follow-up naming previous_response_id goes to the replica that stored it"},
+	{"/v1/responses", "POST", "responses", JSONBody, normalize.ModeResponses, ByPrefixOrStored, OpenAIErrors, "OpenAI Responses, plain and streamed; a follow-up naming previous_response_id goes to the replica that stored it"},
 	{"/v1/responses/{id}", "GET", "responses_get", NoBody, normalize.ModeAuto, ByStoredID, OpenAIErrors, "a stored response, from the replica that stored it"},
 	{"/v1/responses/{id}/cancel", "POST", "responses_cancel", NoBody, normalize.ModeAuto, ByStoredID, OpenAIErrors, "cancels a background response on the replica that stored it"},
-	{"/v1/messages", "POST", "messages", JSONBody, modeMessages, ByPrefix, AnthropicErrors, "Anthropic Messages, plain and streamed; errors in Anthropic's shape"},
-	{"/v1/embeddings", "POST", "embeddings", JSONBody, modePooling, ByPrefix, OpenAIErrors, "OpenAI embeddings"},
-	{"/pooling", "POST", "pooling", JSONBody, modePooling, ByPrefix, OpenAIErrors, "vLLM pooling"},
-	{"/classify", "POST", "classify", JSONBody, modePooling, ByPrefix, OpenAIErrors, "vLLM classification"},
-	{"/score", "POST", "score", JSONBody, modePooling, ByPrefix, OpenAIErrors, "vLLM score"},
-	{"/v1/score", "POST", "score", JSONBody, modePooling, ByPrefix, OpenAIErrors, "vLLM score"},
-	{"/rerank", "POST", "rerank", JSONBody, modePooling, ByPrefix, OpenAIErrors, "vLLM rerank (Jina and Cohere shapes)"},
-	{"/v1/rerank", "POST", "rerank", JSONBody, modePooling, ByPrefix, OpenAIErrors, "vLLM rerank"},
-	{"/v2/rerank", "POST", "rerank", JSONBody, modePooling, ByPrefix, OpenAIErrors, "vLLM rerank (Cohere v2 shape)"},
+	{"/v1/messages", "POST", "messages", JSONBody, normalize.ModeMessages, ByPrefix, AnthropicErrors, "Anthropic Messages, plain and streamed; errors in Anthropic's shape"},
+	{"/v1/embeddings", "POST", "embeddings", JSONBody, normalize.ModePooling, ByPrefix, OpenAIErrors, "OpenAI embeddings"},
+	{"/pooling", "POST", "pooling", JSONBody, normalize.ModePooling, ByPrefix, OpenAIErrors, "vLLM pooling"},
+	{"/classify", "POST", "classify", JSONBody, normalize.ModePooling, ByPrefix, OpenAIErrors, "vLLM classification"},
+	{"/score", "POST", "score", JSONBody, normalize.ModePooling, ByPrefix, OpenAIErrors, "vLLM score"},
+	{"/v1/score", "POST", "score", JSONBody, normalize.ModePooling, ByPrefix, OpenAIErrors, "vLLM score"},
+	{"/rerank", "POST", "rerank", JSONBody, normalize.ModePooling, ByPrefix, OpenAIErrors, "vLLM rerank (Jina and Cohere shapes)"},
+	{"/v1/rerank", "POST", "rerank", JSONBody, normalize.ModePooling, ByPrefix, OpenAIErrors, "vLLM rerank"},
+	{"/v2/rerank", "POST", "rerank", JSONBody, normalize.ModePooling, ByPrefix, OpenAIErrors, "vLLM rerank (Cohere v2 shape)"},
 	{"/invocations", "POST", "invocations", JSONBody, normalize.ModeNative, ByPrefix, OpenAIErrors, "native raw JSON, routed on the canonical bytes of its routing members"},
 	{"/v1/audio/transcriptions", "POST", "audio_transcriptions", MultipartBody, normalize.ModeAuto, LeastLoaded, OpenAIErrors, "OpenAI audio transcriptions: the upload streamed through to a replica serving the form's model"},
 	{"/v1/audio/translations", "POST", "audio_translations", MultipartBody, normalize.ModeAuto, LeastLoaded, OpenAIErrors, "OpenAI audio translations: the upload streamed through to a replica serving the form's model"},
