@@ -214,7 +214,9 @@ func TestFrontAnswersAsNetHTTP(t *testing.T) {
 // sends nothing, and a head sent a byte at a time all end at the header
 // timeout (slowloris), with or without the front door.
 func TestFrontHeaderTimeout(t *testing.T) {
-	defer server.SetHeaderTimeout(300 * time.Millisecond)()
+	// Registered first, so it runs after the routers below have stopped:
+	// they read the timeout while they serve.
+	t.Cleanup(server.SetHeaderTimeout(300 * time.Millisecond))
 	backend := answeringBackend(t)
 	for _, stdlib := range []bool{false, true} {
 		addr := frontRouter(t, backend.URL, stdlib)

@@ -27,7 +27,7 @@ import (
 // completion that net/http's side forwards, answers 200.
 func TestFrontHandoverAfterASlowRequestKeepsItsContext(t *testing.T) {
 	const head = 30 * time.Millisecond
-	defer server.SetHeaderTimeout(head)()
+	t.Cleanup(server.SetHeaderTimeout(head)) // after the routers below stop
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if strings.Contains(string(body), "slow") {
