@@ -522,6 +522,12 @@ func (p *Pool) forwarded(ctx context.Context, b *Backend, method string, u *url.
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("backend %s: %w", b.Name, cerr)
 		}
+		// A dial or read that failed at the request's deadline may see it
+		// a moment before the context's own timer does: the request timed
+		// out, and the backend is not at fault.
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			return nil, fmt.Errorf("backend %s: %w: %v", b.Name, context.DeadlineExceeded, err)
+		}
 		return nil, &UnreachableError{Backend: b.Name, Err: fmt.Errorf("%s %s: %w", method, u.Redacted(), err)}
 	}
 	if p.opts.IdleTimeout > 0 {
