@@ -53,8 +53,11 @@ def responses_streamed(client: openai.OpenAI) -> dict:
     GET naming the id the router learned from the stream."""
     out: dict = {"types": [], "sequence": [], "deltas": ""}
     with client.responses.with_streaming_response.create(
-        model=MODEL, instructions="Answer briefly.", input="Stream a short answer.",
-        max_output_tokens=6, stream=True,
+        model=MODEL,
+        instructions="Answer briefly.",
+        input="Stream a short answer.",
+        max_output_tokens=6,
+        stream=True,
     ) as raw:
         out["status"] = raw.status_code
         out["backend"] = raw.headers.get(BACKEND)
@@ -75,11 +78,18 @@ def responses_streamed(client: openai.OpenAI) -> dict:
     follow = client.responses.with_raw_response.create(
         model=MODEL, input="And then?", previous_response_id=out["id"], max_output_tokens=2
     )
-    out["follow_up"] = {"status": follow.status_code, "backend": follow.headers.get(BACKEND),
-                        "previous": follow.parse().previous_response_id}
+    out["follow_up"] = {
+        "status": follow.status_code,
+        "backend": follow.headers.get(BACKEND),
+        "previous": follow.parse().previous_response_id,
+    }
     got = client.responses.with_raw_response.retrieve(out["id"])
-    out["retrieve"] = {"status": got.status_code, "backend": got.headers.get(BACKEND),
-                       "id": got.parse().id, "text": got.parse().output_text}
+    out["retrieve"] = {
+        "status": got.status_code,
+        "backend": got.headers.get(BACKEND),
+        "id": got.parse().id,
+        "text": got.parse().output_text,
+    }
     return out
 
 
@@ -137,11 +147,20 @@ def chains(router: str, replicas: list[str]) -> dict:
                     if backend != stored_on[c]:
                         misplaced += 1
                 prev[c], stored_on[c] = raw.parse().id, backend
-        return {"answered": answered, "failed": failed, "misplaced": misplaced, "errors": errors,
-                "replicas_used": len(set(stored_on))}
+        return {
+            "answered": answered,
+            "failed": failed,
+            "misplaced": misplaced,
+            "errors": errors,
+            "replicas_used": len(set(stored_on)),
+        }
+
+    def at_random():
+        url = rng.choice(replicas)
+        return url.removeprefix("http://"), direct[url]
 
     ours = run(lambda: ("", via_router))
-    rand = run(lambda: (lambda u: (u.removeprefix("http://"), direct[u]))(rng.choice(replicas)))
+    rand = run(at_random)
     return {"follow_ups": CONVERSATIONS * FOLLOW_UPS, "router": ours, "random": rand}
 
 
@@ -193,7 +212,9 @@ def anthropic_client(base: str) -> anthropic.Anthropic:
 
 def messages_plain(client: anthropic.Anthropic) -> dict:
     raw = client.messages.with_raw_response.create(
-        model=MODEL, max_tokens=4, system="You are terse.",
+        model=MODEL,
+        max_tokens=4,
+        system="You are terse.",
         messages=[{"role": "user", "content": "What is a prefix?"}],
     )
     msg = raw.parse()
@@ -212,8 +233,12 @@ def messages_plain(client: anthropic.Anthropic) -> dict:
 def messages_streamed(client: anthropic.Anthropic) -> dict:
     """The SDK's stream helper (text_stream and the final message it
     accumulates), then stream=True read as raw events."""
-    kwargs = {"model": MODEL, "max_tokens": 6, "system": "You are terse.",
-              "messages": [{"role": "user", "content": "Stream a short answer."}]}
+    kwargs = {
+        "model": MODEL,
+        "max_tokens": 6,
+        "system": "You are terse.",
+        "messages": [{"role": "user", "content": "Stream a short answer."}],
+    }
     with client.messages.stream(**kwargs) as stream:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
@@ -237,8 +262,12 @@ def messages_unknown_model(client: anthropic.Anthropic) -> dict:
         client.messages.create(model="no-such-model", max_tokens=2, messages=[{"role": "user", "content": "hi"}])
     except anthropic.APIStatusError as e:
         body = e.body if isinstance(e.body, dict) else {}
-        return {"status": e.status_code, "class": type(e).__name__, "type": body.get("type"),
-                "error_type": (body.get("error") or {}).get("type")}
+        return {
+            "status": e.status_code,
+            "class": type(e).__name__,
+            "type": body.get("type"),
+            "error_type": (body.get("error") or {}).get("type"),
+        }
     return {"status": 200}
 
 
