@@ -104,6 +104,27 @@ def responses_stream_helper(client: openai.OpenAI) -> dict:
     return {"types": types, "text": final.output_text, "state": final.status, "id": final.id}
 
 
+def responses_background_cancel(client: openai.OpenAI) -> dict:
+    """A background response cancelled through the router, which must send the
+    cancel to the replica that holds it. Should the response finish first, that
+    replica answers vLLM's 400 (a replica that does not hold it would answer 404)."""
+    raw = client.responses.with_raw_response.create(
+        model=MODEL, input="A long task.", max_output_tokens=4000, background=True
+    )
+    queued = raw.parse()
+    out = {"stored_on": raw.headers.get(BACKEND), "queued": queued.status, "created_id": queued.id}
+    try:
+        cancel = client.responses.with_raw_response.cancel(queued.id)
+    except openai.BadRequestError as e:
+        return out | {"status": e.status_code, "backend": e.response.headers.get(BACKEND), "text": e.message}
+    return out | {
+        "status": cancel.status_code,
+        "backend": cancel.headers.get(BACKEND),
+        "state": cancel.parse().status,
+        "id": cancel.parse().id,
+    }
+
+
 def responses_unknown_id(client: openai.OpenAI) -> dict:
     try:
         client.responses.create(model=MODEL, input="hi", previous_response_id="resp_neverseen0000")
@@ -278,6 +299,7 @@ def main() -> None:
         "responses_plain": lambda: responses_plain(oa),
         "responses_streamed": lambda: responses_streamed(oa),
         "responses_stream_helper": lambda: responses_stream_helper(oa),
+        "responses_background_cancel": lambda: responses_background_cancel(oa),
         "responses_unknown_id": lambda: responses_unknown_id(oa),
         "chains": lambda: chains(router, replicas),
         "embeddings": lambda: embeddings(oa),
