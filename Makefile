@@ -79,8 +79,10 @@ checkgenerate: generate
 test: tools checkgenerate test-go test-sdk
 
 # test-go runs the Envoy end-to-end tests (cmd/prefixgate/epp_e2e_test.go)
-# with the Envoy installed above and the OpenAI SDK of the Python venv; with
-# these variables set a missing Envoy fails the tests instead of skipping.
+# with the Envoy installed above and the OpenAI SDK of the Python venv, and
+# the front door's (frontdoor_e2e_test.go) with its OpenAI and Anthropic SDKs;
+# with these variables set a missing Envoy or Python fails the tests instead
+# of skipping.
 test-go: export PREFIXGATE_ENVOY := $(abspath $(ENVOY))
 test-go: export PREFIXGATE_E2E_PYTHON := $(abspath $(PY))
 test-go: export PREFIXGATE_E2E_REQUIRE_ENVOY := 1
