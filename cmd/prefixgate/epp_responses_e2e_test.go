@@ -204,7 +204,9 @@ func TestEPPThroughEnvoyResponsesAndMessages(t *testing.T) {
 			{"POST", "/v1/responses/resp_unknown/cancel", nil},
 		} {
 			a := sendVia(t, r.method, base+r.path, r.body)
-			var e struct{ Error struct{ Code, Message string } }
+			var e struct {
+				Error struct{ Code, Message string }
+			}
 			if a.status != http.StatusNotFound || a.replica != "" || json.Unmarshal(a.body, &e) != nil || e.Error.Code != "response_not_found" {
 				t.Fatalf("%s %s: %d from %q: %s", r.method, r.path, a.status, a.replica, a.body)
 			}

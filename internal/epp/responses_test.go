@@ -178,7 +178,7 @@ func TestUnknownStoredResponseIs404(t *testing.T) {
 		var e struct {
 			Error struct {
 				Message, Type, Code string
-				Param              *string
+				Param               *string
 			}
 		}
 		if r.refusal == nil || r.status != http.StatusNotFound || json.Unmarshal(r.body, &e) != nil ||
