@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -46,6 +47,9 @@ func (x *exchange) pinStored(rt *routes.Route, body []byte) error {
 	var id, param string
 	if rt.Routing == routes.ByStoredID {
 		id = strings.TrimSuffix(strings.TrimPrefix(x.path, "/v1/responses/"), "/cancel")
+		if u, err := url.PathUnescape(id); err == nil {
+			id = u // as serve's mux hands it over
+		}
 	} else {
 		x.learnID = true
 		prev := gjson.GetBytes(body, "previous_response_id")

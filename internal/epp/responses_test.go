@@ -135,6 +135,9 @@ func TestStoredResponsesFollowTheirEndpoint(t *testing.T) {
 		if got.status != http.StatusOK || got.dest != home || !bytes.Contains(got.body, []byte(prev)) {
 			t.Fatalf("GET %s: %d on %s, want 200 on %s: %s", prev, got.status, got.dest, home, got.body)
 		}
+		if got := h.relay(t, "GET", "/v1/responses/"+strings.Replace(prev, "_", "%5F", 1), nil, 64); got.dest != home {
+			t.Fatalf("GET of %s with an escaped path went to %q, want %s", prev, got.dest, home)
+		}
 		if c := h.relay(t, "POST", "/v1/responses/"+prev+"/cancel", nil, 64); c.dest != home {
 			t.Fatalf("cancel %s went to %s, want %s", prev, c.dest, home)
 		}
