@@ -37,6 +37,7 @@ import (
 
 	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/routes"
+	"github.com/prefixgate/prefixgate/internal/sticky"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -77,6 +78,10 @@ type Fleet interface {
 	RunBackground(ctx context.Context)
 	// Gatherer holds the pool's, router's and pipeline's series.
 	Gatherer() prometheus.Gatherer
+	// StoredResponses is which endpoint stored each Responses id
+	// (sticky.TenantKey scopes ids to tenants): bounded, and shared with
+	// serve's front door when the fleet is the HTTP server.
+	StoredResponses() *sticky.Table
 }
 
 // Picker serves envoy.service.ext_proc.v3.ExternalProcessor.
@@ -124,6 +129,16 @@ type exchange struct {
 	sse      bool
 	tail     []byte
 	respSize int
+
+	// The stored response the request names (responses.go): its id, the
+	// member that named it ("" for the path) and the endpoint that holds
+	// it; pin "" for none.
+	pin, pinID, pinParam string
+	// learnID: the answer is a stored response whose id is learned from
+	// head, the answer's beginning, for tenant.
+	learnID, learned bool
+	tenant           string
+	head             []byte
 }
 
 // Process runs one request's exchange until the gateway closes the stream.
@@ -379,6 +394,11 @@ func (x *exchange) decide(headersOnly, endOfStream bool) error {
 // path behind the same tenant check.
 func (x *exchange) prepare(ctx context.Context, headersOnly bool) (body []byte, keyed bool, err error) {
 	m, inference := mode(x.path)
+	if rt := routes.Lookup(x.path); rt != nil && rt.Routing == routes.ByStoredID {
+		if err := x.pinStored(rt, nil); err != nil {
+			return nil, false, err
+		}
+	}
 	if !inference || headersOnly {
 		if _, err := x.p.pipe.Authenticate(x.headers["authorization"]); err != nil {
 			return nil, false, err
@@ -392,12 +412,18 @@ func (x *exchange) prepare(ctx context.Context, headersOnly bool) (body []byte, 
 		return nil, false, err
 	}
 	x.req, x.key = prep.RouteRequest(), prep.Info.KeyHex()
+	if err := x.pinStored(routes.Lookup(x.path), prep.Body); err != nil {
+		return nil, false, err
+	}
 	return prep.Body, true, nil
 }
 
 // pick asks the router, restricted to the gateway's subset when it sent
 // one.
 func (x *exchange) pick(ctx context.Context) (route.Decision, error) {
+	if x.pin != "" {
+		return x.pickStored()
+	}
 	rt := x.p.pipe.Router()
 	if !x.hinted {
 		d, err := rt.Pick(ctx, x.req)
@@ -580,6 +606,9 @@ func (x *exchange) responseBody(b *extprocv3.HttpBody) error {
 	if len(x.tail) > 2*usageTail {
 		x.tail = append(x.tail[:0], x.tail[len(x.tail)-usageTail:]...)
 	}
+	// Learned before the piece goes back: the client cannot name the id
+	// before the picker knows it.
+	x.learn(chunk, b.GetEndOfStream())
 	var resp *extprocv3.BodyResponse
 	if x.responseMode == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
 		// Full duplex: every chunk must be sent back, as it came, at once.

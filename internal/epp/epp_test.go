@@ -25,6 +25,7 @@ import (
 	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/backends/vllmsim"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/sticky"
 	"github.com/prefixgate/prefixgate/route"
 )
 
@@ -44,6 +45,7 @@ type testFleet struct {
 	pool   *backends.Pool
 	router atomic.Pointer[route.Router]
 	pipe   *pipeline.Pipeline
+	stored *sticky.Table
 }
 
 func (f *testFleet) Pipeline() *pipeline.Pipeline      { return f.pipe }
@@ -51,6 +53,7 @@ func (f *testFleet) RequestTimeout() time.Duration     { return time.Minute }
 func (f *testFleet) Gatherer() prometheus.Gatherer     { return prometheus.NewRegistry() }
 func (f *testFleet) RunBackground(ctx context.Context) { f.pool.ProbeAll(ctx); go f.pool.Run(ctx) }
 func (f *testFleet) Router() *route.Router             { return f.router.Load() }
+func (f *testFleet) StoredResponses() *sticky.Table    { return f.stored }
 
 func targets(bs []*backends.Backend) []route.Target {
 	ts := make([]route.Target, len(bs))
@@ -62,7 +65,7 @@ func targets(bs []*backends.Backend) []route.Target {
 
 func newFleet(t *testing.T, urls []string, rc route.Config, pc pipeline.Config) *testFleet {
 	t.Helper()
-	f := &testFleet{}
+	f := &testFleet{stored: sticky.New(1000)}
 	pool, err := backends.NewPool(urls, backends.Options{
 		OnState: func(*backends.Backend, backends.State) {
 			if rt := f.router.Load(); rt != nil {

@@ -11,6 +11,7 @@ type metrics struct {
 	servedCorrections prometheus.Counter
 	promptTokens      prometheus.Counter
 	cachedTokens      prometheus.Counter
+	learnedIDs        prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -31,8 +32,11 @@ func newMetrics() *metrics {
 		cachedTokens: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "prefixgate_epp_cached_tokens_total", Help: "Cached prompt tokens reported in the usage of responses through the gateway.",
 		}),
+		learnedIDs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "prefixgate_epp_response_ids_learned_total", Help: "Responses ids learned from answers through the gateway and remembered with their endpoint.",
+		}),
 	}
-	m.registry.MustRegister(m.picks, m.refusals, m.servedCorrections, m.promptTokens, m.cachedTokens)
+	m.registry.MustRegister(m.picks, m.refusals, m.servedCorrections, m.promptTokens, m.cachedTokens, m.learnedIDs)
 	return m
 }
 

@@ -143,3 +143,15 @@ func (p *Pipeline) ServedModels() string {
 	}
 	return strings.Join(all, ", ") + more
 }
+
+// ResponseNotFound is the 404 for a stored response the router cannot
+// reach: unknown (backend "") or stored on a backend that is gone or
+// unhealthy. param is the body member that named it ("" for an id in the
+// path).
+func ResponseNotFound(param, id, backend string) error {
+	msg := fmt.Sprintf("response %.300q is not known to this router (it was not answered through it, or it has been evicted)", id)
+	if backend != "" {
+		msg = fmt.Sprintf("response %.300q is stored on backend %s, which is gone or unhealthy", id, backend)
+	}
+	return &Error{Status: http.StatusNotFound, Code: "response_not_found", Param: param, Message: msg}
+}

@@ -298,7 +298,7 @@ func (s *Server) explainStored(body []byte, out *explainJSON) {
 	if prev.Type != gjson.String || prev.Str == "" {
 		return
 	}
-	backend, ok := s.responses.get(prev.Str)
+	backend, ok := s.responses.Get(prev.Str)
 	if !ok {
 		out.Backend, out.Decision, out.SpillDistance = "", "", 0
 		out.Reason = fmt.Sprintf("previous_response_id %.300q is not known to this router: the request gets 404 response_not_found", prev.Str)

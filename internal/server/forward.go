@@ -78,7 +78,7 @@ func (s *Server) dispatch(ctx context.Context, path string, p pipeline.Prepared,
 				return nil, upstreamError(lastErr)
 			}
 			if pn.stored != "" && errors.Is(err, errNoCandidates) {
-				return nil, responseNotFound(pn.param, pn.stored, pn.backend)
+				return nil, pipeline.ResponseNotFound(pn.param, pn.stored, pn.backend)
 			}
 			return nil, s.pipe.PickError(err, p.Info.Model)
 		}
@@ -86,7 +86,7 @@ func (s *Server) dispatch(ctx context.Context, path string, p pipeline.Prepared,
 		if pn.session != "" {
 			// The session follows its latest pick, whenever its answer
 			// comes.
-			s.sessions.put(pn.session, d.Backend)
+			s.sessions.Put(pn.session, d.Backend)
 		}
 		// The pick carries the backend itself: one removed since still
 		// gets the request, as it would have a moment earlier.
@@ -204,7 +204,7 @@ type exchange struct {
 	// learnID: the answer is a stored response, whose id is remembered
 	// with its backend (Server.responses).
 	learnID bool
-	// tenant scopes the ids learned (tenantKey).
+	// tenant scopes the ids learned (sticky.TenantKey).
 	tenant string
 	// answer is the prompt's blocks through the generated text, for the
 	// prefix index (answerblocks.go); nil when unknown.

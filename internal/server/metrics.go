@@ -109,11 +109,11 @@ func (m *metrics) registerRouter(s *Server) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "prefixgate_responses_stored_ids",
 			Help: "Responses ids remembered with the backend that stored them (bounded by responses.max_ids).",
-		}, func() float64 { return float64(s.responses.len()) }),
+		}, func() float64 { return float64(s.responses.Len()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "prefixgate_sessions",
 			Help: "Sessions remembered with their backend (bounded by routing.max_sessions).",
-		}, func() float64 { return float64(s.sessions.len()) }),
+		}, func() float64 { return float64(s.sessions.Len()) }),
 	)
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/sticky"
 	"github.com/prefixgate/prefixgate/route"
 )
 
@@ -37,3 +38,7 @@ func (s *Server) RunBackground(ctx context.Context) {
 // Gatherer is the server's Prometheus registry (pool, router, pipeline and
 // normalizer series).
 func (s *Server) Gatherer() prometheus.Gatherer { return s.metrics.registry }
+
+// StoredResponses is the table of Responses ids and the backend that
+// stored each (responses.max_ids): the one serve's Responses path uses.
+func (s *Server) StoredResponses() *sticky.Table { return s.responses }

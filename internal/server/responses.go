@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/tidwall/gjson"
@@ -12,6 +11,7 @@ import (
 	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/routes"
+	"github.com/prefixgate/prefixgate/internal/sticky"
 	"github.com/prefixgate/prefixgate/route"
 )
 
@@ -35,45 +35,25 @@ func (s *Server) pinFor(rt *routes.Route, tenant string, body []byte, hdr http.H
 	}
 	if rt.Routing == routes.ByPrefixOrStored {
 		if prev := gjson.GetBytes(body, "previous_response_id"); prev.Type == gjson.String && prev.Str != "" {
-			backend, ok := s.responses.get(tenantKey(tenant, prev.Str))
+			backend, ok := s.responses.Get(sticky.TenantKey(tenant, prev.Str))
 			if !ok {
-				return pin{}, responseNotFound("previous_response_id", prev.Str, "")
+				return pin{}, pipeline.ResponseNotFound("previous_response_id", prev.Str, "")
 			}
 			return pin{backend: backend, stored: prev.Str, param: "previous_response_id"}, nil
 		}
 	}
 	var pn pin
-	if vs := hdr[s.sessionHeader]; len(vs) > 0 && vs[0] != "" && len(vs[0]) <= maxStickyKeyBytes {
-		pn.session = tenantKey(tenant, vs[0])
-		pn.backend, _ = s.sessions.get(pn.session)
+	if vs := hdr[s.sessionHeader]; len(vs) > 0 && vs[0] != "" && len(vs[0]) <= sticky.MaxKeyBytes {
+		pn.session = sticky.TenantKey(tenant, vs[0])
+		pn.backend, _ = s.sessions.Get(pn.session)
 	}
 	return pn, nil
-}
-
-// tenantKey scopes a response id or a session to its tenant: one tenant
-// never reaches another's stored responses or sessions.
-func tenantKey(tenant, key string) string {
-	if tenant == "" {
-		return key
-	}
-	return tenant + "\x00" + key
-}
-
-// responseNotFound is the 404 for a stored response the router cannot
-// reach: unknown (backend "") or stored on a backend that is gone or
-// unhealthy.
-func responseNotFound(param, id, backend string) error {
-	msg := fmt.Sprintf("response %.300q is not known to this router (it was not answered through it, or it has been evicted)", id)
-	if backend != "" {
-		msg = fmt.Sprintf("response %.300q is stored on backend %s, which is gone or unhealthy", id, backend)
-	}
-	return &pipeline.Error{Status: http.StatusNotFound, Code: "response_not_found", Param: param, Message: msg}
 }
 
 // learnResponseID remembers the id of a plain Responses answer.
 func (x *exchange) learnResponseID(body []byte) {
 	if id := gjson.GetBytes(body, "id"); id.Type == gjson.String {
-		x.s.responses.put(tenantKey(x.tenant, id.Str), x.d.Backend)
+		x.s.responses.Put(sticky.TenantKey(x.tenant, id.Str), x.d.Backend)
 	}
 }
 
@@ -88,7 +68,7 @@ func (x *exchange) learnCreatedEvent(data []byte) {
 		return
 	}
 	if id := r.Get("response.id"); id.Type == gjson.String {
-		x.s.responses.put(tenantKey(x.tenant, id.Str), x.d.Backend)
+		x.s.responses.Put(sticky.TenantKey(x.tenant, id.Str), x.d.Backend)
 	}
 }
 
@@ -101,14 +81,14 @@ func (s *Server) handleStored(rt *routes.Route) http.HandlerFunc {
 			return
 		}
 		id := r.PathValue("id")
-		backend, ok := s.responses.get(tenantKey(pipeline.TenantFrom(r.Context()), id))
+		backend, ok := s.responses.Get(sticky.TenantKey(pipeline.TenantFrom(r.Context()), id))
 		if !ok {
-			s.fail(w, r, rt, nil, responseNotFound("", id, ""))
+			s.fail(w, r, rt, nil, pipeline.ResponseNotFound("", id, ""))
 			return
 		}
 		d, err := s.rt().PickMember(backend, route.Request{}, false)
 		if err != nil {
-			s.fail(w, r, rt, nil, responseNotFound("", id, backend))
+			s.fail(w, r, rt, nil, pipeline.ResponseNotFound("", id, backend))
 			return
 		}
 		s.forwardPicked(w, r, rt, &d, nil)

@@ -23,6 +23,7 @@ import (
 	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/routes"
+	"github.com/prefixgate/prefixgate/internal/sticky"
 	"github.com/prefixgate/prefixgate/route"
 )
 
@@ -63,7 +64,7 @@ type Server struct {
 	// responses is which backend stored each Responses id (responses.go);
 	// sessions which backend each session's requests go to, under the
 	// request header sessionHeader.
-	responses, sessions *stickyTable
+	responses, sessions *sticky.Table
 	sessionHeader       string
 
 	// engines is the engine label last published per backend (usage.go).
@@ -81,7 +82,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		log = slog.Default()
 	}
 	s := &Server{cfg: cfg, log: log, metrics: newMetrics(),
-		responses: newStickyTable(cfg.ResponsesMaxIDs), sessions: newStickyTable(cfg.MaxSessions),
+		responses: sticky.New(cfg.ResponsesMaxIDs), sessions: sticky.New(cfg.MaxSessions),
 		sessionHeader: http.CanonicalHeaderKey(cfg.SessionHeader)}
 	s.metrics.registerRouter(s)
 	tr, err := newTracing(cfg.TraceEndpoint)
