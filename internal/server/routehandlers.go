@@ -1,17 +1,48 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/route"
 )
 
-// routeHandler is the handler of one route of the table.
+// routeHandler is the handler of one route of the table; on a route some
+// engine does not serve, it refuses first when no backend's engine does.
 func (s *Server) routeHandler(rt *routes.Route) http.Handler {
+	h := s.routeHandlerOf(rt)
+	if backends.SomeEngineLacks(rt.Path) {
+		return s.refuseUnserved(rt, h)
+	}
+	return h
+}
+
+// refuseUnserved answers 501 endpoint_not_supported, naming the path and
+// the engines, when every backend runs an engine known not to serve rt,
+// before any body is read or replica picked; otherwise it is next.
+func (s *Server) refuseUnserved(rt *routes.Route, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lack := s.pool.Lacking(rt.Path)
+		if lack == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		names := make([]string, len(lack))
+		for i, e := range lack {
+			names[i] = e.Product()
+		}
+		s.fail(w, r, rt, nil, pipeline.NewError(http.StatusNotImplemented, "endpoint_not_supported",
+			fmt.Sprintf("%s does not serve %s, and no backend of this router runs an engine that does", strings.Join(names, " and "), rt.Path)))
+	})
+}
+
+func (s *Server) routeHandlerOf(rt *routes.Route) http.Handler {
 	switch rt.Routing {
 	case routes.ByPrefix, routes.ByPrefixOrStored:
 		return s.handleProxy(rt)
