@@ -117,4 +117,3 @@ func waitReady(t *testing.T, base string) {
 	}
 	t.Fatalf("%s not ready", base)
 }
-
