@@ -100,6 +100,14 @@ func TestUnservedPathRefusedNamingEngine(t *testing.T) {
 			t.Errorf("%s with a vLLM backend in the fleet: refused: %s", path, raw)
 		}
 	}
+	// A least-loaded route goes only to a backend whose engine serves it.
+	vllmHost := strings.TrimPrefix(urls[1], "http://")
+	for range 6 {
+		status, hdr, raw := call(t, "GET", mixed+"/version", "", nil, nil)
+		if status != http.StatusOK || !strings.Contains(hdr.Get(server.BackendHeader), vllmHost) {
+			t.Fatalf("GET /version in a llama.cpp and vLLM fleet: status %d from %q, want 200 from %s: %s", status, hdr.Get(server.BackendHeader), vllmHost, raw)
+		}
+	}
 }
 
 // waitReady polls base's /readyz until it answers 200.

@@ -78,7 +78,7 @@ func (s *Server) handleLeastLoaded(rt *routes.Route) http.HandlerFunc {
 			}
 			body, model = p.Body, gjson.GetBytes(p.Body, "model").Str
 		}
-		name, err := s.leastLoaded(model)
+		name, err := s.leastLoaded(model, rt.Path)
 		var d route.Decision
 		if err == nil {
 			d, err = s.rt().PickMember(name, route.Request{Model: model}, false)
@@ -113,13 +113,20 @@ func (s *Server) readCanonical(w http.ResponseWriter, r *http.Request, rt *route
 }
 
 // leastLoaded is the healthy member serving model with the fewest
-// requests in flight: route.ErrUnknownModel when no member serves it,
+// requests in flight, among those whose engine serves path:
+// route.ErrUnknownModel when no member serves the model,
 // route.ErrNoCandidates when none that does is healthy.
-func (s *Server) leastLoaded(model string) (string, error) {
+func (s *Server) leastLoaded(model, path string) (string, error) {
 	best, load, serves := "", 0, false
+	byEngine := backends.SomeEngineLacks(path)
 	for _, m := range s.rt().Status() {
 		if model != "" && len(m.Models) > 0 && !contains(m.Models, model) {
 			continue
+		}
+		if byEngine {
+			if b, ok := s.pool.Get(m.Name); ok && !b.Engine().Serves(path) {
+				continue
+			}
 		}
 		serves = true
 		if m.Healthy && (best == "" || m.Load < load) {
