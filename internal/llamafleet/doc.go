@@ -1,7 +1,8 @@
 // Package llamafleet holds the end-to-end tests that put prefixgate in front
 // of a real llama.cpp fleet: several llama-server processes, each with one
 // slot, one thread and a prompt cache in RAM, serving a tiny random-weight
-// llama model.
+// llama model; the embedding tests run replicas with --embeddings serving a
+// smaller model that tinymodel.py writes with a pooling type.
 //
 // build.sh builds llama-server from the llama.cpp source that the
 // llama-cpp-python source distribution vendors and a Python environment from

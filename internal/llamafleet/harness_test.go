@@ -36,6 +36,9 @@ var tinyModelScript []byte
 // modelArgs are tinymodel.py's arguments; they are part of the cache key.
 var modelArgs = []string{"--layers", "4", "--embd", "256", "--ff", "768", "--heads", "4", "--ctx", "8192"}
 
+// embedModelArgs make the embedding model: smaller, with mean pooling.
+var embedModelArgs = []string{"--layers", "2", "--embd", "128", "--ff", "384", "--heads", "4", "--ctx", "2048", "--pooling", "mean"}
+
 // modelName is the alias every replica serves the model under.
 const modelName = "tiny"
 
@@ -45,6 +48,7 @@ type tools struct {
 	python     string // venv python with gguf and openai
 	prefixgate string // freshly built prefixgate binary
 	model      string // tiny GGUF model
+	embedModel string // tiny GGUF embedding model (embedModelArgs)
 }
 
 var (
@@ -98,7 +102,11 @@ func prepare(server, python string) (tools, error) {
 		}
 		cache = filepath.Join(dir, "prefixgate")
 	}
-	model, err := tinyModel(python, cache)
+	model, err := tinyModel(python, cache, modelArgs)
+	if err != nil {
+		return tools{}, err
+	}
+	embedModel, err := tinyModel(python, cache, embedModelArgs)
 	if err != nil {
 		return tools{}, err
 	}
@@ -111,16 +119,16 @@ func prepare(server, python string) (tools, error) {
 	if out, err := build.CombinedOutput(); err != nil {
 		return tools{}, fmt.Errorf("build prefixgate: %w\n%s", err, out)
 	}
-	return tools{server: server, python: python, prefixgate: bin, model: model}, nil
+	return tools{server: server, python: python, prefixgate: bin, model: model, embedModel: embedModel}, nil
 }
 
 // tinyModel returns the cached model for this script and these arguments,
 // writing it first if absent. The name carries the hash of both, so a change
 // to either makes a new file and never reuses a stale one.
-func tinyModel(python, cache string) (string, error) {
+func tinyModel(python, cache string, args []string) (string, error) {
 	h := sha256.New()
 	h.Write(tinyModelScript)
-	h.Write([]byte(strings.Join(modelArgs, "\x00")))
+	h.Write([]byte(strings.Join(args, "\x00")))
 	dir := filepath.Join(cache, "models")
 	path := filepath.Join(dir, "tiny-llama-"+hex.EncodeToString(h.Sum(nil))[:16]+".gguf")
 	if _, err := os.Stat(path); err == nil {
@@ -129,13 +137,13 @@ func tinyModel(python, cache string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	script := filepath.Join(dir, "tinymodel.py.tmp")
+	script := path + ".py.tmp"
 	if err := os.WriteFile(script, tinyModelScript, 0o644); err != nil {
 		return "", err
 	}
 	defer os.Remove(script)
 	tmp := path + ".tmp"
-	cmd := exec.Command(python, append([]string{script, tmp}, modelArgs...)...)
+	cmd := exec.Command(python, append([]string{script, tmp}, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("write tiny model: %w\n%s", err, out)
 	}

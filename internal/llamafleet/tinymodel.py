@@ -7,7 +7,11 @@ tokenizes, about one token per character), and a ChatML chat template so
 /v1/chat/completions works. Weights come from a fixed seed, so the same
 arguments always give the same file.
 
-Usage: python tinymodel.py OUT.gguf [--layers N] [--embd N] [--ff N] [--heads N] [--ctx N]
+With --pooling (mean, cls or last) the file states that pooling type, which
+makes it an embedding model: llama-server started with --embeddings serves
+/v1/embeddings with it, one vector per input.
+
+Usage: python tinymodel.py OUT.gguf [--layers N] [--embd N] [--ff N] [--heads N] [--ctx N] [--pooling P]
 """
 
 import argparse
@@ -48,6 +52,7 @@ def main(argv):
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ctx", type=int, default=8192)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--pooling", choices=["mean", "cls", "last"])
     a = ap.parse_args(argv)
     if a.embd % a.heads:
         ap.error(f"--embd {a.embd} is not a multiple of --heads {a.heads}")
@@ -79,6 +84,8 @@ def main(argv):
     w.add_eos_token_id(2)
     w.add_add_bos_token(True)
     w.add_chat_template(CHATML)
+    if a.pooling:
+        w.add_pooling_type(gguf.PoolingType[a.pooling.upper()])
 
     n_vocab = len(tokens)
     # numpy shapes are ggml's dimensions reversed: (rows=out, cols=in).

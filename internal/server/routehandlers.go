@@ -1,17 +1,48 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/route"
 )
 
-// routeHandler is the handler of one route of the table.
+// routeHandler is the handler of one route of the table; on a route some
+// engine does not serve, it refuses first when no backend's engine does.
 func (s *Server) routeHandler(rt *routes.Route) http.Handler {
+	h := s.routeHandlerOf(rt)
+	if backends.SomeEngineLacks(rt.Path) {
+		return s.refuseUnserved(rt, h)
+	}
+	return h
+}
+
+// refuseUnserved answers 501 endpoint_not_supported, naming the path and
+// the engines, when every backend runs an engine known not to serve rt,
+// before any body is read or replica picked; otherwise it is next.
+func (s *Server) refuseUnserved(rt *routes.Route, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lack := s.pool.Lacking(rt.Path)
+		if lack == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		names := make([]string, len(lack))
+		for i, e := range lack {
+			names[i] = e.Product()
+		}
+		s.fail(w, r, rt, nil, pipeline.NewError(http.StatusNotImplemented, "endpoint_not_supported",
+			fmt.Sprintf("%s does not serve %s, and no backend of this router runs an engine that does", strings.Join(names, " and "), rt.Path)))
+	})
+}
+
+func (s *Server) routeHandlerOf(rt *routes.Route) http.Handler {
 	switch rt.Routing {
 	case routes.ByPrefix, routes.ByPrefixOrStored:
 		return s.handleProxy(rt)
@@ -47,7 +78,7 @@ func (s *Server) handleLeastLoaded(rt *routes.Route) http.HandlerFunc {
 			}
 			body, model = p.Body, gjson.GetBytes(p.Body, "model").Str
 		}
-		name, err := s.leastLoaded(model)
+		name, err := s.leastLoaded(model, rt.Path)
 		var d route.Decision
 		if err == nil {
 			d, err = s.rt().PickMember(name, route.Request{Model: model}, false)
@@ -82,13 +113,20 @@ func (s *Server) readCanonical(w http.ResponseWriter, r *http.Request, rt *route
 }
 
 // leastLoaded is the healthy member serving model with the fewest
-// requests in flight: route.ErrUnknownModel when no member serves it,
+// requests in flight, among those whose engine serves path:
+// route.ErrUnknownModel when no member serves the model,
 // route.ErrNoCandidates when none that does is healthy.
-func (s *Server) leastLoaded(model string) (string, error) {
+func (s *Server) leastLoaded(model, path string) (string, error) {
 	best, load, serves := "", 0, false
+	byEngine := backends.SomeEngineLacks(path)
 	for _, m := range s.rt().Status() {
 		if model != "" && len(m.Models) > 0 && !contains(m.Models, model) {
 			continue
+		}
+		if byEngine {
+			if b, ok := s.pool.Get(m.Name); ok && !b.Engine().Serves(path) {
+				continue
+			}
 		}
 		serves = true
 		if m.Healthy && (best == "" || m.Load < load) {

@@ -89,7 +89,8 @@ func TestNewJSONRoutesKeyAndRouteLikeChat(t *testing.T) {
 }
 
 // countingFleet starts k replicas, each behind a proxy that counts the
-// requests other than the pool's probes (/health, /metrics, /v1/models).
+// requests other than the pool's probes (/health, /metrics, /v1/models,
+// and the engine info endpoints /props, /get_server_info, /server_info).
 func countingFleet(t *testing.T, k int) (urls []string, seen *atomic.Int64) {
 	t.Helper()
 	fleet, err := vllmsim.StartFleet(t.Context(), "127.0.0.1:0", k, vllmsim.Config{Preset: "tiny", Speed: 50})
@@ -103,7 +104,7 @@ func countingFleet(t *testing.T, k int) (urls []string, seen *atomic.Int64) {
 		proxy := httputil.NewSingleHostReverseProxy(target)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
-			case "/health", "/metrics", "/v1/models":
+			case "/health", "/metrics", "/v1/models", "/props", "/get_server_info", "/server_info":
 			default:
 				seen.Add(1)
 			}

@@ -55,7 +55,7 @@ func (s *Server) handleUpload(rt *routes.Route) http.HandlerFunc {
 			s.failBody(w, r, rt, err)
 			return
 		}
-		name, err := s.leastLoaded(model)
+		name, err := s.leastLoaded(model, rt.Path)
 		var d route.Decision
 		if err == nil {
 			d, err = s.rt().PickMember(name, route.Request{Model: model}, false)
