@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prefixgate/prefixgate/backends/vllmsim"
 	"github.com/prefixgate/prefixgate/internal/server"
@@ -116,7 +117,8 @@ const (
 // completions, once as Messages and once as Responses, each to a fresh
 // fleet of three vllmsim replicas behind the router with its default
 // policy, and compares the share of prompt tokens the replicas report
-// cached: Messages and Responses must each be within 2 points of chat.
+// cached: Messages and Responses must each be within 2 points of chat, and
+// the router's usage counters must hold what the answers said.
 // The figures are in docs/routes.md.
 func TestCacheShareParity(t *testing.T) {
 	if testing.Short() {
@@ -147,6 +149,23 @@ func TestCacheShareParity(t *testing.T) {
 				prompt, cached = prompt+p, cached+k
 				turns[c] = append(turns[c], text)
 			}
+		}
+		// The router read the same usage from every answer: its counters
+		// hold the figures the client saw. The last exchange ends just
+		// after the client has its answer: poll, bounded.
+		var rp, rc float64
+		for i := 0; i < 100 && (rp != float64(prompt) || rc != float64(cached)); i++ {
+			if i > 0 {
+				time.Sleep(10 * time.Millisecond)
+			}
+			ps, cs := routerCounters(t, h.base)
+			rp, rc = 0, 0
+			for b := range ps {
+				rp, rc = rp+ps[b], rc+cs[b]
+			}
+		}
+		if rp != float64(prompt) || rc != float64(cached) {
+			t.Errorf("%s: the router counted %.0f prompt tokens, %.0f cached; the answers said %d, %d", api.name, rp, rc, prompt, cached)
 		}
 		share[api.name] = 100 * float64(cached) / float64(prompt)
 		t.Logf("%s: %d of %d prompt tokens cached (%.2f%%)", api.name, cached, prompt, share[api.name])
