@@ -7,13 +7,16 @@ import (
 // Usage is one response's prompt-token accounting as its engine reported
 // it; -1 in a field means the response did not say.
 type Usage struct {
-	// PromptTokens is usage.prompt_tokens (meta_info.prompt_tokens in
-	// SGLang's native answers).
+	// PromptTokens is usage.prompt_tokens (usage.input_tokens in the
+	// Responses and Messages APIs, meta_info.prompt_tokens in SGLang's
+	// native answers).
 	PromptTokens int
 	// CachedTokens is how many of them the engine's prefix cache held:
 	// usage.prompt_tokens_details.cached_tokens (vLLM with
 	// --enable-prompt-tokens-details, llama.cpp always, SGLang with
-	// --enable-cache-report) or SGLang's meta_info.cached_tokens.
+	// --enable-cache-report), usage.input_tokens_details.cached_tokens
+	// (Responses), usage.cache_read_input_tokens (Messages) or SGLang's
+	// meta_info.cached_tokens.
 	CachedTokens int
 }
 
@@ -44,10 +47,14 @@ func parseUsageObject(obj gjson.Result, missingIsZero bool) (u Usage, stated boo
 	u = UnknownUsage
 	// One walk over the object's members, the first of each name counting
 	// as gjson.Get's would; GetMany walked it once per path and allocated.
+	// The Responses API names the prompt input_tokens and its details
+	// input_tokens_details; Anthropic's Messages API states the cached
+	// part as cache_read_input_tokens, and vLLM's Messages path counts
+	// input_tokens as the whole prompt, cached part included.
 	var r [4]gjson.Result // prompt_tokens, details.cached_tokens, cached_tokens, details
 	obj.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
-		case "prompt_tokens":
+		case "prompt_tokens", "input_tokens":
 			if !r[0].Exists() {
 				r[0] = v
 			}
@@ -55,12 +62,16 @@ func parseUsageObject(obj gjson.Result, missingIsZero bool) (u Usage, stated boo
 			if !r[2].Exists() {
 				r[2] = v
 			}
-		case "prompt_tokens_details":
+		case "prompt_tokens_details", "input_tokens_details":
 			if !r[3].Exists() {
 				r[3] = v
-				if v.IsObject() {
+				if v.IsObject() && !r[1].Exists() {
 					r[1] = v.Get("cached_tokens")
 				}
+			}
+		case "cache_read_input_tokens":
+			if !r[1].Exists() {
+				r[1] = v
 			}
 		}
 		return true

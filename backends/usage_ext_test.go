@@ -52,6 +52,8 @@ func TestUsageShapes(t *testing.T) {
 		// vLLM leaving out a zero.
 		{"vllm nothing cached after a stated figure", vllm, "vllm_chat_no_details.json", backends.Usage{PromptTokens: 812, CachedTokens: 0}},
 		{"vllm stream", vllm, "vllm_stream.sse", hit},
+		{"vllm responses", vllm, "vllm_responses.json", hit},
+		{"vllm messages", vllmFresh, "vllm_messages.json", hit},
 		{"sglang chat", sgl, "sglang_chat.json", hit},
 		{"sglang nothing cached, --enable-cache-report", sgl, "sglang_chat_nothing_cached.json", backends.Usage{PromptTokens: 812, CachedTokens: 0}},
 		{"sglang nothing cached, no cache report", sglNoReport, "sglang_chat_nothing_cached.json", backends.Usage{PromptTokens: 812, CachedTokens: -1}},

@@ -93,17 +93,25 @@ func textPath(mode normalize.Mode, stream bool) string {
 }
 
 // answerStream reads a streamed answer once, event by event, as it is
-// relayed: each event's JSON is walked once (parseAnswer) for the first
-// choice's text and finish reason and the usage members. The usage goes to
-// x.usage (the last event that states one wins); the text of choice 0 of a
-// chat answer is kept, up to maxAnswerBytes, so that finish hands the
-// router the answer's blocks as the plain relay does.
+// relayed: each event's JSON is walked once (parseAnswer; modeEvent for
+// Responses and Messages) for the first choice's text and finish reason
+// and the usage members. The usage goes to x.usage (the last event that
+// states one wins); the text of choice 0 of a chat answer (of the
+// message, in Responses and Messages) is kept, up to maxAnswerBytes, so
+// that finish hands the router the answer's blocks as the plain relay
+// does.
 type answerStream struct {
 	x        *exchange
 	textPath string
-	learn    bool   // chat with blocks: keep the text
+	mode     normalize.Mode
+	learn    bool   // chat, Responses or Messages with blocks: keep the text
 	text     []byte // choice 0's text so far
-	over     bool   // the text passed maxAnswerBytes
+	over     bool   // the text passed maxAnswerBytes, or cannot be known
+	// part is the text part (Responses) or content block (Messages) the
+	// text is in, -1 before the first; ended says the stream's last
+	// event came (response.completed or .incomplete, message_stop).
+	part  int64
+	ended bool
 	// line is the event line begun in an earlier read (REST relay); skip
 	// says the line in progress passed maxEventBytes and is not read.
 	line []byte
@@ -115,9 +123,10 @@ var answerStreams = sync.Pool{New: func() any { return new(answerStream) }}
 // readStream starts reading x's streamed answer; put returns it.
 func (x *exchange) readStream() *answerStream {
 	as := answerStreams.Get().(*answerStream)
-	as.x, as.textPath = x, textPath(x.info.Mode, true)
-	as.learn = x.b != nil && len(x.info.Blocks) > 0 && x.info.Mode == normalize.ModeChat
+	as.x, as.textPath, as.mode = x, textPath(x.info.Mode, true), x.info.Mode
+	as.learn = x.b != nil && len(x.info.Blocks) > 0 && learnsAnswers(x.info.Mode)
 	as.text, as.line, as.over, as.skip = as.text[:0], as.line[:0], false, false
+	as.part, as.ended = -1, false
 	return as
 }
 
@@ -134,6 +143,10 @@ func (as *answerStream) put() {
 
 // event reads one event's JSON data and returns what it says.
 func (as *answerStream) event(data []byte) answer {
+	if as.mode == normalize.ModeResponses || as.mode == normalize.ModeMessages {
+		as.modeEvent(data)
+		return answer{}
+	}
 	a := parseAnswer(data, as.textPath)
 	if as.x.b != nil && (a.usage.IsObject() || a.metaInfo.IsObject()) {
 		if u := as.x.b.EventUsage([]byte(a.usage.Raw), []byte(a.metaInfo.Raw)); u.PromptTokens >= 0 || u.CachedTokens >= 0 {
@@ -151,11 +164,16 @@ func (as *answerStream) event(data []byte) answer {
 }
 
 // finish hands the answer's blocks to the exchange once the stream has
-// ended well; an answer longer than maxAnswerBytes is not learned.
+// ended well; an answer longer than maxAnswerBytes is not learned, nor a
+// Responses or Messages answer without its last event or without text.
 func (as *answerStream) finish() {
-	if as.learn && !as.over {
-		as.x.answer = as.x.info.AnswerBlocks(as.text)
+	if !as.learn || as.over {
+		return
 	}
+	if as.mode != normalize.ModeChat && (!as.ended || as.part < 0) {
+		return
+	}
+	as.x.answer = as.x.info.AnswerBlocks(as.text)
 }
 
 // feed reads the relayed bytes p of a server-sent event stream: complete
