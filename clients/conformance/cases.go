@@ -17,6 +17,12 @@ func build(name, spec string) testCase {
 	return testCase{name: name, kind: "build", mode: "chat", input: []byte(spec)}
 }
 
+// buildAs is a build case whose output is a request of mode: responses
+// or messages.
+func buildAs(name, mode, spec string) testCase {
+	return testCase{name: name, kind: "build", mode: mode, input: []byte(spec)}
+}
+
 // longText returns n code points mixing 1- to 4-byte characters, so that
 // character and byte windows differ.
 func longText(n int) string {
@@ -73,6 +79,48 @@ const messagesDoc = `{"max_tokens":1024,"stop_sequences":["\n\nHuman:"],"message
 	`"system":[{"type":"text","text":"You answer from the report \u00e9.","cache_control":{"type":"ephemeral","ttl":"1h"}}],` +
 	`"tools":[{"cache_control":{"type":"ephemeral"},"name":"lookup","description":"Find a figure","input_schema":{"type":"object"}}],` +
 	`"metadata":{"user_id":"u-1"},"temperature":0.0,"stream":true}`
+
+// responsesFullSpec is a full spec whose tools are in the Responses API's
+// shape (the builder passes tools through as given).
+const responsesFullSpec = `{
+  "model": "llama-3.1-8b",
+  "instructions": "Answer from the documents. Cite the document id.",
+  "documents": [
+    {"id": "q3", "title": "Quarterly report", "text": "Revenue grew 12% to $4.1M.\nCosts fell."},
+    {"id": "memo-7", "title": "Memo", "text": "Hiring freeze until Q1."}
+  ],
+  "tools": [
+    {"type": "function", "name": "lookup", "description": "Find a figure", "parameters": {"type": "object", "properties": {"metric": {"type": "string"}, "limit": {"type": "integer", "maximum": 1.0E2}}, "required": ["metric"]}}
+  ],
+  "history": [
+    {"role": "user", "content": "Hello"},
+    {"role": "assistant", "content": "Hi! Ask me about the report."}
+  ],
+  "question": "What grew?",
+  "parameters": {"temperature": 0.0, "max_output_tokens": 64, "seed": 9007199254740993, "stream": true},
+  "metadata": {"request_id": "req-0001", "ts": "2026-05-01T10:00:00Z"},
+  "group": "tenant-a"
+}`
+
+// messagesFullSpec is a full spec whose tools are in Anthropic's shape.
+const messagesFullSpec = `{
+  "model": "claude-compatible",
+  "instructions": "Answer from the documents. Cite the document id.",
+  "documents": [
+    {"id": "q3", "title": "Quarterly report", "text": "Revenue grew 12% to $4.1M.\nCosts fell."}
+  ],
+  "tools": [
+    {"name": "lookup", "description": "Find a figure", "input_schema": {"type": "object", "properties": {"metric": {"type": "string"}}, "required": ["metric"]}}
+  ],
+  "history": [
+    {"role": "user", "content": "Hello"},
+    {"role": "assistant", "content": "Hi! Ask me about the report."}
+  ],
+  "question": "What grew?",
+  "parameters": {"max_tokens": 1024, "temperature": 0.0, "stop_sequences": ["\n\nHuman:"], "stream": false},
+  "metadata": {"user_id": "u-1"},
+  "group": "tenant-a"
+}`
 
 func cases() []testCase {
 	cs := []testCase{
@@ -302,6 +350,23 @@ func cases() []testCase {
 		build("build_history", `{"model":"m","instructions":"sys","history":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"},{"role":"assistant","content":""}],"question":"d"}`),
 		build("build_parameters", `{"model":"m","question":"q","parameters":{"temperature":0.70,"top_p":1,"stop":["\n\n"],"logit_bias":{"50256":-100},"user":"u-1","stream":false}}`),
 		build("build_invalid_json", `{"model":"m","question":"q",}`),
+
+		// The same specs as Responses and Anthropic Messages requests.
+		buildAs("build_responses_minimal", "responses", `{"model":"m","question":"Hi?"}`),
+		buildAs("build_responses_full", "responses", responsesFullSpec),
+		buildAs("build_responses_full_other_metadata", "responses", strings.Replace(responsesFullSpec, `"request_id": "req-0001", "ts": "2026-05-01T10:00:00Z"`, `"request_id": "req-9999", "ts": "2026-06-30T23:59:59Z", "user": "u-42"`, 1)),
+		buildAs("build_responses_full_other_question", "responses", strings.Replace(responsesFullSpec, `"question": "What grew?"`, `"question": "Who froze hiring?"`, 1)),
+		buildAs("build_responses_documents_only", "responses", `{"model":"m","documents":[{"id":"a","title":"","text":"Alpha."},{"id":"b","text":"Beta."}],"question":"q"}`),
+		buildAs("build_responses_history", "responses", `{"model":"m","instructions":"sys","history":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"developer","content":"c"},{"role":"assistant","content":""}],"question":"d","parameters":{"previous_response_id":"resp_1","store":true}}`),
+		buildAs("build_responses_unicode", "responses", `{"model":"m","instructions":"Réponds en français 😀","documents":[{"id":"שלום","title":"e\u0301 \u0000","text":"\ud83d\ude00 \"quoted\" \\ back"}],"question":"¿Qué?","metadata":{"😀":"x","é":"y","\ue000":"z"},"group":"g"}`),
+		buildAs("build_messages_minimal", "messages", `{"model":"m","question":"Hi?","parameters":{"max_tokens":16}}`),
+		buildAs("build_messages_full", "messages", messagesFullSpec),
+		buildAs("build_messages_full_other_metadata", "messages", strings.Replace(messagesFullSpec, `"user_id": "u-1"`, `"user_id": "u-2"`, 1)),
+		buildAs("build_messages_full_other_group", "messages", strings.Replace(messagesFullSpec, `"group": "tenant-a"`, `"group": "tenant-b"`, 1)),
+		buildAs("build_messages_documents_only", "messages", `{"model":"m","documents":[{"id":"a","title":"T","text":"Alpha."}],"question":"q","parameters":{"max_tokens":1}}`),
+		buildAs("build_messages_tools_numbers", "messages", `{"model":"m","tools":[{"name":"f","input_schema":{"type":"object","properties":{"x":{"type":"number","minimum":-0,"maximum":1e-7,"default":1.0}}},"cache_control":{"type":"ephemeral"}}],"question":"q","parameters":{"max_tokens":8,"temperature":0.50}}`),
+		buildAs("build_messages_unicode", "messages", `{"model":"m","instructions":"Réponds 😀","history":[{"role":"user","content":"\u2028\u0001"},{"role":"assistant","content":"ok"}],"question":"¿Qué?","parameters":{"max_tokens":4}}`),
+		buildAs("build_messages_invalid_json", "messages", `{"model":"m","question":"q",}`),
 		build("build_invalid_duplicate", `{"model":"m","question":"q","model":"n"}`),
 	}
 	return append(cs, quotedNameCases()...)

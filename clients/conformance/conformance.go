@@ -35,7 +35,8 @@ type File struct {
 type Vector struct {
 	Name string `json:"name"`
 	// Kind is "canonicalize" (input is a request body; the canonicalize and
-	// key commands) or "build" (input is a prompt spec; the build command).
+	// key commands) or "build" (input is a prompt spec; the build command,
+	// whose output is the request of Mode: chat, responses or messages).
 	Kind string `json:"kind"`
 	// Mode, Group and PrefixLength are the options (prefix_length 0: the
 	// default 4096).
@@ -174,10 +175,11 @@ func run(c testCase) (Vector, error) {
 			v.Error, err = asError(err)
 			return v, err
 		}
-		if canon, err = prefixgate.BuildJSON(c.input); err != nil {
+		// The mode says what the spec builds: chat, responses or
+		// messages.
+		if canon, err = prefixgate.BuildJSONAs(c.input, mode); err != nil {
 			return v, err
 		}
-		mode = normalize.ModeChat
 	default:
 		return v, fmt.Errorf("unknown kind %q", v.Kind)
 	}

@@ -11,9 +11,11 @@ import (
 	"connectrpc.com/connect"
 	"github.com/tidwall/gjson"
 
+	"github.com/prefixgate/prefixgate/backends"
 	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
 	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -117,12 +119,14 @@ func (a *answer) readChoice(c gjson.Result, textPath string) {
 // backend's JSON answer and what it says, read once: its usage for the
 // router and metrics and, for chat, its text, whose blocks the prefix index
 // learns as it does for the REST proxy's plain answers.
-func (is inferenceService) unary(ctx context.Context, routeName, path string, mode normalize.Mode, body []byte, group string, hdr http.Header, out http.Header) ([]byte, answer, *pb.Routing, error) {
+// rt is the REST route the body is for (nil: path in mode, pinned by
+// nothing).
+func (is inferenceService) unary(ctx context.Context, routeName string, rt *routes.Route, path string, mode normalize.Mode, body []byte, group string, hdr http.Header, out http.Header) ([]byte, answer, *pb.Routing, error) {
 	s := is.s
 	ctx, cancel := h1front.WithRequestTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	h1front.BodyRead(ctx) // the message is decoded
-	x, err := s.open(ctx, path, mode, body, group, hdr, out)
+	x, err := s.openRoute(ctx, rt, path, mode, body, group, hdr, out)
 	if err != nil {
 		s.record(routeName, nil, pipeline.Status(err))
 		return nil, answer{}, nil, connectError(err)
@@ -136,6 +140,9 @@ func (is inferenceService) unary(ctx context.Context, routeName, path string, mo
 	}
 	if x.resp.StatusCode/100 != 2 {
 		return nil, answer{}, nil, connectError(backendStatusError(x.resp.StatusCode, raw))
+	}
+	if x.learnID {
+		x.learnResponseID(raw) // before the client can name it
 	}
 	a := parseAnswer(raw, textPath(mode, false))
 	if x.b != nil {
@@ -155,7 +162,7 @@ func (is inferenceService) Chat(ctx context.Context, req *connect.Request[pb.Cha
 		return nil, connectError(err)
 	}
 	res := connect.NewResponse(&pb.ChatResponse{})
-	raw, a, routing, err := is.unary(ctx, "Chat", "/v1/chat/completions", normalize.ModeChat, body, req.Msg.GetInput().GetGroup(), req.Header(), res.Header())
+	raw, a, routing, err := is.unary(ctx, "Chat", nil, "/v1/chat/completions", normalize.ModeChat, body, req.Msg.GetInput().GetGroup(), req.Header(), res.Header())
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +177,7 @@ func (is inferenceService) Complete(ctx context.Context, req *connect.Request[pb
 		return nil, connectError(err)
 	}
 	res := connect.NewResponse(&pb.CompleteResponse{})
-	raw, a, routing, err := is.unary(ctx, "Complete", "/v1/completions", normalize.ModeCompletion, body, req.Msg.GetInput().GetGroup(), req.Header(), res.Header())
+	raw, a, routing, err := is.unary(ctx, "Complete", nil, "/v1/completions", normalize.ModeCompletion, body, req.Msg.GetInput().GetGroup(), req.Header(), res.Header())
 	if err != nil {
 		return nil, err
 	}
@@ -179,15 +186,112 @@ func (is inferenceService) Complete(ctx context.Context, req *connect.Request[pb
 	return res, nil
 }
 
+// Invoke sends a raw JSON body to one of the JSON paths of the route
+// table, normalized in the path's mode and routed as the REST path routes
+// it, and returns the backend's raw answer.
 func (is inferenceService) Invoke(ctx context.Context, req *connect.Request[pb.InvokeRequest]) (*connect.Response[pb.InvokeResponse], error) {
+	rt, err := invokeRoute(req.Msg.GetPath(), req.Msg.GetBody())
+	if err != nil {
+		is.s.record("Invoke", nil, pipeline.Status(err))
+		return nil, connectError(err)
+	}
 	res := connect.NewResponse(&pb.InvokeResponse{})
-	raw, _, routing, err := is.unary(ctx, "Invoke", "/invocations", normalize.ModeNative, req.Msg.GetBody(), req.Msg.GetGroup(), req.Header(), res.Header())
+	var raw []byte
+	var routing *pb.Routing
+	if rt.Routing == routes.LeastLoaded {
+		raw, routing, err = is.invokeLeastLoaded(ctx, rt, req.Msg.GetBody(), req.Msg.GetGroup(), req.Header(), res.Header())
+	} else {
+		raw, _, routing, err = is.unary(ctx, "Invoke", rt, rt.Path, rt.Mode, req.Msg.GetBody(), req.Msg.GetGroup(), req.Header(), res.Header())
+	}
 	if err != nil {
 		return nil, err
 	}
 	res.Msg.Body = raw
 	res.Msg.Routing = routing
 	return res, nil
+}
+
+// invokable reports whether Invoke takes rt's path: a JSON body that goes
+// to a backend (Explain has an RPC of its own).
+func invokable(rt *routes.Route) bool {
+	return rt != nil && rt.Body == routes.JSONBody && rt.Routing != routes.Local
+}
+
+// invokePaths lists the paths Invoke takes, for its error.
+func invokePaths() string {
+	var b strings.Builder
+	for _, rt := range routes.All() {
+		if invokable(&rt) {
+			if b.Len() > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(rt.Path)
+		}
+	}
+	return b.String()
+}
+
+// invokeRoute is the route of an Invoke request's path (/invocations when
+// empty), or the invalid_argument naming the path and the ones allowed. A
+// streamed answer is refused but on /invocations, whose clients have
+// always had its raw bytes.
+func invokeRoute(path string, body []byte) (*routes.Route, error) {
+	if path == "" {
+		path = "/invocations"
+	}
+	rt := routes.Lookup(path)
+	if !invokable(rt) {
+		return nil, invalidField("path", fmt.Sprintf("%.200q is not a JSON path Invoke takes; use one of %s", path, invokePaths()))
+	}
+	if rt.Mode != normalize.ModeNative && gjson.GetBytes(body, "stream").Type == gjson.True {
+		return nil, invalidField("stream", "is true: Invoke returns one answer; stream on the REST path "+rt.Path+" (or with ChatStream, CompleteStream)")
+	}
+	return rt, nil
+}
+
+// invokeLeastLoaded serves Invoke on a route that needs no particular
+// replica (tokenize, detokenize): the body is put in canonical form and
+// goes to the least-loaded healthy replica serving its model, as on the
+// REST path.
+func (is inferenceService) invokeLeastLoaded(ctx context.Context, rt *routes.Route, body []byte, group string, hdr, out http.Header) ([]byte, *pb.Routing, error) {
+	s := is.s
+	ctx, cancel := h1front.WithRequestTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	h1front.BodyRead(ctx) // the message is decoded
+	p, err := s.pipe.Normalize(ctx, nil, body, rt.Mode, group, 0)
+	var d route.Decision
+	if err == nil {
+		model := gjson.GetBytes(p.Body, "model").Str
+		var name string
+		if name, err = s.leastLoaded(model); err == nil {
+			d, err = s.rt().PickMember(name, route.Request{Model: model}, false)
+		}
+		if err != nil {
+			err = s.pipe.PickError(err, model)
+		}
+	}
+	if err != nil {
+		s.record("Invoke", nil, pipeline.Status(err))
+		return nil, nil, connectError(err)
+	}
+	resp, err := s.pool.Forward(ctx, d.Member.(*backends.Backend), http.MethodPost, rt.Path, p.Body, forwardHeaders(hdr))
+	if err != nil {
+		d.DoneWith(failedOutcome(err))
+		s.record("Invoke", &exchange{d: &d}, pipeline.Status(upstreamError(err)))
+		return nil, nil, connectError(upstreamError(err))
+	}
+	defer resp.Body.Close()
+	s.record("Invoke", &exchange{d: &d}, resp.StatusCode)
+	raw, err := readAll(resp.Body)
+	d.DoneWith(route.Outcome{Err: err, FirstByte: true, Status: resp.StatusCode})
+	out[BackendHeader], out[DecisionHeader] = []string{d.Backend}, []string{d.Reason.String()}
+	switch {
+	case err != nil:
+		return nil, nil, connectError(upstreamError(err))
+	case resp.StatusCode/100 != 2:
+		return nil, nil, connectError(backendStatusError(resp.StatusCode, raw))
+	}
+	return raw, routingOf(d.Backend, d.Reason, d.Distance, p.Info), nil
 }
 
 // stream runs one streaming request and calls send for each event, with

@@ -62,8 +62,33 @@ func specErr(field, format string, args ...any) error {
 	return &SpecError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// reservedMembers are the request members the builder sets itself.
-var reservedMembers = []string{"model", "messages", "tools", "metadata", "prompt_cache_key"}
+// layout is one request shape a spec renders as: the member the system
+// text goes to ("" for chat's system message), the member of the turns,
+// and the members the builder sets itself, which parameters may not name.
+type layout struct {
+	mode          normalize.Mode
+	system, turns string
+	reserved      []string
+}
+
+var (
+	chatLayout      = layout{normalize.ModeChat, "", "messages", []string{"model", "messages", "tools", "metadata", "prompt_cache_key"}}
+	responsesLayout = layout{normalize.ModeResponses, "instructions", "input", []string{"model", "instructions", "tools", "input", "metadata", "prompt_cache_key"}}
+	messagesLayout  = layout{normalize.ModeMessages, "system", "messages", []string{"model", "system", "tools", "messages", "metadata", "prompt_cache_key"}}
+)
+
+// layoutOf is the layout of a build mode: chat, responses or messages.
+func layoutOf(mode Mode) (layout, error) {
+	switch mode {
+	case ModeChat, ModeAuto:
+		return chatLayout, nil
+	case ModeResponses:
+		return responsesLayout, nil
+	case ModeMessages:
+		return messagesLayout, nil
+	}
+	return layout{}, &SpecError{Field: "(mode)", Reason: fmt.Sprintf("a prompt spec builds chat, responses or messages requests, not %s", mode)}
+}
 
 // SystemText returns the system message text: the instructions, then each
 // document under its header, separated by blank lines; "" when there is
@@ -94,8 +119,13 @@ func (s *PromptSpec) Messages() []Message {
 	return append(ms, Message{Role: "user", Content: s.Question})
 }
 
-// Validate reports the first problem that keeps the spec from rendering.
-func (s *PromptSpec) Validate() error {
+// Validate reports the first problem that keeps the spec from rendering
+// as a chat request.
+func (s *PromptSpec) Validate() error { return s.validate(chatLayout) }
+
+// validate reports the first problem that keeps the spec from rendering
+// in layout l.
+func (s *PromptSpec) validate(l layout) error {
 	if s.Model == "" {
 		return specErr("model", "is required")
 	}
@@ -111,10 +141,13 @@ func (s *PromptSpec) Validate() error {
 	if err := validText("instructions", s.Instructions); err != nil {
 		return err
 	}
-	for _, check := range []func() error{s.validateDocuments, s.validateTools, s.validateHistory, s.validateParameters} {
+	for _, check := range []func() error{s.validateDocuments, s.validateTools, s.validateHistory} {
 		if err := check(); err != nil {
 			return err
 		}
+	}
+	if err := s.validateParameters(l.reserved); err != nil {
+		return err
 	}
 	if len(s.Group) > normalize.MaxGroupBytes {
 		return specErr("group", "is %d bytes, over %d", len(s.Group), normalize.MaxGroupBytes)
@@ -181,10 +214,10 @@ func (s *PromptSpec) validateHistory() error {
 
 // validateParameters checks the parameters and the metadata, in sorted
 // order of their names so that the first problem is always the same one.
-func (s *PromptSpec) validateParameters() error {
+func (s *PromptSpec) validateParameters(reserved []string) error {
 	for _, name := range slices.Sorted(mapKeys(s.Parameters)) {
 		f := "parameters." + name
-		if slices.Contains(reservedMembers, name) {
+		if slices.Contains(reserved, name) {
 			return specErr(f, "is set by the builder; use the spec's own field")
 		}
 		if err := validText(f, name); err != nil {
@@ -217,13 +250,50 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 
 // Build renders the spec as an OpenAI chat completion request in canonical
 // form (chat mode).
-func Build(s PromptSpec) ([]byte, error) {
-	if err := s.Validate(); err != nil {
+func Build(s PromptSpec) ([]byte, error) { return render(s, chatLayout) }
+
+// BuildResponses renders the spec as an OpenAI Responses request in
+// canonical form (responses mode): the system text (instructions, then
+// the documents) in "instructions", the tools as given in "tools", the
+// history and then the question as message items of "input"; parameters,
+// metadata and group as Build places them.
+func BuildResponses(s PromptSpec) ([]byte, error) { return render(s, responsesLayout) }
+
+// BuildMessages renders the spec as an Anthropic Messages request in
+// canonical form (messages mode): the system text in "system", the tools
+// as given in "tools", the history and then the question in "messages";
+// parameters (the API requires max_tokens), metadata and group as Build
+// places them.
+func BuildMessages(s PromptSpec) ([]byte, error) { return render(s, messagesLayout) }
+
+// BuildAs renders the spec as a request of mode: ModeChat (or ModeAuto),
+// ModeResponses or ModeMessages.
+func BuildAs(s PromptSpec, mode Mode) ([]byte, error) {
+	l, err := layoutOf(mode)
+	if err != nil {
+		return nil, err
+	}
+	return render(s, l)
+}
+
+// render renders the spec in layout l: the model, the system text, the
+// tools, the turns (history, then the question), the parameters, then the
+// volatile members, and puts the request in canonical form.
+func render(s PromptSpec, l layout) ([]byte, error) {
+	if err := s.validate(l); err != nil {
 		return nil, err
 	}
 	var b bytes.Buffer
 	b.WriteString(`{"model":`)
 	writeString(&b, s.Model)
+	turns := s.Messages()
+	if l.system != "" {
+		turns = append(slices.Clip(s.History), Message{Role: "user", Content: s.Question})
+		if sys := s.SystemText(); sys != "" {
+			b.WriteString(`,"` + l.system + `":`)
+			writeString(&b, sys)
+		}
+	}
 	if len(s.Tools) > 0 {
 		b.WriteString(`,"tools":[`)
 		for i, t := range s.Tools {
@@ -234,8 +304,8 @@ func Build(s PromptSpec) ([]byte, error) {
 		}
 		b.WriteByte(']')
 	}
-	b.WriteString(`,"messages":[`)
-	for i, m := range s.Messages() {
+	b.WriteString(`,"` + l.turns + `":[`)
+	for i, m := range turns {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -246,9 +316,22 @@ func Build(s PromptSpec) ([]byte, error) {
 		b.WriteByte('}')
 	}
 	b.WriteByte(']')
+	writeVolatile(&b, s)
+	b.WriteByte('}')
+	out, _, err := normalize.AppendCanonical(nil, b.Bytes(), normalize.Options{Mode: l.mode})
+	if err != nil {
+		// Validate checked every part; reaching here is a bug, reported
+		// rather than hidden.
+		return nil, fmt.Errorf("prompt spec: rendered request is invalid: %w", err)
+	}
+	return out, nil
+}
+
+// writeVolatile writes the parameters, the metadata and the group.
+func writeVolatile(b *bytes.Buffer, s PromptSpec) {
 	for _, name := range slices.Sorted(mapKeys(s.Parameters)) {
 		b.WriteByte(',')
-		writeString(&b, name)
+		writeString(b, name)
 		b.WriteByte(':')
 		b.Write(s.Parameters[name])
 	}
@@ -258,24 +341,16 @@ func Build(s PromptSpec) ([]byte, error) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			writeString(&b, k)
+			writeString(b, k)
 			b.WriteByte(':')
-			writeString(&b, s.Metadata[k])
+			writeString(b, s.Metadata[k])
 		}
 		b.WriteByte('}')
 	}
 	if s.Group != "" {
 		b.WriteString(`,"prompt_cache_key":`)
-		writeString(&b, s.Group)
+		writeString(b, s.Group)
 	}
-	b.WriteByte('}')
-	out, _, err := normalize.AppendCanonical(nil, b.Bytes(), normalize.Options{Mode: normalize.ModeChat})
-	if err != nil {
-		// Validate checked every part; reaching here is a bug, reported
-		// rather than hidden.
-		return nil, fmt.Errorf("prompt spec: rendered request is invalid: %w", err)
-	}
-	return out, nil
 }
 
 // BuildKey renders the spec and returns the request with its routing key
@@ -286,6 +361,21 @@ func BuildKey(s PromptSpec, prefixLength int) ([]byte, RouteInfo, error) {
 		return nil, RouteInfo{}, err
 	}
 	ri, err := normalize.RouteKey(body, KeyOptions{Mode: ModeChat, PrefixLength: prefixLength})
+	return body, ri, err
+}
+
+// BuildKeyAs renders the spec as a request of mode (see BuildAs) and
+// returns it with its routing key in that mode: the key the router
+// reports for the request on its path.
+func BuildKeyAs(s PromptSpec, mode Mode, prefixLength int) ([]byte, RouteInfo, error) {
+	body, err := BuildAs(s, mode)
+	if err != nil {
+		return nil, RouteInfo{}, err
+	}
+	if mode == ModeAuto {
+		mode = ModeChat
+	}
+	ri, err := normalize.RouteKey(body, KeyOptions{Mode: mode, PrefixLength: prefixLength})
 	return body, ri, err
 }
 
@@ -324,10 +414,14 @@ func ParseSpec(data []byte) (PromptSpec, error) {
 }
 
 // BuildJSON parses a prompt spec from JSON and builds its request.
-func BuildJSON(data []byte) ([]byte, error) {
+func BuildJSON(data []byte) ([]byte, error) { return BuildJSONAs(data, ModeChat) }
+
+// BuildJSONAs parses a prompt spec from JSON and builds its request as a
+// request of mode (see BuildAs).
+func BuildJSONAs(data []byte, mode Mode) ([]byte, error) {
 	s, err := ParseSpec(data)
 	if err != nil {
 		return nil, err
 	}
-	return Build(s)
+	return BuildAs(s, mode)
 }

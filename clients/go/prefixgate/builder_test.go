@@ -138,3 +138,67 @@ func TestChatInputQuotesNames(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildResponsesAndMessages: the same spec as a Responses and a
+// Messages request keeps the stable parts first; the metadata and the
+// question never move the key of the shared prefix, and each body is
+// keyed in its own mode with the system text in its own member.
+func TestBuildResponsesAndMessages(t *testing.T) {
+	for _, c := range []struct {
+		mode         prefixgate.Mode
+		system, turn string
+	}{
+		{prefixgate.ModeResponses, `"instructions":"Answer from the documents.`, `"input":[{"content":"Hello","role":"user"}`},
+		{prefixgate.ModeMessages, `"system":"Answer from the documents.`, `"messages":[{"content":"Hello","role":"user"}`},
+	} {
+		base := sampleSpec()
+		base.Tools = nil
+		body, ri0, err := prefixgate.BuildKeyAs(base, c.mode, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(body, []byte(`{"model":"vllmsim/tiny",`+c.system)) || !bytes.Contains(body, []byte(c.turn)) || ri0.Mode != c.mode {
+			t.Errorf("%s: %s (key mode %s)", c.mode, body, ri0.Mode)
+		}
+		if i, j := bytes.Index(body, []byte(`"metadata"`)), bytes.Index(body, []byte(`"What grew?"`)); i < j {
+			t.Errorf("%s: metadata before the question: %s", c.mode, body)
+		}
+		s := base
+		s.Metadata, s.Question = map[string]string{"request_id": "r-2"}, "Something else entirely?"
+		if _, ri, _ := prefixgate.BuildKeyAs(s, c.mode, 0); ri.Key != ri0.Key {
+			t.Errorf("%s: metadata and question changed the key of the shared prefix", c.mode)
+		}
+		direct, err := prefixgate.BuildAs(base, c.mode)
+		if err != nil || !bytes.Equal(direct, body) {
+			t.Errorf("%s: BuildAs differs from BuildKeyAs: %v", c.mode, err)
+		}
+	}
+	if b, _ := prefixgate.BuildResponses(sampleSpec()); !bytes.Contains(b, []byte(`"input":[`)) {
+		t.Errorf("BuildResponses: %s", b)
+	}
+	if b, _ := prefixgate.BuildMessages(sampleSpec()); !bytes.Contains(b, []byte(`"system":"`)) {
+		t.Errorf("BuildMessages: %s", b)
+	}
+}
+
+// TestBuildAsRejects: each layout rejects the parameters it sets itself,
+// and a mode it does not build.
+func TestBuildAsRejects(t *testing.T) {
+	for mode, name := range map[prefixgate.Mode]string{
+		prefixgate.ModeResponses: "input",
+		prefixgate.ModeMessages:  "system",
+	} {
+		s := sampleSpec()
+		s.Parameters = map[string]json.RawMessage{name: json.RawMessage(`"x"`)}
+		var se *prefixgate.SpecError
+		if _, err := prefixgate.BuildAs(s, mode); !errors.As(err, &se) || se.Field != "parameters."+name {
+			t.Errorf("%s with parameters.%s: %v; want a SpecError naming it", mode, name, err)
+		}
+		if _, err := prefixgate.Build(s); err != nil {
+			t.Errorf("chat with parameters.%s: %v; chat does not set it", name, err)
+		}
+	}
+	if _, err := prefixgate.BuildAs(sampleSpec(), prefixgate.ModePooling); err == nil || !strings.Contains(err.Error(), "pooling") {
+		t.Errorf("pooling: %v; want an error naming the mode", err)
+	}
+}

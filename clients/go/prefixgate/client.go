@@ -102,6 +102,19 @@ func (c *Client) Invoke(ctx context.Context, body []byte, group string) (*pb.Inv
 	return res.Msg, nil
 }
 
+// InvokePath sends a raw JSON body to one of the router's JSON paths
+// (/v1/responses, /v1/messages, /v1/embeddings, /rerank, /tokenize, ...;
+// /invocations when path is empty), normalized and routed as that REST
+// path does, and returns the backend's raw JSON answer. group may be
+// empty.
+func (c *Client) InvokePath(ctx context.Context, path string, body []byte, group string) (*pb.InvokeResponse, error) {
+	res, err := c.Inference.Invoke(ctx, connect.NewRequest(&pb.InvokeRequest{Path: path, Body: body, Group: group}))
+	if err != nil {
+		return nil, err
+	}
+	return res.Msg, nil
+}
+
 // LintOptions tune a Lint call; the zero value is the server's defaults.
 type LintOptions struct {
 	// Mode reads every body in this mode; ModeAuto detects each.

@@ -67,8 +67,7 @@ func TestConformance(t *testing.T) {
 			}
 			var got []byte
 			if v.Kind == "build" {
-				got, err = prefixgate.BuildJSON(in)
-				mode = prefixgate.ModeChat
+				got, err = prefixgate.BuildJSONAs(in, mode)
 			} else {
 				got, err = prefixgate.Canonicalize(in, mode)
 			}

@@ -37,7 +37,7 @@ def check_vector(v: dict[str, Any]) -> None:
     prefix = v.get("prefix_length", 0)
     try:
         if v["kind"] == "build":
-            got = build_json(data)
+            got = build_json(data, mode)
         else:
             got = canonicalize(data, mode)
     except CanonicalError as e:
@@ -49,7 +49,8 @@ def check_vector(v: dict[str, Any]) -> None:
     assert got == v["canonical"].encode("utf-8")
     try:
         if v["kind"] == "build":
-            ri = route_key_of(canonicalize_full(got, Mode.CHAT), group, prefix)
+            built = Mode.CHAT if mode == Mode.AUTO else mode
+            ri = route_key_of(canonicalize_full(got, built), group, prefix)
         else:
             ri = routing_key(data, mode, group, prefix)
     except CanonicalError as e:

@@ -7,10 +7,15 @@ import pytest
 from prefixgate import (
     Document,
     Message,
+    Mode,
     PromptSpec,
     SpecError,
     build,
+    build_as,
     build_key,
+    build_key_as,
+    build_messages,
+    build_responses,
     chat_input,
     routing_key,
 )
@@ -114,3 +119,28 @@ def test_chat_input_quotes_names(tool: dict[str, object], want: str) -> None:
     with pytest.raises(SpecError) as ei:
         chat_input(dataclasses.replace(sample(), tools=[tool]))
     assert str(ei.value) == want
+
+
+@pytest.mark.parametrize(
+    ("mode", "system", "turns", "reserved"),
+    [
+        (Mode.RESPONSES, "instructions", "input", "input"),
+        (Mode.MESSAGES, "system", "messages", "system"),
+    ],
+)
+def test_responses_and_messages(mode: Mode, system: str, turns: str, reserved: str) -> None:
+    spec = dataclasses.replace(sample(), tools=[])
+    body, ri = build_key_as(spec, mode)
+    assert body.startswith(f'{{"model":"vllmsim/tiny","{system}":"Answer from'.encode())
+    assert f'"{turns}":[{{"content":"Hello","role":"user"}}'.encode() in body
+    assert body.index(b'"metadata"') > body.index(b'"What grew?"')
+    assert body == build_as(spec, mode.name.lower())
+    assert body == (build_responses(spec) if mode == Mode.RESPONSES else build_messages(spec))
+    other = dataclasses.replace(spec, metadata={"request_id": "r-2"}, question="Else?")
+    assert build_key_as(other, mode)[1].key == ri.key
+    with pytest.raises(SpecError) as ei:
+        build_as(dataclasses.replace(spec, parameters={reserved: "x"}), mode)
+    assert ei.value.field == f"parameters.{reserved}"
+    build(dataclasses.replace(spec, parameters={reserved: "x"}))  # chat does not set it
+    with pytest.raises(SpecError, match="pooling"):
+        build_as(spec, Mode.POOLING)

@@ -125,6 +125,41 @@ def test_invoke_native() -> None:
         assert ei.value.code == Code.INVALID_ARGUMENT
 
 
+def test_invoke_paths(client: Client) -> None:
+    body = json.dumps(
+        {
+            "model": SPEC.model,
+            "max_tokens": 3,
+            "system": "You are terse.",
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    )
+    res = client.invoke(body, path="/v1/messages")
+    assert json.loads(res.body)["type"] == "message"
+    assert res.routing is not None and res.routing.backend
+    first = client.invoke(
+        json.dumps({"model": SPEC.model, "input": "hi", "max_output_tokens": 3}),
+        path="/v1/responses",
+    )
+    assert first.routing is not None
+    prev = json.loads(first.body)["id"]
+    follow = client.invoke(
+        json.dumps(
+            {
+                "model": SPEC.model,
+                "input": "more",
+                "max_output_tokens": 3,
+                "previous_response_id": prev,
+            }
+        ),
+        path="/v1/responses",
+    )
+    assert follow.routing is not None and follow.routing.backend == first.routing.backend
+    with pytest.raises(RPCError) as ei:
+        client.invoke(body, path="/v1/nope")
+    assert ei.value.code == Code.INVALID_ARGUMENT and "/v1/messages" in str(ei.value)
+
+
 def test_lint(client: Client) -> None:
     res = client.lint(LINT_CORPUS, prefix_length=1024, replicas=3)
     ts = [f for f in res.findings if f.rule_id == "volatile-timestamp"]

@@ -5,11 +5,35 @@
 // user message. Tools go to "tools", metadata to "metadata" and the group to
 // "prompt_cache_key", members the canonical form sorts after the prompt.
 
-import { JSONObject, JSONValue, Mode, canonicalizeFull, encode, isObject, newObject, parse } from "./canonical.js";
+import { JSONObject, JSONValue, Mode, ModeName, canonicalizeFull, encode, isObject, modeName, newObject, parse, parseMode } from "./canonical.js";
 import { SpecError } from "./errors.js";
 import { MAX_GROUP_BYTES, RouteInfo, routeKeyOf } from "./key.js";
 
 export const RESERVED_MEMBERS = ["model", "messages", "tools", "metadata", "prompt_cache_key"];
+export const RESPONSES_RESERVED = ["model", "instructions", "tools", "input", "metadata", "prompt_cache_key"];
+export const MESSAGES_RESERVED = ["model", "system", "tools", "messages", "metadata", "prompt_cache_key"];
+
+/** The modes a spec builds: a chat, Responses or Anthropic Messages request. */
+export type BuildMode = Mode.Chat | Mode.Responses | Mode.Messages;
+
+// Each request shape a spec builds: the member of the system text ("" for
+// chat's system message), the member of the turns, the members the builder
+// sets itself.
+const LAYOUTS: Record<BuildMode, { system: string; turns: string; reserved: string[] }> = {
+  [Mode.Chat]: { system: "", turns: "messages", reserved: RESERVED_MEMBERS },
+  [Mode.Responses]: { system: "instructions", turns: "input", reserved: RESPONSES_RESERVED },
+  [Mode.Messages]: { system: "system", turns: "messages", reserved: MESSAGES_RESERVED },
+};
+
+/** The build mode of a Mode or its name: chat (auto too), responses or messages. */
+function buildMode(mode: Mode | ModeName): BuildMode {
+  const m = typeof mode === "string" ? parseMode(mode) : mode;
+  if (m === Mode.Auto) return Mode.Chat;
+  if (m !== Mode.Chat && m !== Mode.Responses && m !== Mode.Messages) {
+    throw new SpecError("(mode)", `a prompt spec builds chat, responses or messages requests, not ${modeName(m)}`);
+  }
+  return m;
+}
 
 export interface Document {
   id: string;
@@ -75,8 +99,9 @@ export function renderMessages(spec: PromptSpec): HistoryMessage[] {
   return out;
 }
 
-/** Throw SpecError for the first problem of the spec. */
-export function validateSpec(spec: PromptSpec): void {
+/** Throw SpecError for the first problem that keeps the spec from building a request of mode. */
+export function validateSpec(spec: PromptSpec, mode: Mode | ModeName = Mode.Chat): void {
+  const reserved = LAYOUTS[buildMode(mode)].reserved;
   checkStr("model", spec.model, true);
   checkStr("question", spec.question, true);
   checkStr("instructions", spec.instructions ?? "");
@@ -95,7 +120,7 @@ export function validateSpec(spec: PromptSpec): void {
   });
   const params = spec.parameters ?? {};
   for (const name of Object.keys(params).sort()) {
-    if (RESERVED_MEMBERS.includes(name)) {
+    if (reserved.includes(name)) {
       throw new SpecError(`parameters.${name}`, "is set by the builder; use the spec's own field");
     }
     checkStr("parameters", name);
@@ -120,13 +145,21 @@ function validateGroup(g: unknown): void {
   });
 }
 
-/** The request as a JSON value, before canonicalization. */
-export function requestOf(spec: PromptSpec): JSONObject {
-  validateSpec(spec);
+/** The request of mode (chat, responses, messages) as a JSON value, before canonicalization. */
+export function requestOf(spec: PromptSpec, mode: Mode | ModeName = Mode.Chat): JSONObject {
+  const m = buildMode(mode);
+  validateSpec(spec, m);
+  const { system, turns: turnsMember } = LAYOUTS[m];
   const body = newObject();
   body["model"] = spec.model;
+  let turns = renderMessages(spec);
+  if (system) {
+    turns = [...(spec.history ?? []), { role: "user", content: spec.question }];
+    const sys = systemText(spec);
+    if (sys) body[system] = sys;
+  }
   if (spec.tools && spec.tools.length > 0) body["tools"] = spec.tools;
-  body["messages"] = renderMessages(spec).map((m) => {
+  body[turnsMember] = turns.map((m) => {
     const o = newObject();
     o["role"] = m.role;
     o["content"] = m.content;
@@ -208,6 +241,39 @@ export function buildKey(spec: PromptSpec, prefixLength = 0): { body: Uint8Array
   return { body: c.body, route: routeKeyOf(c, "", prefixLength) };
 }
 
+/** Render the spec as a request of mode, canonical: chat (as build), responses (buildResponses) or messages (buildMessages). */
+export function buildAs(spec: PromptSpec, mode: Mode | ModeName): Uint8Array {
+  const m = buildMode(mode);
+  return canonicalizeFull(encode(requestOf(spec, m)), m).body;
+}
+
+/** The request of mode and its routing key in that mode: the key the router reports for it on its path. */
+export function buildKeyAs(spec: PromptSpec, mode: Mode | ModeName, prefixLength = 0): { body: Uint8Array; route: RouteInfo } {
+  const m = buildMode(mode);
+  const c = canonicalizeFull(encode(requestOf(spec, m)), m);
+  return { body: c.body, route: routeKeyOf(c, "", prefixLength) };
+}
+
+/**
+ * Render the spec as an OpenAI Responses request, canonical: the system text
+ * (instructions, then the documents) in "instructions", the tools as given in
+ * "tools", the history and then the question as message items of "input";
+ * parameters, metadata and group as build places them.
+ */
+export function buildResponses(spec: PromptSpec): Uint8Array {
+  return buildAs(spec, Mode.Responses);
+}
+
+/**
+ * Render the spec as an Anthropic Messages request, canonical: the system
+ * text in "system", the tools as given in "tools", the history and then the
+ * question in "messages"; parameters (the API requires max_tokens), metadata
+ * and group as build places them.
+ */
+export function buildMessages(spec: PromptSpec): Uint8Array {
+  return buildAs(spec, Mode.Messages);
+}
+
 const SPEC_FIELDS = ["model", "instructions", "documents", "tools", "history", "question", "parameters", "metadata", "group"];
 
 /**
@@ -270,7 +336,7 @@ export function parseSpec(src: Uint8Array | string): PromptSpec {
   };
 }
 
-/** Parse a prompt spec from JSON and build its request. */
-export function buildJSON(src: Uint8Array | string): Uint8Array {
-  return build(parseSpec(src));
+/** Parse a prompt spec from JSON and build its request of mode (chat by default). */
+export function buildJSON(src: Uint8Array | string, mode: Mode | ModeName = Mode.Chat): Uint8Array {
+  return buildAs(parseSpec(src), mode);
 }

@@ -4,7 +4,7 @@
 // standard error), 2 usage error.
 
 import { buildJSON } from "./builder.js";
-import { canonicalize, parseMode } from "./canonical.js";
+import { Mode, canonicalize, parseMode } from "./canonical.js";
 import { CanonicalError, OptionError, SpecError } from "./errors.js";
 import { checkOptions, routingKey } from "./key.js";
 
@@ -13,7 +13,8 @@ const USAGE = `usage: prefixgate-ts COMMAND [flags] < input
 commands:
   canonicalize [--mode M]                          canonical form of a request body
   key [--mode M] [--group G] [--prefix-length N]   routing key, 16 hex digits
-  build                                            request built from a prompt spec, canonical
+  build [--mode M]                                 request built from a prompt spec, canonical:
+                                                   chat (default), responses or messages
 
 modes: auto (default), chat, completion, native, responses, messages, pooling
 `;
@@ -38,7 +39,7 @@ async function main(argv: string[]): Promise<number> {
   const allowed: Record<string, string[]> = {
     canonicalize: ["--mode"],
     key: ["--mode", "--group", "--prefix-length"],
-    build: [],
+    build: ["--mode"],
   };
   if (cmd === undefined || !(cmd in allowed)) return usage(cmd === undefined ? "missing command" : `unknown command "${cmd}"`);
   const flags = new Map<string, string>();
@@ -62,7 +63,10 @@ async function main(argv: string[]): Promise<number> {
   let prefixLength = 0;
   const group = flags.get("--group") ?? "";
   try {
-    mode = parseMode(flags.get("--mode") ?? "auto");
+    mode = parseMode(flags.get("--mode") ?? (cmd === "build" ? "chat" : "auto"));
+    if (cmd === "build" && mode !== Mode.Chat && mode !== Mode.Responses && mode !== Mode.Messages) {
+      throw new OptionError("invalid-mode", `--mode ${flags.get("--mode")}: a prompt spec builds chat, responses or messages requests`);
+    }
     const pl = flags.get("--prefix-length");
     if (pl !== undefined) {
       if (!/^\d+$/.test(pl)) return usage(`${cmd}: invalid --prefix-length "${pl}"`);
@@ -81,7 +85,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     if (cmd === "canonicalize") out = canonicalize(input, mode);
     else if (cmd === "key") out = new TextEncoder().encode(routingKey(input, { mode, group, prefixLength }).keyHex);
-    else out = buildJSON(input);
+    else out = buildJSON(input, mode);
   } catch (e) {
     if (e instanceof CanonicalError || e instanceof SpecError || e instanceof OptionError) {
       process.stderr.write(`${e.message}\n`);

@@ -52,6 +52,8 @@ export interface BodyOptions {
 
 export interface InvokeOptions {
   group?: string;
+  /** The JSON path the body is for (/v1/responses, /v1/messages, /rerank, ...); /invocations when empty. */
+  path?: string;
 }
 
 export interface LintOptions {
@@ -118,11 +120,12 @@ export class BaseClient {
   }
 
   /**
-   * Send a raw JSON body on the native path (/invocations), routed on the
-   * first bytes of its canonical form; body of the answer is the backend's raw JSON.
+   * Send a raw JSON body to one of the router's JSON paths (opts.path;
+   * /invocations when empty), normalized and routed as that REST path does;
+   * body of the answer is the backend's raw JSON.
    */
   invoke(body: Uint8Array | string, opts: InvokeOptions = {}, options?: CallOptions): Promise<InvokeResponse> {
-    return this.inference.invoke({ body: bytesOf(body), group: opts.group ?? "" }, options);
+    return this.inference.invoke({ body: bytesOf(body), group: opts.group ?? "", path: opts.path ?? "" }, options);
   }
 
   // NormalizeService

@@ -886,9 +886,19 @@ func (x *CompleteStreamResponse) GetRouting() *Routing {
 
 type InvokeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The raw JSON body, as a client would POST it to /invocations.
-	Body          []byte `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
-	Group         string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	// The raw JSON body, as a client would POST it to path.
+	Body  []byte `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	Group string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	// The REST path the body is for: /invocations when empty, else one of the
+	// JSON paths that go to a backend (/v1/chat/completions,
+	// /v1/completions, /v1/responses, /v1/messages, /v1/embeddings, /pooling,
+	// /classify, /score, /v1/score, /rerank, /v1/rerank, /v2/rerank,
+	// /tokenize, /detokenize). The body is normalized in that path's mode and
+	// routed as the path routes it: on the prefix index, a Responses
+	// follow-up to the replica that stored previous_response_id, tokenize and
+	// detokenize to the least-loaded replica serving the model. Invoke
+	// returns one answer: "stream": true is refused except on /invocations.
+	Path          string `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -933,6 +943,13 @@ func (x *InvokeRequest) GetBody() []byte {
 func (x *InvokeRequest) GetGroup() string {
 	if x != nil {
 		return x.Group
+	}
+	return ""
+}
+
+func (x *InvokeRequest) GetPath() string {
+	if x != nil {
+		return x.Path
 	}
 	return ""
 }
@@ -1058,10 +1075,11 @@ const file_prefixgate_v1_inference_proto_rawDesc = "" +
 	"\x05usage\x18\x03 \x01(\v2\x14.prefixgate.v1.UsageR\x05usage\x12\x1d\n" +
 	"\n" +
 	"chunk_json\x18\x04 \x01(\tR\tchunkJson\x120\n" +
-	"\arouting\x18\x05 \x01(\v2\x16.prefixgate.v1.RoutingR\arouting\"9\n" +
+	"\arouting\x18\x05 \x01(\v2\x16.prefixgate.v1.RoutingR\arouting\"M\n" +
 	"\rInvokeRequest\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x12\x14\n" +
-	"\x05group\x18\x02 \x01(\tR\x05group\"V\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\"V\n" +
 	"\x0eInvokeResponse\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x120\n" +
 	"\arouting\x18\x02 \x01(\v2\x16.prefixgate.v1.RoutingR\arouting2\x9d\x03\n" +

@@ -4,7 +4,7 @@
 //
 //	prefixgate-go canonicalize [--mode M]                         < body.json
 //	prefixgate-go key [--mode M] [--group G] [--prefix-length N]  < body.json
-//	prefixgate-go build                                           < spec.json
+//	prefixgate-go build [--mode chat|responses|messages]          < spec.json
 //
 // Each reads standard input and writes one result and a newline. Exit status:
 // 0 ok, 1 invalid input ("offset N: reason" on standard error), 2 usage.
@@ -25,9 +25,10 @@ const usage = `usage: prefixgate-go COMMAND [flags] < input
 commands:
   canonicalize [--mode M]                          canonical form of a request body
   key [--mode M] [--group G] [--prefix-length N]   routing key, 16 hex digits
-  build                                            request built from a prompt spec, canonical
+  build [--mode M]                                 request built from a prompt spec, canonical:
+                                                   chat (default), responses or messages
 
-modes: auto (default), chat, completion, native
+modes: auto (default), chat, completion, native, responses, messages, pooling
 `
 
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
@@ -64,7 +65,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			out = []byte(ri.KeyHex())
 		}
 	case "build":
-		out, err = prefixgate.BuildJSON(in)
+		out, err = prefixgate.BuildJSONAs(in, kopts.Mode)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -93,6 +94,7 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (kopts prefixgate.K
 		group = fs.String("group", "", "group id (default: the body's prompt_cache_key)")
 		prefixLen = fs.Int("prefix-length", 0, "routing window N, 1024..65536 (default 4096)")
 	case "build":
+		modeName = fs.String("mode", "chat", "request to build: chat, responses or messages")
 	default:
 		fmt.Fprintf(stderr, "prefixgate-go: unknown command %q\n%s", cmd, usage)
 		return kopts, 2, false
@@ -112,6 +114,10 @@ func parseFlags(cmd string, args []string, stderr io.Writer) (kopts prefixgate.K
 		m, err := prefixgate.ParseMode(*modeName)
 		if err != nil {
 			fmt.Fprintf(stderr, "prefixgate-go %s: %v\n", cmd, err)
+			return kopts, 2, false
+		}
+		if cmd == "build" && m != prefixgate.ModeChat && m != prefixgate.ModeResponses && m != prefixgate.ModeMessages {
+			fmt.Fprintf(stderr, "prefixgate-go build: --mode %s: a prompt spec builds chat, responses or messages requests\n", m)
 			return kopts, 2, false
 		}
 		kopts.Mode = m

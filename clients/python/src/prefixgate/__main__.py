@@ -41,10 +41,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     k.add_argument("--group", default="", help="group id (default: the body's prompt_cache_key)")
     k.add_argument("--prefix-length", type=int, default=0, help="routing window N, 1024..65536")
-    sub.add_parser("build", help="request built from a prompt spec, canonical")
+    b = sub.add_parser("build", help="request built from a prompt spec, canonical")
+    b.add_argument("--mode", default="chat", help="chat, responses or messages")
     args = p.parse_args(argv)
     try:
-        mode = Mode.parse(args.mode) if args.command != "build" else Mode.CHAT
+        mode = Mode.parse(args.mode)
+        if args.command == "build" and mode not in (Mode.CHAT, Mode.RESPONSES, Mode.MESSAGES):
+            raise OptionError(
+                "invalid-mode",
+                f"--mode {args.mode}: a prompt spec builds chat, responses or messages requests",
+            )
         if args.command == "key":
             check_options(args.group, args.prefix_length)
     except OptionError as e:
@@ -57,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "key":
             out = routing_key(data, mode, args.group, args.prefix_length).key_hex.encode()
         else:
-            out = build_json(data)
+            out = build_json(data, mode)
     except PrefixgateError as e:
         sys.stderr.write(f"{e}\n")
         return 1

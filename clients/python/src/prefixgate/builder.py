@@ -18,6 +18,30 @@ from .errors import SpecError
 from .key import MAX_GROUP_BYTES, RouteInfo, route_key_of
 
 RESERVED_MEMBERS = ("model", "messages", "tools", "metadata", "prompt_cache_key")
+RESPONSES_RESERVED = ("model", "instructions", "tools", "input", "metadata", "prompt_cache_key")
+MESSAGES_RESERVED = ("model", "system", "tools", "messages", "metadata", "prompt_cache_key")
+
+# Each request shape a spec builds: the member of the system text ("" for
+# chat's system message), the member of the turns, the members the builder
+# sets itself.
+_LAYOUTS: dict[Mode, tuple[str, str, tuple[str, ...]]] = {
+    Mode.CHAT: ("", "messages", RESERVED_MEMBERS),
+    Mode.RESPONSES: ("instructions", "input", RESPONSES_RESERVED),
+    Mode.MESSAGES: ("system", "messages", MESSAGES_RESERVED),
+}
+
+
+def _build_mode(mode: Mode | str) -> Mode:
+    """The build mode: chat (auto too), responses or messages."""
+    m = Mode.parse(mode) if isinstance(mode, str) else Mode(mode)
+    if m == Mode.AUTO:
+        return Mode.CHAT
+    if m not in _LAYOUTS:
+        raise SpecError(
+            "(mode)",
+            f"a prompt spec builds chat, responses or messages requests, not {m.name.lower()}",
+        )
+    return m
 
 
 @dataclass(frozen=True)
@@ -74,8 +98,10 @@ class PromptSpec:
         out.append(Message("user", self.question))
         return out
 
-    def validate(self) -> None:
-        """Raise :class:`SpecError` for the first problem."""
+    def validate(self, mode: Mode | str = Mode.CHAT) -> None:
+        """Raise :class:`SpecError` for the first problem that keeps the spec
+        from building a request of ``mode`` (chat, responses, messages)."""
+        reserved = _LAYOUTS[_build_mode(mode)][2]
         _check_str("model", self.model, required=True)
         _check_str("question", self.question, required=True)
         _check_str("instructions", self.instructions)
@@ -91,7 +117,7 @@ class PromptSpec:
             _check_str(f"history[{i}].role", m.role, required=True)
             _check_str(f"history[{i}].content", m.content)
         for name in sorted(self.parameters):
-            if name in RESERVED_MEMBERS:
+            if name in reserved:
                 raise SpecError(
                     f"parameters.{name}", "is set by the builder; use the spec's own field"
                 )
@@ -102,13 +128,21 @@ class PromptSpec:
             _check_str(f"metadata.{k}", self.metadata[k])
         _check_group(self.group)
 
-    def request(self) -> dict[str, JSONValue]:
-        """The request as a JSON value (before canonicalization)."""
-        self.validate()
+    def request(self, mode: Mode | str = Mode.CHAT) -> dict[str, JSONValue]:
+        """The request of ``mode`` (chat, responses, messages) as a JSON
+        value (before canonicalization)."""
+        m = _build_mode(mode)
+        self.validate(m)
+        system, turns_member, _ = _LAYOUTS[m]
         body: dict[str, JSONValue] = {"model": self.model}
+        turns = self.messages()
+        if system:
+            turns = [*self.history, Message("user", self.question)]
+            if sys := self.system_text():
+                body[system] = sys
         if self.tools:
             body["tools"] = list(self.tools)
-        body["messages"] = [{"role": m.role, "content": m.content} for m in self.messages()]
+        body[turns_member] = [{"role": t.role, "content": t.content} for t in turns]
         body.update(self.parameters)
         if self.metadata:
             body["metadata"] = dict(self.metadata)
@@ -213,6 +247,41 @@ def build_key(spec: PromptSpec, prefix_length: int = 0) -> tuple[bytes, RouteInf
     return c.body, route_key_of(c, "", prefix_length)
 
 
+def build_as(spec: PromptSpec, mode: Mode | str) -> bytes:
+    """Render the spec as a request of ``mode``, canonical: chat (as
+    :func:`build`), responses (:func:`build_responses`) or messages
+    (:func:`build_messages`)."""
+    m = _build_mode(mode)
+    return canonicalize_full(encode(spec.request(m)), m).body
+
+
+def build_key_as(
+    spec: PromptSpec, mode: Mode | str, prefix_length: int = 0
+) -> tuple[bytes, RouteInfo]:
+    """The request of ``mode`` and its routing key in that mode: the key the
+    router reports for the request on its path."""
+    m = _build_mode(mode)
+    c = canonicalize_full(encode(spec.request(m)), m)
+    return c.body, route_key_of(c, "", prefix_length)
+
+
+def build_responses(spec: PromptSpec) -> bytes:
+    """Render the spec as an OpenAI Responses request, canonical: the system
+    text (instructions, then the documents) in ``instructions``, the tools
+    as given in ``tools``, the history and then the question as message
+    items of ``input``; parameters, metadata and group as :func:`build`
+    places them."""
+    return build_as(spec, Mode.RESPONSES)
+
+
+def build_messages(spec: PromptSpec) -> bytes:
+    """Render the spec as an Anthropic Messages request, canonical: the
+    system text in ``system``, the tools as given in ``tools``, the history
+    and then the question in ``messages``; parameters (the API requires
+    ``max_tokens``), metadata and group as :func:`build` places them."""
+    return build_as(spec, Mode.MESSAGES)
+
+
 _SPEC_FIELDS = (
     "model",
     "instructions",
@@ -300,9 +369,9 @@ def parse_spec(src: bytes | str) -> PromptSpec:
     )
 
 
-def build_json(src: bytes | str) -> bytes:
-    """Parse a prompt spec from JSON and build its request."""
-    return build(parse_spec(src))
+def build_json(src: bytes | str, mode: Mode | str = Mode.CHAT) -> bytes:
+    """Parse a prompt spec from JSON and build its request of ``mode``."""
+    return build_as(parse_spec(src), mode)
 
 
 __all__ = [
@@ -312,9 +381,13 @@ __all__ = [
     "Number",
     "PromptSpec",
     "build",
+    "build_as",
     "build_completion",
     "build_completion_key",
     "build_json",
     "build_key",
+    "build_key_as",
+    "build_messages",
+    "build_responses",
     "parse_spec",
 ]

@@ -282,11 +282,12 @@ class Client:
         req = CompleteStreamRequest(input=completion_input(spec))
         return _stream(_call(lambda: self.inference.complete_stream(req)))
 
-    def invoke(self, body: bytes | str, group: str = "") -> InvokeResponse:
-        """Send a raw JSON body on the native path (``/invocations``), routed
-        on the first bytes of its canonical form; ``.body`` is the backend's
-        raw JSON answer."""
-        req = InvokeRequest(body=_bytes(body), group=group)
+    def invoke(self, body: bytes | str, group: str = "", path: str = "") -> InvokeResponse:
+        """Send a raw JSON body to one of the router's JSON paths (``path``:
+        ``/v1/responses``, ``/v1/messages``, ``/rerank``, ...; the native
+        ``/invocations`` when empty), normalized and routed as that REST path
+        does; ``.body`` is the backend's raw JSON answer."""
+        req = InvokeRequest(body=_bytes(body), group=group, path=path)
         return _call(lambda: self.inference.invoke(req))
 
     # NormalizeService
@@ -398,9 +399,10 @@ class AsyncClient:
         req = CompleteStreamRequest(input=completion_input(spec))
         return _astream(lambda: self.inference.complete_stream(req))
 
-    async def invoke(self, body: bytes | str, group: str = "") -> InvokeResponse:
-        """Send a raw JSON body on the native path (``/invocations``)."""
-        req = InvokeRequest(body=_bytes(body), group=group)
+    async def invoke(self, body: bytes | str, group: str = "", path: str = "") -> InvokeResponse:
+        """Send a raw JSON body to one of the router's JSON paths
+        (``/invocations`` when ``path`` is empty)."""
+        req = InvokeRequest(body=_bytes(body), group=group, path=path)
         return await _acall(lambda: self.inference.invoke(req))
 
     # NormalizeService

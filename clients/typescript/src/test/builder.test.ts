@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { CanonicalError, JSONNumber, OptionError, PromptSpec, SpecError, build, buildKey, canonicalize, chatInput, encode, routingKey } from "../index.js";
+import { CanonicalError, JSONNumber, Mode, OptionError, PromptSpec, SpecError, build, buildAs, buildKey, buildKeyAs, buildMessages, buildResponses, canonicalize, chatInput, encode, routingKey } from "../index.js";
 
 const td = new TextDecoder();
 
@@ -96,4 +96,28 @@ test("errors and options", () => {
   assert.throws(() => routingKey("{}", { group: "tab\there" }), OptionError);
   const once = canonicalize('{ "z": [1.50, "\\u0041"], "a": {} }');
   assert.equal(td.decode(canonicalize(once)), '{"a":{},"z":[1.5,"A"]}');
+});
+
+test("responses and messages: stable parts first, key of the shared prefix kept, own reserved members", () => {
+  const td = new TextDecoder();
+  for (const [mode, system, turns, reserved] of [
+    [Mode.Responses, "instructions", "input", "input"],
+    [Mode.Messages, "system", "messages", "system"],
+  ] as const) {
+    const spec = { ...sample(), tools: [] };
+    const { body, route } = buildKeyAs(spec, mode);
+    const text = td.decode(body);
+    assert.ok(text.startsWith(`{"model":"vllmsim/tiny","${system}":"Answer from`), text);
+    assert.ok(text.includes(`"${turns}":[{"content":"Hello","role":"user"}`), text);
+    assert.ok(text.indexOf('"metadata"') > text.indexOf('"What grew?"'), text);
+    assert.equal(td.decode(buildAs(spec, mode === Mode.Responses ? "responses" : "messages")), text);
+    assert.equal(td.decode(mode === Mode.Responses ? buildResponses(spec) : buildMessages(spec)), text);
+    assert.equal(buildKeyAs({ ...spec, metadata: { request_id: "r-2" }, question: "Else?" }, mode).route.key, route.key);
+    assert.throws(
+      () => buildAs({ ...spec, parameters: { [reserved]: "x" } }, mode),
+      (e: unknown) => e instanceof SpecError && e.field === `parameters.${reserved}`,
+    );
+    build({ ...spec, parameters: { [reserved]: "x" } }); // chat does not set it
+  }
+  assert.throws(() => buildAs(sample(), Mode.Pooling), (e: unknown) => e instanceof SpecError && e.message.includes("pooling"));
 });

@@ -152,6 +152,24 @@ test("invoke a native body", { skip }, async () => {
   await assert.rejects(c.invoke('{"inputs":'), (e: unknown) => ConnectError.from(e).code === Code.InvalidArgument);
 });
 
+test("invoke any JSON path: Messages, a Responses follow-up, an unknown path", { skip }, async () => {
+  const c = new PrefixgateClient(URL_);
+  const dec = (b: Uint8Array) => JSON.parse(new TextDecoder().decode(b));
+  const body = JSON.stringify({ model: SPEC.model, max_tokens: 3, system: "You are terse.", messages: [{ role: "user", content: "hi" }] });
+  const msg = await c.invoke(body, { path: "/v1/messages" });
+  assert.equal(dec(msg.body).type, "message");
+  const first = await c.invoke(JSON.stringify({ model: SPEC.model, input: "hi", max_output_tokens: 3 }), { path: "/v1/responses" });
+  const prev = dec(first.body).id;
+  const follow = await c.invoke(JSON.stringify({ model: SPEC.model, input: "more", max_output_tokens: 3, previous_response_id: prev }), {
+    path: "/v1/responses",
+  });
+  assert.equal(follow.routing?.backend, first.routing?.backend);
+  await assert.rejects(c.invoke(body, { path: "/v1/nope" }), (e: unknown) => {
+    const ce = ConnectError.from(e);
+    return ce.code === Code.InvalidArgument && ce.rawMessage.includes("/v1/messages");
+  });
+});
+
 test("lint: volatile-timestamp and invalid-json findings, summary", { skip }, async () => {
   const c = new PrefixgateClient(URL_);
   const res = await c.lint(LINT_CORPUS, { prefixLength: 1024, replicas: 3 });

@@ -58,8 +58,9 @@ type InferenceServiceClient interface {
 	Complete(context.Context, *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error)
 	// CompleteStream sends an OpenAI completion and streams the answer.
 	CompleteStream(context.Context, *connect.Request[v1.CompleteStreamRequest]) (*connect.ServerStreamForClient[v1.CompleteStreamResponse], error)
-	// Invoke sends a raw JSON body on the native path, routed on its canonical
-	// bytes, and returns the backend's raw JSON answer.
+	// Invoke sends a raw JSON body to any JSON path the REST front door
+	// serves (/invocations by default), normalized in that path's mode and
+	// routed as the REST path routes it, and returns the backend's raw answer.
 	Invoke(context.Context, *connect.Request[v1.InvokeRequest]) (*connect.Response[v1.InvokeResponse], error)
 }
 
@@ -151,8 +152,9 @@ type InferenceServiceHandler interface {
 	Complete(context.Context, *connect.Request[v1.CompleteRequest]) (*connect.Response[v1.CompleteResponse], error)
 	// CompleteStream sends an OpenAI completion and streams the answer.
 	CompleteStream(context.Context, *connect.Request[v1.CompleteStreamRequest], *connect.ServerStream[v1.CompleteStreamResponse]) error
-	// Invoke sends a raw JSON body on the native path, routed on its canonical
-	// bytes, and returns the backend's raw JSON answer.
+	// Invoke sends a raw JSON body to any JSON path the REST front door
+	// serves (/invocations by default), normalized in that path's mode and
+	// routed as the REST path routes it, and returns the backend's raw answer.
 	Invoke(context.Context, *connect.Request[v1.InvokeRequest]) (*connect.Response[v1.InvokeResponse], error)
 }
 

@@ -61,8 +61,9 @@ class InferenceService(Protocol):
 
     async def invoke(self, request: InvokeRequest, ctx: RequestContext[InvokeRequest, InvokeResponse], /) -> InvokeResponse:
         """
-        Invoke sends a raw JSON body on the native path, routed on its canonical
-        bytes, and returns the backend's raw JSON answer.
+        Invoke sends a raw JSON body to any JSON path the REST front door
+        serves (/invocations by default), normalized in that path's mode and
+        routed as the REST path routes it, and returns the backend's raw answer.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -257,8 +258,9 @@ class InferenceServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> InvokeResponse:
         """
-        Invoke sends a raw JSON body on the native path, routed on its canonical
-        bytes, and returns the backend's raw JSON answer.
+        Invoke sends a raw JSON body to any JSON path the REST front door
+        serves (/invocations by default), normalized in that path's mode and
+        routed as the REST path routes it, and returns the backend's raw answer.
         """
         return await self.execute_unary(
             request=request,
@@ -305,8 +307,9 @@ class InferenceServiceSync(Protocol):
 
     def invoke(self, request: InvokeRequest, ctx: RequestContext[InvokeRequest, InvokeResponse], /) -> InvokeResponse:
         """
-        Invoke sends a raw JSON body on the native path, routed on its canonical
-        bytes, and returns the backend's raw JSON answer.
+        Invoke sends a raw JSON body to any JSON path the REST front door
+        serves (/invocations by default), normalized in that path's mode and
+        routed as the REST path routes it, and returns the backend's raw answer.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -499,8 +502,9 @@ class InferenceServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> InvokeResponse:
         """
-        Invoke sends a raw JSON body on the native path, routed on its canonical
-        bytes, and returns the backend's raw JSON answer.
+        Invoke sends a raw JSON body to any JSON path the REST front door
+        serves (/invocations by default), normalized in that path's mode and
+        routed as the REST path routes it, and returns the backend's raw answer.
         """
         return self.execute_unary(
             request=request,

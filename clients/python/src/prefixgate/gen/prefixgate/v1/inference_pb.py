@@ -631,7 +631,7 @@ class CompleteStreamResponse(Message_[_CompleteStreamResponseFields]):
         chunk_json: str
         routing: Routing | None
 
-_InvokeRequestFields: TypeAlias = Literal["body", "group"]
+_InvokeRequestFields: TypeAlias = Literal["body", "group", "path"]
 
 class InvokeRequest(Message_[_InvokeRequestFields]):
     """
@@ -641,7 +641,7 @@ class InvokeRequest(Message_[_InvokeRequestFields]):
 
     Attributes:
         body:
-            The raw JSON body, as a client would POST it to /invocations.
+            The raw JSON body, as a client would POST it to path.
 
             ```proto
             bytes body = 1;
@@ -650,9 +650,23 @@ class InvokeRequest(Message_[_InvokeRequestFields]):
             ```proto
             string group = 2;
             ```
+        path:
+            The REST path the body is for: /invocations when empty, else one of the
+            JSON paths that go to a backend (/v1/chat/completions,
+            /v1/completions, /v1/responses, /v1/messages, /v1/embeddings, /pooling,
+            /classify, /score, /v1/score, /rerank, /v1/rerank, /v2/rerank,
+            /tokenize, /detokenize). The body is normalized in that path's mode and
+            routed as the path routes it: on the prefix index, a Responses
+            follow-up to the replica that stored previous_response_id, tokenize and
+            detokenize to the least-loaded replica serving the model. Invoke
+            returns one answer: "stream": true is refused except on /invocations.
+
+            ```proto
+            string path = 3;
+            ```
     """
 
-    __slots__ = ("body", "group")
+    __slots__ = ("body", "group", "path")
 
     if TYPE_CHECKING:
 
@@ -661,11 +675,13 @@ class InvokeRequest(Message_[_InvokeRequestFields]):
             *,
             body: bytes = b"",
             group: str = "",
+            path: str = "",
         ) -> None:
             pass
 
         body: bytes
         group: str
+        path: str
 
 _InvokeResponseFields: TypeAlias = Literal["body", "routing"]
 
@@ -705,7 +721,7 @@ class InvokeResponse(Message_[_InvokeResponseFields]):
 
 
 _DESC = file_desc(
-    b'\n\x1dprefixgate/v1/inference.proto\x12\rprefixgate.v1\x1a\x1bprefixgate/v1/routing.proto"y\n\x04Tool\x12\x12\n\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12 \n\x0bdescription\x18\x03 \x01(\tR\x0bdescription\x12\'\n\x0fparameters_json\x18\x04 \x01(\tR\x0eparametersJson"R\n\x0bContentPart\x12\x12\n\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\x12\x1b\n\timage_url\x18\x03 \x01(\tR\x08imageUrl"\xc7\x01\n\x07Message\x12\x12\n\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n\x07content\x18\x02 \x01(\tR\x07content\x120\n\x05parts\x18\x03 \x03(\x0b2\x1a.prefixgate.v1.ContentPartR\x05parts\x12\x12\n\x04name\x18\x04 \x01(\tR\x04name\x12 \n\x0ctool_call_id\x18\x05 \x01(\tR\ntoolCallId\x12&\n\x0ftool_calls_json\x18\x06 \x01(\tR\rtoolCallsJson"\xb5\x01\n\tChatInput\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12)\n\x05tools\x18\x02 \x03(\x0b2\x13.prefixgate.v1.ToolR\x05tools\x122\n\x08messages\x18\x03 \x03(\x0b2\x16.prefixgate.v1.MessageR\x08messages\x12\x14\n\x05group\x18\x04 \x01(\tR\x05group\x12\x1d\n\nextra_json\x18\x05 \x01(\tR\textraJson"=\n\x0bChatRequest\x12.\n\x05input\x18\x01 \x01(\x0b2\x18.prefixgate.v1.ChatInputR\x05input"\xc8\x01\n\x0cChatResponse\x12\x18\n\x07content\x18\x01 \x01(\tR\x07content\x12#\n\rfinish_reason\x18\x02 \x01(\tR\x0cfinishReason\x12*\n\x05usage\x18\x03 \x01(\x0b2\x14.prefixgate.v1.UsageR\x05usage\x12\x1b\n\tbody_json\x18\x04 \x01(\tR\x08bodyJson\x120\n\x07routing\x18\x05 \x01(\x0b2\x16.prefixgate.v1.RoutingR\x07routing"C\n\x11ChatStreamRequest\x12.\n\x05input\x18\x01 \x01(\x0b2\x18.prefixgate.v1.ChatInputR\x05input"\xcc\x01\n\x12ChatStreamResponse\x12\x14\n\x05delta\x18\x01 \x01(\tR\x05delta\x12#\n\rfinish_reason\x18\x02 \x01(\tR\x0cfinishReason\x12*\n\x05usage\x18\x03 \x01(\x0b2\x14.prefixgate.v1.UsageR\x05usage\x12\x1d\n\nchunk_json\x18\x04 \x01(\tR\tchunkJson\x120\n\x07routing\x18\x05 \x01(\x0b2\x16.prefixgate.v1.RoutingR\x07routing"t\n\x0fCompletionInput\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12\x16\n\x06prompt\x18\x02 \x01(\tR\x06prompt\x12\x14\n\x05group\x18\x03 \x01(\tR\x05group\x12\x1d\n\nextra_json\x18\x04 \x01(\tR\textraJson"G\n\x0fCompleteRequest\x124\n\x05input\x18\x01 \x01(\x0b2\x1e.prefixgate.v1.CompletionInputR\x05input"\xc6\x01\n\x10CompleteResponse\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12#\n\rfinish_reason\x18\x02 \x01(\tR\x0cfinishReason\x12*\n\x05usage\x18\x03 \x01(\x0b2\x14.prefixgate.v1.UsageR\x05usage\x12\x1b\n\tbody_json\x18\x04 \x01(\tR\x08bodyJson\x120\n\x07routing\x18\x05 \x01(\x0b2\x16.prefixgate.v1.RoutingR\x07routing"M\n\x15CompleteStreamRequest\x124\n\x05input\x18\x01 \x01(\x0b2\x1e.prefixgate.v1.CompletionInputR\x05input"\xd0\x01\n\x16CompleteStreamResponse\x12\x14\n\x05delta\x18\x01 \x01(\tR\x05delta\x12#\n\rfinish_reason\x18\x02 \x01(\tR\x0cfinishReason\x12*\n\x05usage\x18\x03 \x01(\x0b2\x14.prefixgate.v1.UsageR\x05usage\x12\x1d\n\nchunk_json\x18\x04 \x01(\tR\tchunkJson\x120\n\x07routing\x18\x05 \x01(\x0b2\x16.prefixgate.v1.RoutingR\x07routing"9\n\rInvokeRequest\x12\x12\n\x04body\x18\x01 \x01(\x0cR\x04body\x12\x14\n\x05group\x18\x02 \x01(\tR\x05group"V\n\x0eInvokeResponse\x12\x12\n\x04body\x18\x01 \x01(\x0cR\x04body\x120\n\x07routing\x18\x02 \x01(\x0b2\x16.prefixgate.v1.RoutingR\x07routing2\x9d\x03\n\x10InferenceService\x12?\n\x04Chat\x12\x1a.prefixgate.v1.ChatRequest\x1a\x1b.prefixgate.v1.ChatResponse\x12S\n\nChatStream\x12 .prefixgate.v1.ChatStreamRequest\x1a!.prefixgate.v1.ChatStreamResponse0\x01\x12K\n\x08Complete\x12\x1e.prefixgate.v1.CompleteRequest\x1a\x1f.prefixgate.v1.CompleteResponse\x12_\n\x0eCompleteStream\x12$.prefixgate.v1.CompleteStreamRequest\x1a%.prefixgate.v1.CompleteStreamResponse0\x01\x12E\n\x06Invoke\x12\x1c.prefixgate.v1.InvokeRequest\x1a\x1d.prefixgate.v1.InvokeResponseBAZ?github.com/prefixgate/prefixgate/gen/prefixgate/v1;prefixgatev1b\x06proto3',
+    b'\n\x1dprefixgate/v1/inference.proto\x12\rprefixgate.v1\x1a\x1bprefixgate/v1/routing.proto"y\n\x04Tool\x12\x12\n\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12 \n\x0bdescription\x18\x03 \x01(\tR\x0bdescription\x12\'\n\x0fparameters_json\x18\x04 \x01(\tR\x0eparametersJson"R\n\x0bContentPart\x12\x12\n\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\x12\x1b\n\timage_url\x18\x03 \x01(\tR\x08imageUrl"\xc7\x01\n\x07Message\x12\x12\n\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n\x07content\x18\x02 \x01(\tR\x07content\x120\n\x05parts\x18\x03 \x03(\x0b2\x1a.prefixgate.v1.ContentPartR\x05parts\x12\x12\n\x04name\x18\x04 \x01(\tR\x04name\x12 \n\x0ctool_call_id\x18\x05 \x01(\tR\ntoolCallId\x12&\n\x0ftool_calls_json\x18\x06 \x01(\tR\rtoolCallsJson"\xb5\x01\n\tChatInput\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12)\n\x05tools\x18\x02 \x03(\x0b2\x13.prefixgate.v1.ToolR\x05tools\x122\n\x08messages\x18\x03 \x03(\x0b2\x16.prefixgate.v1.MessageR\x08messages\x12\x14\n\x05group\x18\x04 \x01(\tR\x05group\x12\x1d\n\nextra_json\x18\x05 \x01(\tR\textraJson"=\n\x0bChatRequest\x12.\n\x05input\x18\x01 \x01(\x0b2\x18.prefixgate.v1.ChatInputR\x05input"\xc8\x01\n\x0cChatResponse\x12\x18\n\x07content\x18\x01 \x01(\tR\x07content\x12#\n\rfinish_reason\x18\x02 \x01(\tR\x0cfinishReason\x12*\n\x05usage\x18\x03 \x01(\x0b2\x14.prefixgate.v1.UsageR\x05usage\x12\x1b\n\tbody_json\x18\x04 \x01(\tR\x08bodyJson\x120\n\x07routing\x18\x05 \x01(\x0b2\x16.prefixgate.v1.RoutingR\x07routing"C\n\x11ChatStreamRequest\x12.\n\x05input\x18\x01 \x01(\x0b2\x18.prefixgate.v1.ChatInputR\x05input"\xcc\x01\n\x12ChatStreamResponse\x12\x14\n\x05delta\x18\x01 \x01(\tR\x05delta\x12#\n\rfinish_reason\x18\x02 \x01(\tR\x0cfinishReason\x12*\n\x05usage\x18\x03 \x01(\x0b2\x14.prefixgate.v1.UsageR\x05usage\x12\x1d\n\nchunk_json\x18\x04 \x01(\tR\tchunkJson\x120\n\x07routing\x18\x05 \x01(\x0b2\x16.prefixgate.v1.RoutingR\x07routing"t\n\x0fCompletionInput\x12\x14\n\x05model\x18\x01 \x01(\tR\x05model\x12\x16\n\x06prompt\x18\x02 \x01(\tR\x06prompt\x12\x14\n\x05group\x18\x03 \x01(\tR\x05group\x12\x1d\n\nextra_json\x18\x04 \x01(\tR\textraJson"G\n\x0fCompleteRequest\x124\n\x05input\x18\x01 \x01(\x0b2\x1e.prefixgate.v1.CompletionInputR\x05input"\xc6\x01\n\x10CompleteResponse\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\x12#\n\rfinish_reason\x18\x02 \x01(\tR\x0cfinishReason\x12*\n\x05usage\x18\x03 \x01(\x0b2\x14.prefixgate.v1.UsageR\x05usage\x12\x1b\n\tbody_json\x18\x04 \x01(\tR\x08bodyJson\x120\n\x07routing\x18\x05 \x01(\x0b2\x16.prefixgate.v1.RoutingR\x07routing"M\n\x15CompleteStreamRequest\x124\n\x05input\x18\x01 \x01(\x0b2\x1e.prefixgate.v1.CompletionInputR\x05input"\xd0\x01\n\x16CompleteStreamResponse\x12\x14\n\x05delta\x18\x01 \x01(\tR\x05delta\x12#\n\rfinish_reason\x18\x02 \x01(\tR\x0cfinishReason\x12*\n\x05usage\x18\x03 \x01(\x0b2\x14.prefixgate.v1.UsageR\x05usage\x12\x1d\n\nchunk_json\x18\x04 \x01(\tR\tchunkJson\x120\n\x07routing\x18\x05 \x01(\x0b2\x16.prefixgate.v1.RoutingR\x07routing"M\n\rInvokeRequest\x12\x12\n\x04body\x18\x01 \x01(\x0cR\x04body\x12\x14\n\x05group\x18\x02 \x01(\tR\x05group\x12\x12\n\x04path\x18\x03 \x01(\tR\x04path"V\n\x0eInvokeResponse\x12\x12\n\x04body\x18\x01 \x01(\x0cR\x04body\x120\n\x07routing\x18\x02 \x01(\x0b2\x16.prefixgate.v1.RoutingR\x07routing2\x9d\x03\n\x10InferenceService\x12?\n\x04Chat\x12\x1a.prefixgate.v1.ChatRequest\x1a\x1b.prefixgate.v1.ChatResponse\x12S\n\nChatStream\x12 .prefixgate.v1.ChatStreamRequest\x1a!.prefixgate.v1.ChatStreamResponse0\x01\x12K\n\x08Complete\x12\x1e.prefixgate.v1.CompleteRequest\x1a\x1f.prefixgate.v1.CompleteResponse\x12_\n\x0eCompleteStream\x12$.prefixgate.v1.CompleteStreamRequest\x1a%.prefixgate.v1.CompleteStreamResponse0\x01\x12E\n\x06Invoke\x12\x1c.prefixgate.v1.InvokeRequest\x1a\x1d.prefixgate.v1.InvokeResponseBAZ?github.com/prefixgate/prefixgate/gen/prefixgate/v1;prefixgatev1b\x06proto3',
     [
         routing_pb.desc(),
     ],
