@@ -263,7 +263,7 @@ func (is inferenceService) invokeLeastLoaded(ctx context.Context, rt *routes.Rou
 	if err == nil {
 		model := gjson.GetBytes(p.Body, "model").Str
 		var name string
-		if name, err = s.leastLoaded(model); err == nil {
+		if name, err = s.leastLoaded(model, rt.Path); err == nil {
 			d, err = s.rt().PickMember(name, route.Request{Model: model}, false)
 		}
 		if err != nil {
