@@ -82,6 +82,11 @@ type Fleet interface {
 	// (sticky.TenantKey scopes ids to tenants): bounded, and shared with
 	// serve's front door when the fleet is the HTTP server.
 	StoredResponses() *sticky.Table
+	// Sessions is which endpoint each session's latest request went to,
+	// and the request header that names the session (sessions.go): shared
+	// with serve's front door when the fleet is the HTTP server. A nil
+	// table turns sessions off.
+	Sessions() (*sticky.Table, string)
 }
 
 // Picker serves envoy.service.ext_proc.v3.ExternalProcessor.
@@ -139,6 +144,8 @@ type exchange struct {
 	learnID, learned bool
 	tenant           string
 	head             []byte
+	// session is the request's session (sticky.TenantKey), "" for none.
+	session string
 }
 
 // Process runs one request's exchange until the gateway closes the stream.
@@ -415,15 +422,35 @@ func (x *exchange) prepare(ctx context.Context, headersOnly bool) (body []byte, 
 	if err := x.pinStored(routes.Lookup(x.path), prep.Body); err != nil {
 		return nil, false, err
 	}
+	if err := x.readSession(); err != nil {
+		return nil, false, err
+	}
 	return prep.Body, true, nil
 }
 
-// pick asks the router, restricted to the gateway's subset when it sent
-// one.
+// pick places the request: on the endpoint of the stored response it
+// names, else its session's, else where the policy picks.
 func (x *exchange) pick(ctx context.Context) (route.Decision, error) {
 	if x.pin != "" {
 		return x.pickStored()
 	}
+	if x.session != "" {
+		d, ok := x.pickSession()
+		if !ok {
+			var err error
+			if d, err = x.pickByPolicy(ctx); err != nil {
+				return d, err
+			}
+		}
+		x.followSession(d)
+		return d, nil
+	}
+	return x.pickByPolicy(ctx)
+}
+
+// pickByPolicy asks the router, restricted to the gateway's subset when it
+// sent one.
+func (x *exchange) pickByPolicy(ctx context.Context) (route.Decision, error) {
 	rt := x.p.pipe.Router()
 	if !x.hinted {
 		d, err := rt.Pick(ctx, x.req)

@@ -42,10 +42,11 @@ type harness struct {
 // health and membership reach the router, and the pipeline in front of
 // the router.
 type testFleet struct {
-	pool   *backends.Pool
-	router atomic.Pointer[route.Router]
-	pipe   *pipeline.Pipeline
-	stored *sticky.Table
+	pool     *backends.Pool
+	router   atomic.Pointer[route.Router]
+	pipe     *pipeline.Pipeline
+	stored   *sticky.Table
+	sessions *sticky.Table
 }
 
 func (f *testFleet) Pipeline() *pipeline.Pipeline      { return f.pipe }
@@ -54,6 +55,7 @@ func (f *testFleet) Gatherer() prometheus.Gatherer     { return prometheus.NewRe
 func (f *testFleet) RunBackground(ctx context.Context) { f.pool.ProbeAll(ctx); go f.pool.Run(ctx) }
 func (f *testFleet) Router() *route.Router             { return f.router.Load() }
 func (f *testFleet) StoredResponses() *sticky.Table    { return f.stored }
+func (f *testFleet) Sessions() (*sticky.Table, string) { return f.sessions, "X-Session-Id" }
 
 func targets(bs []*backends.Backend) []route.Target {
 	ts := make([]route.Target, len(bs))
@@ -65,7 +67,7 @@ func targets(bs []*backends.Backend) []route.Target {
 
 func newFleet(t *testing.T, urls []string, rc route.Config, pc pipeline.Config) *testFleet {
 	t.Helper()
-	f := &testFleet{stored: sticky.New(1000)}
+	f := &testFleet{stored: sticky.New(1000), sessions: sticky.New(1000)}
 	pool, err := backends.NewPool(urls, backends.Options{
 		OnState: func(*backends.Backend, backends.State) {
 			if rt := f.router.Load(); rt != nil {

@@ -42,3 +42,8 @@ func (s *Server) Gatherer() prometheus.Gatherer { return s.metrics.registry }
 // StoredResponses is the table of Responses ids and the backend that
 // stored each (responses.max_ids): the one serve's Responses path uses.
 func (s *Server) StoredResponses() *sticky.Table { return s.responses }
+
+// Sessions is the table of sessions and the backend each one's latest
+// request went to (routing.max_sessions), and the header that names a
+// session (routing.session_header): the ones serve's front door uses.
+func (s *Server) Sessions() (*sticky.Table, string) { return s.sessions, s.sessionHeader }
