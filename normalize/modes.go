@@ -11,11 +11,12 @@ import (
 // bytes it is given (routeKeyTree), so one piece of code lays it out.
 //
 //   - responses: "instructions" US text RS, "tools" US JSON RS, then the
-//     input items but the final one (a lone item counts): a message item
+//     input items but the final one (a lone item counts only when nothing
+//     comes before it): a message item
 //     (one with a string "role") as role US text RS, any other item as
 //     US JSON RS. A string input is one user message.
 //   - messages: "system" US text RS, "tools" US JSON RS, then the
-//     messages but the final one, as role US text RS; every JSON in the
+//     messages but the final one (likewise), as role US text RS; every JSON in the
 //     text is written without its cache_control members.
 //   - pooling: for each of query, text_1, input, messages, documents,
 //     text_2 present: name US, then a string's text RS, an array's
@@ -272,8 +273,12 @@ func (p *parser) appendModeText(f []byte, tstart int, mode Mode, budget int, bh 
 		}
 		bh.mix, bh.seed, bh.chain = true, bh.chain, 0
 	}
+	// The final item is the new question: it is left out whenever anything
+	// comes before it (the head records or earlier items), so a shared
+	// context keys alike; a lone item with nothing before it counts.
+	lead := len(f) > tstart
 	if p.is(items, kString) {
-		// A string input is one user message, and a lone item counts.
+		// A string input is one user message.
 		start := len(f)
 		f = append(f, "user"...)
 		f = append(f, unitSep)
@@ -282,17 +287,21 @@ func (p *parser) appendModeText(f []byte, tstart int, mode Mode, budget int, bh 
 		if bh != nil {
 			bh.record(f[start:])
 		}
+		if lead {
+			return f[:start], false
+		}
 		return f, true
 	}
-	return p.appendItemRecords(f, items, mode, budget, bh)
+	return p.appendItemRecords(f, items, mode, budget, bh, lead)
 }
 
 // appendItemRecords appends the records of the items of array node arr, as
-// appendChatText does for chat messages: every item but the final one (a
-// lone item counts), up to budget bytes past the end of dst; with bh set
-// every record is hashed, the final one and those past the budget too. It
-// reports whether the text holds every item (a lone one).
-func (p *parser) appendItemRecords(dst []byte, arr int32, mode Mode, budget int, bh *blockHasher) ([]byte, bool) {
+// appendChatText does for chat messages: every item but the final one, up
+// to budget bytes past the end of dst. A lone item counts only when lead is
+// false (no record comes before it). With bh set every record is hashed,
+// the final one and those past the budget too. It reports whether the text
+// holds every item (a lone one with nothing before it).
+func (p *parser) appendItemRecords(dst []byte, arr int32, mode Mode, budget int, bh *blockHasher, lead bool) ([]byte, bool) {
 	end := p.nodes[arr].next
 	count, full := 0, false
 	base := len(dst)
@@ -309,14 +318,14 @@ func (p *parser) appendItemRecords(dst []byte, arr int32, mode Mode, budget int,
 				dst = dst[:start]
 			}
 		}
-		if last && count > 1 && !full {
+		if last && (count > 1 || lead) && !full {
 			dst = dst[:start]
 		}
 		if len(dst)-base > budget {
 			full = true
 		}
 	}
-	return dst, count == 1
+	return dst, count == 1 && !lead
 }
 
 // appendItem appends the record of item (or message) m: role US text RS

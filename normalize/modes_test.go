@@ -133,6 +133,9 @@ func TestModeRoutingText(t *testing.T) {
 				"assistant" + us + "ok" + rs, false},
 		{ModeResponses, `{"model":"m","input":"only"}`, "user" + us + "only" + rs, true},
 		{ModeResponses, `{"model":"m","instructions":null,"tools":null,"input":[{"role":"user","content":"one"}]}`, "user" + us + "one" + rs, true},
+		{ModeResponses, `{"model":"m","instructions":"i","input":[{"role":"user","content":"one"}]}`, "instructions" + us + "i" + rs, false},
+		{ModeResponses, `{"model":"m","tools":[],"input":"one"}`, "tools" + us + "[]" + rs, false},
+		{ModeMessages, `{"model":"m","max_tokens":5,"system":"s","messages":[{"role":"user","content":"q"}]}`, "system" + us + "s" + rs, false},
 		{ModeMessages,
 			`{"model":"m","max_tokens":5,"system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}],` +
 				`"tools":[{"name":"f","input_schema":{},"cache_control":{"type":"ephemeral"}}],"messages":[` +
@@ -210,6 +213,44 @@ func TestResponsesKey(t *testing.T) {
 	b := keyOf(t, `{"model":"m","input":[{"role":"user","content":"hello"}]}`, ModeResponses)
 	if a.Key != b.Key || !slices.Equal(a.Blocks, b.Blocks) {
 		t.Error("a string input keys unlike the same one-message input")
+	}
+}
+
+// TestLoneQuestionSharesKey: bodies with one shared head (instructions or
+// system, or tools) and one different question each get one key, since the
+// final item is left out when anything comes before it; the same questions
+// alone key apart.
+func TestLoneQuestionSharesKey(t *testing.T) {
+	head := strings.Repeat("Answer from the shared report. ", 80)
+	questions := []string{"What grew?", "Who signed it?", "When was it due?", "Why the delay?", "How much?"}
+	for _, c := range []struct {
+		mode Mode
+		body func(q string) string
+	}{
+		{ModeResponses, func(q string) string { return `{"model":"m","instructions":"` + head + `","input":"` + q + `"}` }},
+		{ModeResponses, func(q string) string {
+			return `{"model":"m","instructions":"` + head + `","input":[{"role":"user","content":"` + q + `"}]}`
+		}},
+		{ModeResponses, func(q string) string {
+			return `{"model":"m","tools":[{"type":"function","name":"f"}],"input":[{"type":"function_call_output","call_id":"` + q + `"}]}`
+		}},
+		{ModeMessages, func(q string) string {
+			return `{"model":"m","max_tokens":8,"system":"` + head + `","messages":[{"role":"user","content":"` + q + `"}]}`
+		}},
+		{ModeMessages, func(q string) string {
+			return `{"model":"m","max_tokens":8,"system":[{"type":"text","text":"` + head + `"}],"messages":[{"role":"user","content":[{"type":"text","text":"` + q + `"}]}]}`
+		}},
+	} {
+		base := keyOf(t, c.body(questions[0]), c.mode)
+		for _, q := range questions[1:] {
+			if ri := keyOf(t, c.body(q), c.mode); ri.Key != base.Key || !slices.Equal(ri.SpillKeys, base.SpillKeys) {
+				t.Errorf("%v: %q keys apart from %q in %.80s", c.mode, q, questions[0], c.body(q))
+			}
+		}
+	}
+	alone := func(q string) string { return `{"model":"m","input":"` + q + `"}` }
+	if keyOf(t, alone("a"), ModeResponses).Key == keyOf(t, alone("b"), ModeResponses).Key {
+		t.Error("a lone input with nothing before it does not key on itself")
 	}
 }
 

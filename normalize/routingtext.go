@@ -11,7 +11,8 @@ import (
 // is not cut to a window: in chat mode it holds the tools record and every
 // message but the final one (a lone message counts), in Responses and
 // Messages mode the instructions or system record, the tools record and
-// every item or message but the final one, in completion mode the whole
+// every item or message but the final one (a lone one counts only with no
+// record before it), in completion mode the whole
 // prompt, in pooling mode every pooling member, in native mode the routing
 // members.
 type RoutingText struct {
@@ -21,7 +22,8 @@ type RoutingText struct {
 	// are layout and belong to no segment.
 	Segments []Segment
 	// Whole says that Text holds the whole prompt (a completion prompt or a
-	// lone message): nothing is held back from the key.
+	// lone message with nothing before it in its mode's text): nothing is
+	// held back from the key.
 	Whole bool
 }
 

@@ -60,17 +60,21 @@ function itemRecord(item: JSONValue, mode: Mode): string {
   return record(role, has(item, "content") ? modeContent(item["content"]!, mode) : "");
 }
 
-/** The Responses or Messages routing text: instructions or system, tools, then every item but the final one. */
+/**
+ * The Responses or Messages routing text: instructions or system, tools, then every item but the
+ * final one. The final item is the new question: it counts only when nothing comes before it.
+ */
 export function itemsText(root: JSONObject, mode: Mode): Uint8Array {
   let out = "";
   const head = mode === Mode.Messages ? "system" : "instructions";
   if (has(root, head) && root[head] !== null) out += record(head, modeContent(root[head]!, mode));
   if (has(root, "tools") && root["tools"] !== null) out += record("tools", modeJSON(root["tools"]!, mode));
   const items = root[mode === Mode.Messages ? "messages" : "input"]!;
-  if (typeof items === "string") return encoder.encode(out + record("user", items));
+  const lead = out.length > 0;
+  if (typeof items === "string") return encoder.encode(lead ? out : record("user", items));
   const list = items as JSONValue[];
   for (let i = 0; i < list.length; i++) {
-    if (i === list.length - 1 && i > 0) break; // the final item varies; a lone one counts
+    if (i === list.length - 1 && (i > 0 || lead)) break; // the final item varies
     out += itemRecord(list[i]!, mode);
   }
   return encoder.encode(out);

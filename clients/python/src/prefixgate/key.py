@@ -214,7 +214,9 @@ def _item_record(item: JSONValue, mode: Mode) -> bytes:
 
 def _items_text(root: dict[str, JSONValue], mode: Mode) -> bytes:
     """The Responses or Messages routing text: instructions or system,
-    tools, then every item but the final one (a lone item counts)."""
+    tools, then every item but the final one. The final item is the new
+    question: it counts only when nothing comes before it (a lone item
+    with no instructions, system or tools)."""
     out = bytearray()
     head = "system" if mode == Mode.MESSAGES else "instructions"
     if root.get(head) is not None:
@@ -222,11 +224,12 @@ def _items_text(root: dict[str, JSONValue], mode: Mode) -> bytes:
     if root.get("tools") is not None:
         out += b"tools" + _US + _mode_json(root["tools"], mode) + _RS
     items = root["messages" if mode == Mode.MESSAGES else "input"]
+    lead = len(out) > 0
     if isinstance(items, str):
-        return bytes(out + b"user" + _US + items.encode("utf-8") + _RS)
+        return bytes(out) if lead else b"user" + _US + items.encode("utf-8") + _RS
     assert isinstance(items, list)
     for i, item in enumerate(items):
-        if i == len(items) - 1 and i > 0:
+        if i == len(items) - 1 and (i > 0 or lead):
             break
         out += _item_record(item, mode)
     return bytes(out)
