@@ -24,11 +24,12 @@ import (
 // serveUsage is serve's --help.
 func serveUsage(fs *flag.FlagSet) {
 	fmt.Fprintln(fs.Output(), "Usage: prefixgate serve --listen ADDR --backend URL [--backend URL ...] [flags]")
-	fmt.Fprintln(fs.Output(), "\nServes Connect, gRPC and gRPC-Web (prefixgate.v1), the OpenAI-compatible")
-	fmt.Fprintln(fs.Output(), "REST proxy (/v1/chat/completions, /v1/completions, /v1/models), the native")
-	fmt.Fprintln(fs.Output(), "/invocations endpoint and /metrics, and routes every request by its")
-	fmt.Fprintln(fs.Output(), "canonical prefix. Settings come from --config, then PREFIXGATE_* variables,")
-	fmt.Fprintln(fs.Output(), "then flags given on the command line (docs/configuration.md).\n\nFlags:")
+	fmt.Fprintln(fs.Output(), "\nServes Connect, gRPC and gRPC-Web (prefixgate.v1), every REST path a vLLM")
+	fmt.Fprintln(fs.Output(), "replica serves (chat, completions, Responses, Anthropic Messages, embeddings")
+	fmt.Fprintln(fs.Output(), "and pooling, score, rerank, tokenize, audio, models, version; docs/routes.md),")
+	fmt.Fprintln(fs.Output(), "the native /invocations endpoint and /metrics, and routes every request by")
+	fmt.Fprintln(fs.Output(), "its canonical prefix. Settings come from --config, then PREFIXGATE_*")
+	fmt.Fprintln(fs.Output(), "variables, then flags given on the command line (docs/configuration.md).\n\nFlags:")
 	fs.PrintDefaults()
 }
 
