@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/prefixgate/prefixgate/internal/sticky"
 	"github.com/prefixgate/prefixgate/normalize"
 )
 
@@ -86,6 +87,9 @@ func (c Config) validateTenants() error {
 	for _, tenant := range c.Tenants {
 		if tenant == "" {
 			return errors.New("Tenants: a key maps to an empty tenant name")
+		}
+		if len(tenant) > sticky.MaxTenantBytes {
+			return fmt.Errorf("Tenants: a tenant name of %d bytes is over %d", len(tenant), sticky.MaxTenantBytes)
 		}
 	}
 	if len(c.TenantSecret) < 16 {

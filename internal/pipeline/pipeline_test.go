@@ -67,6 +67,7 @@ func TestConfigValidateNamesTheField(t *testing.T) {
 		{pipeline.Config{MaxBodyBytes: 100}, "MaxBodyBytes: 100 is below 1024"},
 		{pipeline.Config{Tenants: map[string]string{"k": "t"}, TenantSecret: []byte("short")}, "TenantSecret: a secret of at least 16 bytes"},
 		{pipeline.Config{MaxStringBytes: 8}, "MaxStringBytes: 8 is outside 16..67108864"},
+		{pipeline.Config{Tenants: map[string]string{"k": strings.Repeat("t", 257)}, TenantSecret: []byte("a secret of 16+ bytes")}, "Tenants: a tenant name of 257 bytes is over 256"},
 		{pipeline.Config{MaxDecodedBytes: -1}, "MaxDecodedBytes: -1 is below 1024"},
 		{pipeline.Config{MaxDepth: -3}, "MaxDepth: -3 is below 1"},
 		{pipeline.Config{MaxRatio: -5}, "MaxRatio: -5 is below 1"},

@@ -14,6 +14,10 @@ import (
 // session header longer than this is not remembered.
 const MaxKeyBytes = 256
 
+// MaxTenantBytes bounds a tenant name (pipeline.Config validates it), so
+// that TenantKey of any key within MaxKeyBytes is kept.
+const MaxTenantBytes = 256
+
 // Table remembers which backend holds a key (a stored response's
 // id, a session), least recently used evicted first past max entries, so
 // that what answers and headers put in it stays bounded.
@@ -35,7 +39,7 @@ func New(max int) *Table {
 
 // Put remembers that backend holds key.
 func (t *Table) Put(key, backend string) {
-	if t.max <= 0 || key == "" || len(key) > MaxKeyBytes {
+	if t.max <= 0 || key == "" || len(key) > MaxTenantBytes+1+MaxKeyBytes {
 		return
 	}
 	t.mu.Lock()

@@ -34,3 +34,15 @@ func TestTableEvictsTheLeastRecentlyUsed(t *testing.T) {
 		t.Errorf("a table of size 0 kept a key")
 	}
 }
+
+// TestTenantKeyOfALongKeyIsKept: a key the callers accept (up to
+// MaxKeyBytes) is remembered under the longest tenant name the
+// configuration allows.
+func TestTenantKeyOfALongKeyIsKept(t *testing.T) {
+	tb := New(10)
+	key := TenantKey(strings.Repeat("t", MaxTenantBytes), strings.Repeat("k", MaxKeyBytes))
+	tb.Put(key, "b1")
+	if got, ok := tb.Get(key); !ok || got != "b1" {
+		t.Fatalf("Get = %q, %v; want b1, true", got, ok)
+	}
+}
