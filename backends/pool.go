@@ -528,7 +528,7 @@ func (p *Pool) forwarded(ctx context.Context, b *Backend, method string, u *url.
 		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
 			return nil, fmt.Errorf("backend %s: %w: %v", b.Name, context.DeadlineExceeded, err)
 		}
-		return nil, &UnreachableError{Backend: b.Name, Err: fmt.Errorf("%s %s: %w", method, u.Redacted(), err)}
+		return nil, &UnreachableError{Backend: b.Name, Err: fmt.Errorf("%s %s: %w", method, u.Redacted(), err), Sent: mayHaveSent(err)}
 	}
 	if p.opts.IdleTimeout > 0 {
 		resp.Body = newIdleBody(resp.Body, p.opts.IdleTimeout)
@@ -552,11 +552,32 @@ func (p *Pool) HoldsBody(b *Backend, n int) bool {
 	return !ok || !h1client.FastPath(b.URL, int64(n))
 }
 
+// mayHaveSent reports whether a transport's error leaves open that the
+// request reached the backend. The HTTP/1.1 client says when nothing was
+// written (h1client.ErrNotSent); of net/http's errors only a failed dial
+// or name lookup proves it.
+func mayHaveSent(err error) bool {
+	if errors.Is(err, h1client.ErrNotSent) {
+		return false
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return false
+	}
+	var op *net.OpError
+	return !errors.As(err, &op) || op.Op != "dial"
+}
+
 // UnreachableError says a backend sent nothing back: the request may be
 // retried on another backend.
 type UnreachableError struct {
 	Backend string
 	Err     error
+	// Sent is true when the request may have reached the backend (some
+	// of it was written, or the transport cannot tell), which may then
+	// be running it; false when it provably did not (the connection
+	// could not be made, or closed before a byte was written).
+	Sent bool
 }
 
 func (e *UnreachableError) Error() string {

@@ -70,6 +70,8 @@ var Table = []Entry{
 		Doc: "longest wait for a free backend before 429 (negative: none)"},
 	{Key: "routing.retries", Flag: "retries", Env: "PREFIXGATE_RETRIES", Field: "Server.Retries", Default: strconv.Itoa(server.DefaultRetries), Cmds: Both,
 		Doc: "other backends to try when one sends nothing back (0: none; negative: the default)"},
+	{Key: "routing.retry_sent", Flag: "retry-sent", Env: "PREFIXGATE_RETRY_SENT", Field: "Server.RetrySent", Default: "true", Cmds: Both, set: setRetrySent,
+		Doc: "also retry a request that may have reached the backend before it failed, which may then run twice (false: at most once)"},
 	{Key: "health.probe_interval", Flag: "probe-interval", Env: "PREFIXGATE_PROBE_INTERVAL", Field: "Server.Pool.ProbeInterval", Default: backends.DefaultProbeInterval.String(), Cmds: Both,
 		Doc: "how often each backend's /health is probed"},
 	{Key: "limits.max_body_bytes", Flag: "max-body-bytes", Env: "PREFIXGATE_MAX_BODY_BYTES", Field: "Server.Pipeline.MaxBodyBytes", Default: strconv.Itoa(pipeline.DefaultMaxBodyBytes), Cmds: Both,
@@ -165,6 +167,15 @@ func setFastHTTP1(s *Settings, v string) error {
 		return fmt.Errorf("%q is not true or false", v)
 	}
 	s.Server.StdlibHTTP1 = !b
+	return nil
+}
+
+func setRetrySent(s *Settings, v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%q is not true or false", v)
+	}
+	s.Server.RetrySent = &b
 	return nil
 }
 

@@ -69,6 +69,11 @@ type Config struct {
 	// Retries is how many other backends to try when one sends nothing
 	// back: 0 tries none; nil or negative is DefaultRetries.
 	Retries *int
+	// RetrySent says whether a request that may have reached a backend
+	// which then sent nothing back is retried on another (and so may run
+	// twice); false retries only one that provably never reached it.
+	// nil is true.
+	RetrySent *bool
 	// TraceEndpoint is an OTLP/HTTP collector base URL; empty disables
 	// tracing.
 	TraceEndpoint string
@@ -104,6 +109,9 @@ func (c Config) Defaults() Config {
 	c.ClientIdleTimeout = cmp.Or(c.ClientIdleTimeout, DefaultClientIdleTimeout)
 	if c.Retries == nil || *c.Retries < 0 {
 		c.Retries = new(DefaultRetries)
+	}
+	if c.RetrySent == nil {
+		c.RetrySent = new(true)
 	}
 	c.Pool.IdleTimeout = cmp.Or(c.Pool.IdleTimeout, DefaultIdleTimeout)
 	c.ResponsesMaxIDs = cmp.Or(c.ResponsesMaxIDs, DefaultResponsesMaxIDs)

@@ -106,8 +106,10 @@ func (s *Server) dispatch(ctx context.Context, path string, p pipeline.Prepared,
 			// The outcome ejects b if nothing came back (Backend.Observe).
 			d.DoneWith(failedOutcome(err))
 			var ue *backends.UnreachableError
-			if errors.As(err, &ue) && ctx.Err() == nil {
-				// Nothing came back: try the next candidate.
+			if errors.As(err, &ue) && ctx.Err() == nil && (!ue.Sent || *s.cfg.RetrySent) {
+				// Nothing came back: try the next candidate, unless the
+				// backend may have run the request and the operator
+				// wants it run at most once.
 				if attempt < *s.cfg.Retries {
 					s.metrics.retries.WithLabelValues(b.Name).Inc()
 				}

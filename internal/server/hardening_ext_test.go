@@ -662,18 +662,22 @@ func TestRetriesZeroMeansNone(t *testing.T) {
 		return nil
 	}
 	for _, tc := range []struct {
-		name    string
-		retries *int
-		status  int
+		name      string
+		retries   *int
+		retrySent *bool
+		status    int
 	}{
-		{"zero", new(0), http.StatusBadGateway},
-		{"default", nil, http.StatusOK},
-		{"negative is the default", new(-1), http.StatusOK},
+		{"zero", new(0), nil, http.StatusBadGateway},
+		{"default", nil, nil, http.StatusOK},
+		{"negative is the default", new(-1), nil, http.StatusOK},
+		// A refused connection never reached the backend: retried even
+		// when a request must run at most once.
+		{"at most once", nil, new(false), http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// One probe failure does not eject (three do), so the dead
 			// backend is still a candidate when the request comes.
-			h := startHarness(t, 1, server.Config{Backends: []string{"http://" + deadName}, Retries: tc.retries}, vllmsim.Config{})
+			h := startHarness(t, 1, server.Config{Backends: []string{"http://" + deadName}, Retries: tc.retries, RetrySent: tc.retrySent}, vllmsim.Config{})
 			status, _, body := call(t, http.MethodPost, h.base+"/v1/chat/completions", "application/json", findBody(h), nil)
 			if status != tc.status {
 				t.Errorf("status %d, body %s; want %d", status, body, tc.status)

@@ -196,9 +196,25 @@ func (t *Transport) send(req *http.Request, body []byte, direct bool) (*http.Res
 		if unsent && attempt <= t.MaxIdlePerHost && ctx.Err() == nil {
 			continue
 		}
+		if unsent && err != nil {
+			err = notSentError{err}
+		}
 		return resp, err
 	}
 }
+
+// ErrNotSent is wrapped by an error of Forward or RoundTrip when no byte
+// of the request reached the backend (the dial failed, or every
+// connection tried was closed before the request was written), so that
+// a caller may send it elsewhere knowing the backend never ran it.
+var ErrNotSent = errors.New("request not sent")
+
+// notSentError marks err as ErrNotSent without changing its message.
+type notSentError struct{ err error }
+
+func (e notSentError) Error() string { return e.err.Error() }
+
+func (e notSentError) Unwrap() []error { return []error{e.err, ErrNotSent} }
 
 // errClosedBeforeWrite: the reused connection had ended (or held stray
 // bytes) before the request was written; nothing of it was sent.
@@ -211,7 +227,9 @@ func (t *Transport) exchange(ctx context.Context, req *http.Request, msg []byte)
 	trace := httptrace.ContextClientTrace(ctx)
 	c, err := t.conn(ctx, req.URL.Host)
 	if err != nil {
-		return nil, false, err
+		// A dial that failed sent nothing; trying again is the caller's
+		// choice, so the loop in send does not.
+		return nil, false, notSentError{err}
 	}
 	if trace != nil && trace.GotConn != nil {
 		trace.GotConn(httptrace.GotConnInfo{Conn: c.conn, Reused: c.reused})
