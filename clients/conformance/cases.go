@@ -123,7 +123,16 @@ const messagesFullSpec = `{
 }`
 
 func cases() []testCase {
-	cs := []testCase{
+	var cs []testCase
+	for _, group := range [][]testCase{chatAndValueCases(), shapeCases(), modeCases(), rejectionCases(), buildCases(), quotedNameCases()} {
+		cs = append(cs, group...)
+	}
+	return cs
+}
+
+// chatAndValueCases are chat bodies, strings, numbers and member order.
+func chatAndValueCases() []testCase {
+	return []testCase{
 		// Chat bodies: layout, order, whitespace.
 		canon("chat_basic", "auto", chatDoc),
 		canon("chat_whitespace_and_order", "auto", " {\n\t\"messages\" : [ {\"content\":\"You answer from the report.\",\"role\":\"system\"} ,\r\n {\"role\":\"user\",\"content\":\"What grew?\"} ] ,\"model\" : \"llama-3.1-8b\" }\n"),
@@ -184,7 +193,12 @@ func cases() []testCase {
 		canon("order_escaped_names", "auto", `{"\u0062":1,"a\u0000":2,"a":3,"\"q":4,"\\":5}`),
 		canon("order_prefix_names", "auto", `{"abc":1,"ab":2,"a":3,"b":4,"aa":5}`),
 		canon("order_case", "auto", `{"b":1,"B":2,"a":3,"A":4,"_":5,"0":6}`),
+	}
+}
 
+// shapeCases are the other request shapes and modes, native among them.
+func shapeCases() []testCase {
+	return []testCase{
 		// Other shapes and modes.
 		canon("completion_string", "auto", `{"prompt":"Once upon a time","model":"gpt-oss","max_tokens":5,"user":"u"}`),
 		canon("completion_array", "auto", `{"model":"m","prompt":["Hello ",[1,2,3],7,"world"],"suffix":"!","echo":false}`),
@@ -218,7 +232,12 @@ func cases() []testCase {
 		canon("mode_native_on_chat_body", "native", `{"user":"u","messages":[{"role":"system","content":"s"},{"role":"user","content":"q"}],"model":"m","parameters":{},"inputs":"i"}`),
 		canon("mode_native_on_array", "native", `[3,2,1]`),
 		canon("mode_completion_no_prompt", "completion", `{"model":"m"}`),
+	}
+}
 
+// modeCases are Responses, Messages and pooling bodies.
+func modeCases() []testCase {
+	return []testCase{
 		// Responses, Messages and pooling bodies: order, routing text, schema errors.
 		canon("responses_items", "responses", responsesDoc),
 		canon("responses_other_question", "responses", strings.Replace(responsesDoc, "What about costs?", "And hiring?", 1)),
@@ -281,7 +300,12 @@ func cases() []testCase {
 		canon("pooling_auto_query_alone", "auto", `{"query":"q","model":"r"}`),
 		canon("pooling_no_input", "pooling", `{"model":"m","top_n":3}`),
 		canon("pooling_not_object", "pooling", `3`),
+	}
+}
 
+// rejectionCases are the documents every implementation must reject, and noncharacters.
+func rejectionCases() []testCase {
+	return []testCase{
 		// Rejections, each with the byte offset of the problem.
 		canon("invalid_empty", "auto", ``),
 		canon("invalid_whitespace_only", "auto", " \n\t "),
@@ -344,7 +368,12 @@ func cases() []testCase {
 		{name: "invalid_utf8_surrogate", mode: "auto", input: []byte("[\"\xed\xa0\x80\"]")},
 		{name: "invalid_utf8_truncated", mode: "auto", input: []byte("[\"\xe2\x82\"]")},
 		{name: "invalid_utf8_outside_string", mode: "auto", input: []byte("[1,\xc3\xa9]")},
+	}
+}
 
+// buildCases are prompt specs for the build command, as chat, Responses and Messages requests.
+func buildCases() []testCase {
+	return []testCase{
 		// Prompt specs for the build command.
 		build("build_minimal", `{"model":"m","question":"Hi?"}`),
 		build("build_full", fullSpec),
@@ -378,7 +407,6 @@ func cases() []testCase {
 		buildAs("build_messages_invalid_json", "messages", `{"model":"m","question":"q",}`),
 		build("build_invalid_duplicate", `{"model":"m","question":"q","model":"n"}`),
 	}
-	return append(cs, quotedNameCases()...)
 }
 
 // quotedNameCases reach the quoting rule for names and literals in error
