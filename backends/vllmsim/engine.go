@@ -354,7 +354,7 @@ func (e *Engine) Cancel(now time.Time, id RequestID) bool {
 	switch r.phase {
 	case phaseWaiting:
 		e.numWaiting--
-	case phasePrefill, phaseDecode:
+	case phasePrefill, phaseDecode, phaseFetch:
 		e.release(r)
 	}
 	r.phase = phaseDone

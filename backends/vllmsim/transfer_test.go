@@ -148,3 +148,32 @@ func TestPrefillInterference(t *testing.T) {
 		t.Fatalf("chunked prefill TTFT %v not above %v (it shares steps with decode)", chunkedTTFT, plainTTFT)
 	}
 }
+
+// TestCancelDuringFetch: a decode leg cancelled while it reads KV frees
+// its slot and blocks; the engine goes idle.
+func TestCancelDuringFetch(t *testing.T) {
+	_, de := pdEngines(t)
+	prompt := seqPrompt(0, 2000)
+	id, err := de.Submit(t0, Request{Prompt: prompt, MaxTokens: 5, ImportTokens: 1984})
+	if err != nil {
+		t.Fatal(err)
+	}
+	de.Advance(t0.Add(50 * time.Millisecond)) // the read takes 198 ms
+	if s := de.Stats(); s.Running != 1 || s.UsedBlocks == 0 {
+		t.Fatalf("reading: %+v", s)
+	}
+	if !de.Cancel(de.Now(), id) {
+		t.Fatal("cancel: not in the engine")
+	}
+	if s := de.Stats(); s.Running != 0 || s.UsedBlocks != 0 {
+		t.Fatalf("after cancel: running %d, %d blocks in use", s.Running, s.UsedBlocks)
+	}
+	if _, busy := de.NextEvent(); busy {
+		t.Fatal("engine still busy")
+	}
+	// The next request prefills at the full rate: no read is left counted.
+	ev := finish(t, de, de.Now(), Request{Prompt: seqPrompt(9000, 100), MaxTokens: 1})
+	if want := 100 * time.Millisecond; ev.TTFT() < want || ev.TTFT() > want+time.Millisecond {
+		t.Fatalf("TTFT %v, want %v", ev.TTFT(), want)
+	}
+}
