@@ -214,7 +214,9 @@ func (e *Engine) expireTransfers() {
 // imported prefix: it is cached from then on, computes only what follows
 // it and prefills nothing until the read ends.
 func (e *Engine) startImport(r *request, hit int) {
-	if r.req.ImportTokens <= 0 {
+	if r.req.ImportTokens <= 0 || !r.first.IsZero() {
+		// Nothing to import, or a request that already made its first
+		// token started again: it computes what it lost, as any does.
 		return
 	}
 	blocks := min(r.req.ImportTokens/BlockSize, maxHitBlocks(len(r.req.Prompt)))
