@@ -60,24 +60,11 @@ func ParseEngine(s string) (Engine, error) {
 // "sglang+http://10.0.0.5:30000" or "llamacpp+dns://llama.svc:8080", from
 // the spec itself. A spec without a prefix is EngineAuto. Host names cannot
 // hold '+' and prefixgate's schemes (http, https, dns, srv, file) have none,
-// so the first '+' before any "://" can only be this prefix.
+// so a '+' before any "://" can only end a prefix. A role prefix
+// (SplitSpec) is read and dropped with it.
 func SplitEngine(spec string) (Engine, string, error) {
-	s := strings.TrimSpace(spec)
-	plus := strings.IndexByte(s, '+')
-	if plus < 0 {
-		return EngineAuto, s, nil
-	}
-	if sep := strings.Index(s, "://"); sep >= 0 && sep < plus {
-		return EngineAuto, s, nil // a '+' in the path or query
-	}
-	e, err := ParseEngine(s[:plus])
-	if err != nil {
-		return EngineAuto, "", fmt.Errorf("backend %q: %w", spec, err)
-	}
-	if s[:plus] == "" || s[plus+1:] == "" {
-		return EngineAuto, "", fmt.Errorf("backend %q: expected ENGINE+URL", spec)
-	}
-	return e, s[plus+1:], nil
+	_, e, rest, err := SplitSpec(spec)
+	return e, rest, err
 }
 
 // Engine returns the backend's engine: the configured one, else the one
