@@ -1,0 +1,263 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/route"
+)
+
+// PrefillBackendHeader names the prefill worker of a split request's
+// answer, beside BackendHeader (the decode worker).
+const PrefillBackendHeader = "X-Prefixgate-Prefill-Backend"
+
+// disagg is the prefill side of a disaggregated fleet: a router over the
+// backends that take prefill legs, each leg's pick bounded as the main
+// router bounds the decode side. The main router holds the backends that
+// decode; a fleet that names no role keeps every backend there and splits
+// nothing.
+type disagg struct {
+	cfg     DisaggConfig
+	prefill *route.Router
+	// active: some backend names a role.
+	active  atomic.Bool
+	metrics *pdMetrics
+}
+
+func newDisagg(s *Server, bs []*backends.Backend) (*disagg, error) {
+	r, err := route.NewTargets(s.cfg.Route, prefillTargets(bs))
+	if err != nil {
+		return nil, err
+	}
+	pd := &disagg{cfg: s.cfg.Disagg, prefill: r, metrics: newPDMetrics(s.metrics.registry, s)}
+	pd.active.Store(backends.HasRoles(bs))
+	return pd, nil
+}
+
+// decodeTargets are the main router's members: every backend, or in a
+// fleet with roles those that decode.
+func decodeTargets(bs []*backends.Backend) []route.Target {
+	if !backends.HasRoles(bs) {
+		return targets(bs)
+	}
+	var ts []route.Target
+	for _, b := range bs {
+		if b.Role().Decodes() {
+			ts = append(ts, b)
+		}
+	}
+	return ts
+}
+
+// prefillTargets are the prefill router's members: in a fleet with roles
+// the backends that prefill, else none.
+func prefillTargets(bs []*backends.Backend) []route.Target {
+	var ts []route.Target
+	if !backends.HasRoles(bs) {
+		return ts
+	}
+	for _, b := range bs {
+		if b.Role().Prefills() {
+			ts = append(ts, b)
+		}
+	}
+	return ts
+}
+
+// setMembers follows a membership change.
+func (pd *disagg) setMembers(bs []*backends.Backend) error {
+	pd.active.Store(backends.HasRoles(bs))
+	return pd.prefill.SetTargets(prefillTargets(bs))
+}
+
+// splittable reports whether a request to path may run split: the
+// generation paths both engines serve in their disaggregated modes.
+func splittable(path string) bool {
+	switch path {
+	case "/v1/chat/completions", "/v1/completions", "/generate":
+		return true
+	}
+	return false
+}
+
+// protocol is the wire protocol of a split whose prefill leg goes to b.
+func (pd *disagg) protocol(b *backends.Backend) string {
+	if pd.cfg.Protocol != ProtocolAuto {
+		return pd.cfg.Protocol
+	}
+	if b.Engine() == backends.EngineSGLang {
+		return ProtocolSGLang
+	}
+	return ProtocolVLLM
+}
+
+// bootstrapPort is where b's SGLang bootstrap server listens.
+func (pd *disagg) bootstrapPort(b *backends.Backend) int {
+	if pd.cfg.BootstrapPort > 0 {
+		return pd.cfg.BootstrapPort
+	}
+	if p, err := strconv.Atoi(b.URL.Port()); err == nil {
+		return p
+	}
+	if b.URL.Scheme == "https" {
+		return 443
+	}
+	return 80
+}
+
+// pdLegs is what a request's split leaves to its exchange: the decision,
+// and for SGLang the prefill twin still running beside the decode leg.
+type pdLegs struct {
+	split  bool
+	reason string
+	// prefill is the prefill worker's pick; released when its leg ends.
+	prefill route.Decision
+	// twin ends the SGLang prefill twin's context; done closes when it
+	// has ended and its pick is released. nil for vLLM's two phases.
+	twin   context.CancelFunc
+	done   chan struct{}
+	decode context.CancelFunc
+	header [1]string
+}
+
+// twinGrace is how long a finished decode leg waits for its SGLang
+// prefill twin's answer before ending it: the twin answers once the KV
+// has moved, which is before the decode's first token.
+const twinGrace = time.Second
+
+// close ends the legs: a decode that failed aborts its SGLang prefill
+// twin at once; one that succeeded lets it answer for up to twinGrace.
+func (l *pdLegs) close(failed bool) {
+	if l.done != nil {
+		if !failed {
+			t := time.NewTimer(twinGrace)
+			select {
+			case <-l.done:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+		l.twin()
+		<-l.done
+	}
+	if l.decode != nil {
+		l.decode()
+	}
+}
+
+// dispatchPD is dispatch for a fleet with roles: the decode worker is
+// picked by the main router, the decision says whether the request runs
+// split, and if so the prefill worker is picked by the prefill router and
+// both legs are sent in the pool's protocol. Without roles, for a pinned
+// request or a path that does not split, it is dispatch.
+func (s *Server) dispatchPD(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, lease *bodyLease, d *route.Decision, pn pin) (*http.Response, *pdLegs, error) {
+	if s.pd == nil || !s.pd.active.Load() || pn.backend != "" || !splittable(path) {
+		resp, err := s.dispatch(ctx, path, p, hdr, lease, d, pn)
+		return resp, nil, err
+	}
+	req := p.RouteRequest()
+	start := time.Now()
+	var err error
+	if *d, err = s.rt().Pick(ctx, req); err != nil {
+		s.pipe.ObservePick(time.Since(start), nil)
+		resp, err := s.dispatch(ctx, path, p, hdr, lease, d, pn) // its errors, as always
+		return resp, nil, err
+	}
+	legs := &pdLegs{}
+	legs.split, legs.reason = s.pd.decide(req, d, &legs.prefill)
+	s.pipe.ObservePick(time.Since(start), d)
+	if pn.session != "" {
+		s.sessions.Put(pn.session, d.Backend)
+	}
+	if legs.split {
+		resp, err, fallback := s.runSplit(ctx, path, p, hdr, d, legs)
+		switch {
+		case fallback:
+		case err != nil:
+			// The decode leg sent nothing back: the request goes where
+			// dispatch sends it, whole, as any request whose backend
+			// failed.
+			s.pd.metrics.requests.WithLabelValues("aggregated", "decode_failed").Inc()
+			if s.retryable(ctx, err) {
+				resp, err := s.dispatch(ctx, path, p, hdr, lease, d, pn)
+				return resp, nil, err
+			}
+			return nil, nil, upstreamError(err)
+		default:
+			s.pd.metrics.requests.WithLabelValues("split", legs.reason).Inc()
+			return resp, legs, nil
+		}
+		legs.split, legs.reason = false, "prefill_failed"
+	}
+	s.pd.metrics.requests.WithLabelValues("aggregated", legs.reason).Inc()
+	resp, err := s.forwardAggregated(ctx, path, p, hdr, lease, d, pn)
+	return resp, nil, err
+}
+
+// decide says whether the request picked onto d runs split and why, with
+// the prefill worker's pick in pre when it does.
+func (pd *disagg) decide(req route.Request, d *route.Decision, pre *route.Decision) (bool, string) {
+	pick, err := pd.prefill.TryPick(req)
+	switch {
+	case err != nil:
+		return false, "no_prefill_worker"
+	case pick.Backend == d.Backend:
+		pick.Done()
+		return false, "same_worker"
+	}
+	*pre = pick
+	return true, "split"
+}
+
+// forwardAggregated sends the request as it is to d's backend: the aggregated
+// case. When nothing comes back it goes to dispatch, which picks again and
+// retries as for any request.
+func (s *Server) forwardAggregated(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, lease *bodyLease, d *route.Decision, pn pin) (*http.Response, error) {
+	b := d.Member.(*backends.Backend)
+	fctx := ctx
+	if s.pool.HoldsBody(b, len(p.Body)) {
+		fctx = httptrace.WithClientTrace(ctx, lease.trace())
+	}
+	sent := time.Now()
+	resp, err := s.pool.Forward(fctx, b, http.MethodPost, path, p.Body, hdr)
+	if err != nil {
+		d.DoneWith(failedOutcome(err))
+		if s.retryable(ctx, err) {
+			return s.dispatch(ctx, path, p, hdr, lease, d, pn)
+		}
+		return nil, upstreamError(err)
+	}
+	s.metrics.firstByte(b.Name).Observe(time.Since(sent).Seconds())
+	s.pipe.CountSpill(d)
+	return resp, nil
+}
+
+// retryable reports whether a request whose backend failed with err may
+// go to another, as dispatch decides it.
+func (s *Server) retryable(ctx context.Context, err error) bool {
+	var ue *backends.UnreachableError
+	return errors.As(err, &ue) && ctx.Err() == nil && (!ue.Sent || *s.cfg.RetrySent) && *s.cfg.Retries > 0
+}
+
+// isCanceled reports whether err is a context's end.
+func isCanceled(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// newRooms draws n SGLang bootstrap rooms (1 for a single input): random
+// 63-bit integers, as SGLang's own load balancer draws them.
+func newRooms(n int) []uint64 {
+	rooms := make([]uint64, max(n, 1))
+	for i := range rooms {
+		rooms[i] = rand.Uint64() >> 1
+	}
+	return rooms
+}

@@ -1,0 +1,217 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/route"
+)
+
+// maxPrefillAnswer bounds a vLLM prefill leg's answer: one token and its
+// kv_transfer_params.
+const maxPrefillAnswer = 1 << 20
+
+// runSplit sends a split request's legs: the prefill leg, retried on
+// another prefill worker when it fails (PrefillRetries), then or beside it
+// the decode leg to d. fallback is true when no prefill leg succeeded: the
+// caller runs the request aggregated on d, which is still held. On return
+// without fallback d's pick has the decode leg (or is released, with err
+// set).
+func (s *Server) runSplit(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, d *route.Decision, legs *pdLegs) (*http.Response, error, bool) {
+	hdr = withRequestID(hdr)
+	req := p.RouteRequest()
+	tried := map[string]bool{}
+	for attempt := 0; ; attempt++ {
+		pb := legs.prefill.Member.(*backends.Backend)
+		tried[pb.Name] = true
+		legs.header[0] = pb.Name
+		var resp *http.Response
+		var err error
+		var prefillFailed bool
+		if s.pd.protocol(pb) == ProtocolSGLang {
+			resp, err, prefillFailed = s.splitSGLang(ctx, path, p, hdr, d, legs)
+		} else {
+			resp, err, prefillFailed = s.splitVLLM(ctx, path, p, hdr, d, legs)
+		}
+		if !prefillFailed {
+			return resp, err, false
+		}
+		if ctx.Err() != nil || attempt >= *s.pd.cfg.PrefillRetries {
+			return nil, nil, true
+		}
+		next, perr := s.pd.prefill.TryPick(req)
+		if perr != nil {
+			return nil, nil, true
+		}
+		if tried[next.Backend] || next.Backend == d.Backend {
+			next.Done()
+			return nil, nil, true
+		}
+		legs.prefill = next
+	}
+}
+
+// withRequestID is hdr with an X-Request-Id, the client's or a new one:
+// both legs carry the same, as the engines' disaggregated proxies send it.
+func withRequestID(hdr http.Header) http.Header {
+	if len(hdr["X-Request-Id"]) > 0 {
+		return hdr
+	}
+	out := make(http.Header, len(hdr)+1)
+	for k, v := range hdr {
+		out[k] = v
+	}
+	out["X-Request-Id"] = []string{fmt.Sprintf("pd-%016x", newRooms(1)[0])}
+	return out
+}
+
+// splitVLLM runs vLLM's two phases: the prefill leg with max_tokens 1 and
+// kv_transfer_params, whose answer's kv_transfer_params go into the
+// decode leg. prefillFailed: the prefill leg failed (its pick released).
+func (s *Server) splitVLLM(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, d *route.Decision, legs *pdLegs) (*http.Response, error, bool) {
+	pbody, err := vllmPrefillBody(p.Body)
+	if err != nil {
+		legs.prefill.Done()
+		return nil, nil, true
+	}
+	params, err := s.prefillLeg(ctx, path, pbody, hdr, &legs.prefill, p.Info.Blocks, true)
+	if err != nil {
+		return nil, nil, true
+	}
+	dbody, err := vllmDecodeBody(p.Body, params)
+	if err != nil {
+		return nil, nil, true
+	}
+	resp, err := s.decodeLeg(ctx, path, dbody, hdr, d)
+	return resp, err, false
+}
+
+// prefillLeg sends one prefill leg and reads its whole answer (bounded by
+// PrefillTimeout and the request's deadline), then releases its pick with
+// the outcome. With wantParams, an answer without kv_transfer_params is a
+// failure; the params are returned.
+func (s *Server) prefillLeg(ctx context.Context, path string, body []byte, hdr http.Header, pre *route.Decision, blocks []uint64, wantParams bool) ([]byte, error) {
+	b := pre.Member.(*backends.Backend)
+	pctx, cancel := context.WithTimeout(ctx, s.pd.cfg.PrefillTimeout)
+	defer cancel()
+	start := time.Now()
+	resp, err := s.pool.Forward(pctx, b, http.MethodPost, path, body, hdr)
+	if err != nil {
+		pre.DoneWith(failedOutcome(err))
+		s.pd.metrics.leg("prefill", b.Name, err, 0)
+		return nil, err
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxPrefillAnswer))
+	resp.Body.Close()
+	r := gjson.GetManyBytes(raw, "kv_transfer_params", "usage", "meta_info")
+	u := backends.UnknownUsage
+	if r[1].IsObject() || r[2].IsObject() {
+		u = b.EventUsage([]byte(r[1].Raw), []byte(r[2].Raw))
+	}
+	switch {
+	case err != nil:
+	case resp.StatusCode/100 != 2:
+		err = fmt.Errorf("prefill worker %s answered %d: %.300s", b.Name, resp.StatusCode, raw)
+	case wantParams && !r[0].IsObject():
+		err = fmt.Errorf("prefill worker %s answered without kv_transfer_params", b.Name)
+	}
+	pre.DoneWith(route.Outcome{Err: err, FirstByte: true, Status: resp.StatusCode,
+		PromptTokens: u.PromptTokens, CachedTokens: u.CachedTokens, Blocks: blocks})
+	s.pd.metrics.leg("prefill", b.Name, err, time.Since(start))
+	if err != nil {
+		s.log.Warn("prefill leg failed", "backend", b.Name, "err", err)
+		return nil, err
+	}
+	return []byte(r[0].Raw), nil
+}
+
+// decodeLeg sends the decode leg to d's backend. When it fails with
+// nothing back, d is released and Forward's error is returned.
+func (s *Server) decodeLeg(ctx context.Context, path string, body []byte, hdr http.Header, d *route.Decision) (*http.Response, error) {
+	b := d.Member.(*backends.Backend)
+	sent := time.Now()
+	resp, err := s.pool.Forward(ctx, b, http.MethodPost, path, body, hdr)
+	if err != nil {
+		d.DoneWith(failedOutcome(err))
+		s.pd.metrics.leg("decode", b.Name, err, 0)
+		return nil, err
+	}
+	s.pd.metrics.leg("decode", b.Name, nil, 0)
+	s.metrics.firstByte(b.Name).Observe(time.Since(sent).Seconds())
+	s.pipe.CountSpill(d)
+	return resp, nil
+}
+
+// forwarded is one leg's Forward result.
+type forwarded struct {
+	resp *http.Response
+	err  error
+}
+
+// splitSGLang runs SGLang's bootstrap: both legs at once with the prefill
+// worker's bootstrap address and fresh rooms; the client gets the decode
+// leg's answer. A prefill twin that fails before the decode leg has
+// answered ends the decode leg (prefillFailed); a decode leg that fails
+// ends its twin.
+func (s *Server) splitSGLang(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, d *route.Decision, legs *pdLegs) (*http.Response, error, bool) {
+	pb := legs.prefill.Member.(*backends.Backend)
+	body, err := sglangBody(p.Body, pb.URL.Hostname(), s.pd.bootstrapPort(pb), newRooms(min(sglangBatch(p.Body), maxBatch)))
+	if err != nil {
+		legs.prefill.Done()
+		return nil, nil, true
+	}
+	twinCtx, twin := context.WithCancel(ctx)
+	decodeCtx, decode := context.WithCancel(ctx)
+	done, pre := make(chan struct{}), make(chan error, 1)
+	go func() {
+		defer close(done)
+		_, err := s.prefillLeg(twinCtx, path, body, hdr, &legs.prefill, p.Info.Blocks, false)
+		pre <- err
+	}()
+	dec := make(chan forwarded, 1)
+	go func() {
+		resp, err := s.pool.Forward(decodeCtx, d.Member.(*backends.Backend), http.MethodPost, path, body, hdr)
+		dec <- forwarded{resp, err}
+	}()
+	var f forwarded
+	select {
+	case f = <-dec:
+	case err := <-pre:
+		if err != nil {
+			decode()
+			if f = <-dec; f.resp != nil {
+				f.resp.Body.Close()
+			}
+			twin()
+			return nil, nil, true
+		}
+		f = <-dec
+	}
+	legs.twin, legs.done, legs.decode = twin, done, decode
+	return s.decodeAnswered(d, f, legs)
+}
+
+// decodeAnswered takes an SGLang decode leg's Forward result: a failure
+// ends the prefill twin and releases d.
+func (s *Server) decodeAnswered(d *route.Decision, f forwarded, legs *pdLegs) (*http.Response, error, bool) {
+	name := d.Backend
+	if f.err != nil {
+		legs.close(true)
+		d.DoneWith(failedOutcome(f.err))
+		s.pd.metrics.leg("decode", name, f.err, 0)
+		return nil, f.err, false
+	}
+	s.pd.metrics.leg("decode", name, nil, 0)
+	if f.resp.StatusCode/100 != 2 {
+		legs.twin() // the decode leg refused: its twin has no one to hand the KV to
+	}
+	s.pipe.CountSpill(d)
+	return f.resp, nil, false
+}
