@@ -94,6 +94,13 @@ type Config struct {
 	// prefill work, for each request a candidate holds (its decode slows
 	// every step); 0 means DefaultDecodeWeight, negative means 0.
 	DecodeWeight int
+	// SplitInterference, SplitTransferWeight and SplitMinTokens are the
+	// cost model of the prefill/decode split decision (SplitCost.Split): 0
+	// means DefaultSplitInterference, DefaultSplitTransferWeight and
+	// DefaultSplitMinTokens; negative means 0.
+	SplitInterference   float64
+	SplitTransferWeight float64
+	SplitMinTokens      int
 	// Seed seeds the random tie-breaks of the random and least-outstanding
 	// policies; 0 seeds from the clock.
 	Seed uint64
@@ -135,6 +142,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("DefaultCacheTokens: %d is outside 1..%d (0 = default)", c.DefaultCacheTokens, MaxCacheTokens)
 	}
 	c.DecodeWeight = cmp.Or(c.DecodeWeight, DefaultDecodeWeight)
+	if err := c.validateSplit(); err != nil {
+		return c, err
+	}
 	c.QueueDepth = cmp.Or(c.QueueDepth, DefaultQueueDepth)
 	c.QueueWait = cmp.Or(c.QueueWait, DefaultQueueWait)
 	return c, nil

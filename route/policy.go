@@ -115,6 +115,7 @@ type pickEnv struct {
 	bound int64
 	ex    *Explanation
 	slot  *releaseSlot // the release slot a prefix-index charge filled, else nil
+	dry   bool         // a dry run that records nothing (Probe)
 }
 
 // healthNamer is implemented by targets that name their unhealthy state
@@ -172,7 +173,7 @@ func (e *pickEnv) take(i int32, limit int64, via string) (int64, bool) {
 			}
 			return x, false
 		}
-		if e.ex != nil {
+		if e.ex != nil || e.dry {
 			return x + 1, true
 		}
 		if c.CompareAndSwap(l, l+1) {

@@ -461,7 +461,7 @@ func (p *prefixIndexPolicy) charge(e *pickEnv, req *Request, res result, tokens 
 	if res.cost == 0 {
 		res.cost = p.cost(st, req.PromptTokens, int64(res.tokens))
 	}
-	if e.ex != nil {
+	if e.ex != nil || e.dry {
 		return res
 	}
 	// The release slot is taken here so that it can carry what the
