@@ -165,14 +165,16 @@ func (s *Server) dispatchPD(ctx context.Context, path string, p pipeline.Prepare
 	}
 	req := p.RouteRequest()
 	start := time.Now()
-	var err error
-	if *d, err = s.rt().Pick(ctx, req); err != nil {
+	sp, err := s.pd.pick(ctx, s.rt(), req)
+	if err != nil {
 		s.pipe.ObservePick(time.Since(start), nil)
-		resp, err := s.dispatch(ctx, path, p, hdr, lease, d, pn) // its errors, as always
-		return resp, nil, err
+		return nil, nil, s.pipe.PickError(err, p.Info.Model)
 	}
-	legs := &pdLegs{}
-	legs.split, legs.reason = s.pd.decide(req, d, &legs.prefill)
+	*d = sp.Decode
+	legs := &pdLegs{split: sp.Split.Split, reason: sp.Split.Reason.String(), prefill: sp.Prefill}
+	if s.pd.cfg.Split == SplitAlways && legs.split {
+		legs.reason = SplitAlways
+	}
 	s.pipe.ObservePick(time.Since(start), d)
 	if pn.session != "" {
 		s.sessions.Put(pn.session, d.Backend)
@@ -185,7 +187,7 @@ func (s *Server) dispatchPD(ctx context.Context, path string, p pipeline.Prepare
 			// The decode leg sent nothing back: the request goes where
 			// dispatch sends it, whole, as any request whose backend
 			// failed.
-			s.pd.metrics.requests.WithLabelValues("aggregated", "decode_failed").Inc()
+			s.pd.metrics.requests.WithLabelValues("aggregated", "decode-failed").Inc()
 			if s.retryable(ctx, err) {
 				resp, err := s.dispatch(ctx, path, p, hdr, lease, d, pn)
 				return resp, nil, err
@@ -195,26 +197,42 @@ func (s *Server) dispatchPD(ctx context.Context, path string, p pipeline.Prepare
 			s.pd.metrics.requests.WithLabelValues("split", legs.reason).Inc()
 			return resp, legs, nil
 		}
-		legs.split, legs.reason = false, "prefill_failed"
+		legs.split, legs.reason = false, "prefill-failed"
 	}
 	s.pd.metrics.requests.WithLabelValues("aggregated", legs.reason).Inc()
 	resp, err := s.forwardAggregated(ctx, path, p, hdr, lease, d, pn)
 	return resp, nil, err
 }
 
-// decide says whether the request picked onto d runs split and why, with
-// the prefill worker's pick in pre when it does.
-func (pd *disagg) decide(req route.Request, d *route.Decision, pre *route.Decision) (bool, string) {
-	pick, err := pd.prefill.TryPick(req)
-	switch {
-	case err != nil:
-		return false, "no_prefill_worker"
-	case pick.Backend == d.Backend:
-		pick.Done()
-		return false, "same_worker"
+// pick routes both legs of a request: the decode worker by the main
+// router, and, when the decision splits it, the prefill worker by the
+// prefill router (route.PickSplit). With Split "always" every request is
+// split while a prefill worker has room. A prefill pick that lands on the
+// decode worker itself (a backend of role both) runs aggregated.
+func (pd *disagg) pick(ctx context.Context, decode *route.Router, req route.Request) (route.SplitPick, error) {
+	if pd.cfg.Split != SplitAlways {
+		sp, err := route.PickSplit(ctx, decode, pd.prefill, req)
+		return sp, pd.sameWorker(sp, err)
 	}
-	*pre = pick
-	return true, "split"
+	d, err := decode.Pick(ctx, req)
+	if err != nil {
+		return route.SplitPick{}, err
+	}
+	sp := route.SplitPick{Decode: d, Split: route.SplitDecision{Reason: route.SplitNoPrefill}}
+	if p, err := pd.prefill.TryPick(req); err == nil {
+		sp.Prefill, sp.Split = p, route.SplitDecision{Split: true, Reason: route.SplitCheaper}
+		sp.Decode.Report(route.Outcome{FirstByte: true}) // the decode worker imports the prefill
+	}
+	return sp, pd.sameWorker(sp, nil)
+}
+
+// sameWorker undoes a split whose two legs landed on one backend.
+func (pd *disagg) sameWorker(sp route.SplitPick, err error) error {
+	if err == nil && sp.Split.Split && sp.Prefill.Backend == sp.Decode.Backend {
+		sp.Prefill.Done()
+		sp.Split.Split, sp.Split.Reason = false, route.SplitNoPrefill
+	}
+	return err
 }
 
 // forwardAggregated sends the request as it is to d's backend: the aggregated

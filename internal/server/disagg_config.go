@@ -35,11 +35,23 @@ const (
 	ProtocolSGLang = "sglang"
 )
 
+// The split decisions (DisaggConfig.Split).
+const (
+	// SplitCost splits a request when the cost model says moving its
+	// prefill off the decode worker pays (route.SplitCost).
+	SplitCost = "cost"
+	// SplitAlways splits every generation request while a prefill worker
+	// has room, as most disaggregated proxies do.
+	SplitAlways = "always"
+)
+
 // DisaggConfig configures prefill/decode disaggregation, which is on when
 // a backend names a role (prefill+URL, decode+URL).
 type DisaggConfig struct {
 	// Protocol is auto, vllm or sglang; "" is auto.
 	Protocol string
+	// Split is cost or always; "" is cost.
+	Split string
 	// BootstrapPort is the port of the prefill workers' SGLang bootstrap
 	// servers; 0 is DefaultBootstrapPort, -1 each prefill worker's own
 	// HTTP port.
@@ -58,6 +70,10 @@ func (c DisaggConfig) Defaults() DisaggConfig {
 		c.Protocol = ProtocolAuto
 	}
 	c.Protocol = strings.ToLower(c.Protocol)
+	if c.Split == "" {
+		c.Split = SplitCost
+	}
+	c.Split = strings.ToLower(c.Split)
 	if c.BootstrapPort == 0 {
 		c.BootstrapPort = DefaultBootstrapPort
 	}
@@ -80,6 +96,11 @@ func (c DisaggConfig) Validate() error {
 	case "", ProtocolAuto, ProtocolVLLM, ProtocolSGLang:
 	default:
 		return fmt.Errorf("Protocol: %q is not auto, vllm or sglang", c.Protocol)
+	}
+	switch c.Split {
+	case "", SplitCost, SplitAlways:
+	default:
+		return fmt.Errorf("Split: %q is not cost or always", c.Split)
 	}
 	if c.BootstrapPort < -1 || c.BootstrapPort > 65535 {
 		return fmt.Errorf("BootstrapPort: %d is not a port (1..65535), or -1 for each prefill worker's own", c.BootstrapPort)
