@@ -71,6 +71,7 @@ func (cfg Config) resolved() (Config, error) {
 	if o.PrefillOverhead != 0 {
 		e.PrefillOverhead = o.PrefillOverhead
 	}
+	e.mergeTransfer(o)
 	if err := e.validate(); err != nil {
 		return cfg, err
 	}

@@ -40,6 +40,17 @@ type EngineConfig struct {
 	// batch's poor rate made a cache hit cost about 80 ms of prompt time
 	// on the tiny CPU fleet where tokens ÷ rate alone gave about 20 ms.
 	PrefillOverhead time.Duration
+	// PrefillChunkTokens is vLLM's chunked-prefill budget per step
+	// (--max-num-batched-tokens): while requests prefill beside decoding
+	// ones, each step carries up to this many prompt tokens and is that
+	// much longer for every decoding request. 0 models no interference.
+	PrefillChunkTokens int
+	// TransferTokensPerSec is how fast a decode worker reads imported KV
+	// from a prefill worker (Request.ImportTokens); 0: it imports none.
+	TransferTokensPerSec float64
+	// TransferTTL is how long a prefill worker holds KV nobody fetches
+	// (Request.HoldKV); 0 means DefaultTransferTTL. See transfer.go.
+	TransferTTL time.Duration
 }
 
 func (c EngineConfig) validate() error {
@@ -78,6 +89,12 @@ type Request struct {
 	// generates exactly this many (finish reason "length"). Values below 1
 	// are treated as 1.
 	MaxTokens int
+	// HoldKV makes this a prefill worker's request: its prompt's KV stays
+	// pinned after it finishes until Fetch or the TransferTTL.
+	HoldKV bool
+	// ImportTokens is the prompt prefix whose KV a decode worker imports
+	// from a prefill worker (what Fetch returned) instead of computing it.
+	ImportTokens int
 }
 
 // RequestID identifies a request within one Engine.
@@ -115,6 +132,8 @@ type Event struct {
 	PromptTokens int
 	CachedTokens int // prompt tokens served from the prefix cache
 	OutputTokens int // tokens generated so far (all of them when finished)
+	Transferred  int // prompt tokens read from a prefill worker (Request.ImportTokens)
+	HeldTokens   int // prompt tokens held for a decode worker (Request.HoldKV, when finished)
 }
 
 // TTFT returns FirstToken - Submitted.
@@ -169,6 +188,7 @@ type Stats struct {
 	RequestsFinished   uint64
 	RequestsAborted    uint64
 	Evictions          uint64 // cached blocks evicted
+	TransferredTokens  uint64 // prompt tokens read from prefill workers
 	TTFT               Histogram
 }
 
@@ -179,6 +199,7 @@ const (
 	phasePrefill
 	phaseDecode
 	phaseDone
+	phaseFetch // reading imported KV (transfer.go)
 )
 
 type request struct {
@@ -194,6 +215,8 @@ type request struct {
 	cached    int
 	prefill   float64 // seconds of prefill work left at full engine rate
 	decode    float64 // output tokens left to generate
+	fetch     float64 // seconds of KV read left (phaseFetch)
+	imported  int     // prompt tokens read from a prefill worker
 	runIdx    int     // index in Engine.running
 }
 
@@ -224,6 +247,8 @@ type Engine struct {
 	numWaiting int
 	running    []*request
 	prefilling int
+	fetching   int       // running requests reading imported KV
+	xfer       transfers // KV held for decode workers (transfer.go)
 
 	blocks    map[uint64]*block
 	lru       block // sentinel of the LRU list of evictable blocks (next = oldest)
@@ -238,6 +263,9 @@ type Engine struct {
 // NewEngine returns an engine with the given model.
 func NewEngine(cfg EngineConfig) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.validateTransfer(); err != nil {
 		return nil, err
 	}
 	e := &Engine{
@@ -271,6 +299,9 @@ func (e *Engine) Submit(now time.Time, req Request) (RequestID, error) {
 	}
 	if blocksFor(len(req.Prompt)+req.MaxTokens) > e.cfg.CacheBlocks {
 		return 0, ErrNoCapacity
+	}
+	if err := e.checkImport(req); err != nil {
+		return 0, err
 	}
 	if err := e.advanceTo(now); err != nil {
 		return 0, err
@@ -417,6 +448,7 @@ func (e *Engine) advanceTo(now time.Time) error {
 		if !ok || e.now.Add(d).After(now) {
 			e.progress(now.Sub(e.now))
 			e.now = now
+			e.expireTransfers()
 			return nil
 		}
 		e.progress(d)
@@ -432,14 +464,17 @@ func (e *Engine) nextDelay() (time.Duration, bool) {
 	if len(e.running) == 0 {
 		return 0, false
 	}
-	step := e.cfg.DecodeStep(len(e.running)).Seconds()
+	prefill, tokens := e.rates()
 	best := math.Inf(1)
 	for _, r := range e.running {
 		var s float64
-		if r.phase == phasePrefill {
-			s = r.prefill * float64(e.prefilling)
-		} else {
-			s = r.decode * step
+		switch r.phase {
+		case phasePrefill:
+			s = r.prefill / prefill
+		case phaseFetch:
+			s = r.fetch
+		default:
+			s = r.decode / tokens
 		}
 		best = min(best, s)
 	}
@@ -453,16 +488,15 @@ func (e *Engine) progress(d time.Duration) {
 		return
 	}
 	sec := d.Seconds()
-	prefillWork := 0.0
-	if e.prefilling > 0 {
-		prefillWork = sec / float64(e.prefilling)
-	}
-	tokens := sec / e.cfg.DecodeStep(len(e.running)).Seconds()
+	prefill, tokens := e.rates()
 	for _, r := range e.running {
-		if r.phase == phasePrefill {
-			r.prefill -= prefillWork
-		} else {
-			r.decode -= tokens
+		switch r.phase {
+		case phasePrefill:
+			r.prefill -= prefill * sec
+		case phaseFetch:
+			r.fetch -= sec
+		default:
+			r.decode -= tokens * sec
 		}
 	}
 }
@@ -482,11 +516,17 @@ func (e *Engine) complete() {
 				r.decode = float64(r.req.MaxTokens - 1)
 				continue
 			}
+		case r.phase == phaseFetch:
+			if r.fetch <= 1e-9 {
+				e.fetched(r)
+			}
+			continue
 		case r.phase == phaseDecode && r.decode <= 1e-6:
 		default:
 			continue
 		}
 		// Finished.
+		e.holdKV(r)
 		e.out = append(e.out, e.event(EventFinished, r, r.req.MaxTokens))
 		e.stats.GenerationTokens += uint64(r.req.MaxTokens)
 		e.stats.RequestsFinished++
@@ -502,6 +542,7 @@ func (e *Engine) event(k EventKind, r *request, out int) Event {
 		Kind: k, ID: r.id, Time: e.now,
 		Submitted: r.submitted, Admitted: r.admitted, FirstToken: r.first,
 		PromptTokens: len(r.req.Prompt), CachedTokens: r.cached, OutputTokens: out,
+		Transferred: r.imported, HeldTokens: e.heldTokens(r.id),
 	}
 }
 
@@ -595,6 +636,7 @@ func (e *Engine) start(r *request, total int) {
 	r.runIdx = len(e.running)
 	e.running = append(e.running, r)
 	e.prefilling++
+	e.startImport(r, hit)
 }
 
 // allocate takes n blocks, evicting cached blocks when no free ones are left.
@@ -621,6 +663,9 @@ func (e *Engine) allocate(n int) {
 func (e *Engine) release(r *request) {
 	if r.phase == phasePrefill {
 		e.prefilling--
+	}
+	if r.phase == phaseFetch {
+		e.fetching--
 	}
 	for i := len(r.held) - 1; i >= 0; i-- {
 		b := r.held[i]

@@ -30,6 +30,9 @@ var Presets = []Preset{
 			PrefillTokensPerSec: 20000,
 			DecodeStepBase:      6 * time.Millisecond,
 			DecodeStepPerSeq:    80 * time.Microsecond,
+			// 128 KiB of KV per token read at about 25 GB/s (one 200 Gb/s
+			// RDMA NIC, as NIXL drives it).
+			TransferTokensPerSec: 200000,
 		},
 	},
 	{
@@ -45,6 +48,10 @@ var Presets = []Preset{
 			PrefillTokensPerSec: 15000,
 			DecodeStepBase:      12 * time.Millisecond,
 			DecodeStepPerSeq:    60 * time.Microsecond,
+			// 40 KiB of KV per token per GPU, each GPU reading its shard
+			// over its own NIC at about 25 GB/s: 600k tokens/s, halved for
+			// the layer-by-layer reads' overhead.
+			TransferTokensPerSec: 300000,
 		},
 	},
 	{
@@ -59,6 +66,8 @@ var Presets = []Preset{
 			PrefillTokensPerSec: 10000,
 			DecodeStepBase:      10 * time.Millisecond,
 			DecodeStepPerSeq:    100 * time.Microsecond,
+			// Fast enough that tests see the transfer, not wait on it.
+			TransferTokensPerSec: 100000,
 		},
 	},
 	{
