@@ -31,10 +31,12 @@ import (
 // own HTTP port) for the room, waiting up to BootstrapWait for the prefill
 // to publish it, and imports what it gets.
 //
-// A transfer that is unknown, expired or already taken fails the decode
-// leg with a 500, as a KV load failure fails the request in vLLM; a room
-// that does not appear in time fails it as SGLang's bootstrap timeout
-// does.
+// A vLLM transfer that is unknown, expired or already taken is a KV load
+// failure: by default (Config.KVLoadFailure "recompute", vLLM's
+// kv_load_failure_policy default) the decode worker computes the prompt
+// itself and says so in X-Vllmsim-Kv-Load-Failure; with "fail" it answers
+// 500. An SGLang room whose prefill leg failed, or that does not appear in
+// time, fails the decode leg with a 500, as SGLang's bootstrap does.
 
 // Roles of a replica (Config.Role).
 const (
@@ -46,6 +48,23 @@ const (
 // BootstrapWait is how long a decode leg waits for its SGLang prefill
 // twin to publish its room.
 const BootstrapWait = 30 * time.Second
+
+// KV load failure policies (Config.KVLoadFailure).
+const (
+	KVLoadRecompute = "recompute"
+	KVLoadFail      = "fail"
+)
+
+// checkKVLoadFailure validates Config.KVLoadFailure ("" is recompute).
+func checkKVLoadFailure(p string) (string, error) {
+	switch p {
+	case "", KVLoadRecompute:
+		return KVLoadRecompute, nil
+	case KVLoadFail:
+		return p, nil
+	}
+	return "", fmt.Errorf("vllmsim: KV load failure policy %q is not recompute or fail", p)
+}
 
 // checkRole validates Config.Role ("" is both).
 func checkRole(role string) (string, error) {
@@ -207,7 +226,13 @@ func (r *Replica) vllmDecode(w http.ResponseWriter, req *http.Request, body []by
 	addr := net.JoinHostPort(kv.RemoteHost, strconv.Itoa(kv.RemotePort))
 	n, err := fetchKV(req.Context(), addr, "/kv/fetch", map[string]any{"remote_request_id": kv.RemoteRequestID})
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, fmt.Sprintf("KV transfer %s from %s failed: %v", kv.RemoteRequestID, addr, err))
+		msg := fmt.Sprintf("KV transfer %s from %s failed: %v", kv.RemoteRequestID, addr, err)
+		if r.cfg.KVLoadFailure == KVLoadFail {
+			writeError(w, http.StatusInternalServerError, msg)
+			return
+		}
+		w.Header().Set("X-Vllmsim-Kv-Load-Failure", msg)
+		serve(w, req, body) // recompute
 		return
 	}
 	serve(w, req.WithContext(withPD(req.Context(), &pdRequest{imported: n})), body)

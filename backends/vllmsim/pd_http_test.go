@@ -14,6 +14,7 @@ import (
 func pdFleet(t *testing.T) (prefill, decode *Fleet) {
 	t.Helper()
 	cfg := fastConfig()
+	cfg.KVLoadFailure = KVLoadFail
 	cfg.Role = RolePrefill
 	prefill = startFleet(t, 1, cfg)
 	cfg.Role = RoleDecode
@@ -77,6 +78,14 @@ func TestVLLMTransfer(t *testing.T) {
 	code, again := postPD(t, decode.URLs()[0]+"/v1/completions", decodeBody)
 	if code != http.StatusInternalServerError || !strings.Contains(again.Error.Message, "unknown or expired") {
 		t.Fatalf("a transfer taken twice: %d %q", code, again.Error.Message)
+	}
+	// With the default policy a failed read recomputes the prompt.
+	cfg := fastConfig()
+	cfg.Role = RoleDecode
+	recompute := startFleet(t, 1, cfg)
+	resp, b := post(t, recompute.URLs()[0]+"/v1/completions", decodeBody)
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("X-Vllmsim-Kv-Load-Failure"), "unknown or expired") {
+		t.Fatalf("a failed read with policy recompute: %d %q %s", resp.StatusCode, resp.Header.Get("X-Vllmsim-Kv-Load-Failure"), b)
 	}
 	// A decode worker takes no prefill leg.
 	code, _ = postPD(t, decode.URLs()[0]+"/v1/completions", fmt.Sprintf(`{"model":"sim-model","prompt":%q,"kv_transfer_params":{"do_remote_decode":true}}`, prompt))

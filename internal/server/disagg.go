@@ -180,9 +180,12 @@ func (s *Server) dispatchPD(ctx context.Context, path string, p pipeline.Prepare
 		s.sessions.Put(pn.session, d.Backend)
 	}
 	if legs.split {
-		resp, err, fallback := s.runSplit(ctx, path, p, hdr, d, legs)
+		resp, err, out := s.runSplit(ctx, path, p, hdr, d, legs)
 		switch {
-		case fallback:
+		case out == prefillFailed:
+			legs.reason = "prefill-failed"
+		case out == decodeRefused:
+			legs.reason = "decode-failed"
 		case err != nil:
 			// The decode leg sent nothing back: the request goes where
 			// dispatch sends it, whole, as any request whose backend
@@ -197,7 +200,7 @@ func (s *Server) dispatchPD(ctx context.Context, path string, p pipeline.Prepare
 			s.pd.metrics.requests.WithLabelValues("split", legs.reason).Inc()
 			return resp, legs, nil
 		}
-		legs.split, legs.reason = false, "prefill-failed"
+		legs.split = false
 	}
 	s.pd.metrics.requests.WithLabelValues("aggregated", legs.reason).Inc()
 	resp, err := s.forwardAggregated(ctx, path, p, hdr, lease, d, pn)

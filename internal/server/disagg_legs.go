@@ -18,13 +18,24 @@ import (
 // kv_transfer_params.
 const maxPrefillAnswer = 1 << 20
 
+// splitOutcome is how a split ended.
+type splitOutcome uint8
+
+const (
+	// splitDone: the decode leg answered (resp), or sent nothing back
+	// (err, d released).
+	splitDone splitOutcome = iota
+	// prefillFailed: no prefill leg succeeded; d is still held.
+	prefillFailed
+	// decodeRefused: the decode leg answered a server error before a
+	// byte reached the client; d is still held.
+	decodeRefused
+)
+
 // runSplit sends a split request's legs: the prefill leg, retried on
 // another prefill worker when it fails (PrefillRetries), then or beside it
-// the decode leg to d. fallback is true when no prefill leg succeeded: the
-// caller runs the request aggregated on d, which is still held. On return
-// without fallback d's pick has the decode leg (or is released, with err
-// set).
-func (s *Server) runSplit(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, d *route.Decision, legs *pdLegs) (*http.Response, error, bool) {
+// the decode leg to d.
+func (s *Server) runSplit(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, d *route.Decision, legs *pdLegs) (*http.Response, error, splitOutcome) {
 	hdr = withRequestID(hdr)
 	req := p.RouteRequest()
 	tried := map[string]bool{}
@@ -34,25 +45,22 @@ func (s *Server) runSplit(ctx context.Context, path string, p pipeline.Prepared,
 		legs.header[0] = pb.Name
 		var resp *http.Response
 		var err error
-		var prefillFailed bool
+		var out splitOutcome
 		if s.pd.protocol(pb) == ProtocolSGLang {
-			resp, err, prefillFailed = s.splitSGLang(ctx, path, p, hdr, d, legs)
+			resp, err, out = s.splitSGLang(ctx, path, p, hdr, d, legs)
 		} else {
-			resp, err, prefillFailed = s.splitVLLM(ctx, path, p, hdr, d, legs)
+			resp, err, out = s.splitVLLM(ctx, path, p, hdr, d, legs)
 		}
-		if !prefillFailed {
-			return resp, err, false
-		}
-		if ctx.Err() != nil || attempt >= *s.pd.cfg.PrefillRetries {
-			return nil, nil, true
+		if out != prefillFailed || ctx.Err() != nil || attempt >= *s.pd.cfg.PrefillRetries {
+			return resp, err, out
 		}
 		next, perr := s.pd.prefill.TryPick(req)
 		if perr != nil {
-			return nil, nil, true
+			return nil, nil, prefillFailed
 		}
 		if tried[next.Backend] || next.Backend == d.Backend {
 			next.Done()
-			return nil, nil, true
+			return nil, nil, prefillFailed
 		}
 		legs.prefill = next
 	}
@@ -74,23 +82,35 @@ func withRequestID(hdr http.Header) http.Header {
 
 // splitVLLM runs vLLM's two phases: the prefill leg with max_tokens 1 and
 // kv_transfer_params, whose answer's kv_transfer_params go into the
-// decode leg. prefillFailed: the prefill leg failed (its pick released).
-func (s *Server) splitVLLM(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, d *route.Decision, legs *pdLegs) (*http.Response, error, bool) {
+// decode leg. The prefill leg's pick is released when it ends.
+func (s *Server) splitVLLM(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, d *route.Decision, legs *pdLegs) (*http.Response, error, splitOutcome) {
 	pbody, err := vllmPrefillBody(p.Body)
 	if err != nil {
 		legs.prefill.Done()
-		return nil, nil, true
+		return nil, nil, prefillFailed
 	}
 	params, err := s.prefillLeg(ctx, path, pbody, hdr, &legs.prefill, p.Info.Blocks, true)
 	if err != nil {
-		return nil, nil, true
+		return nil, nil, prefillFailed
 	}
 	dbody, err := vllmDecodeBody(p.Body, params)
 	if err != nil {
-		return nil, nil, true
+		return nil, nil, prefillFailed
 	}
 	resp, err := s.decodeLeg(ctx, path, dbody, hdr, d)
-	return resp, err, false
+	return resp, err, s.refused(d, resp)
+}
+
+// refused reports decodeRefused for a decode leg that answered a server
+// error, closing its answer: the request then runs whole on d, which
+// computes the prompt itself. A client error stands.
+func (s *Server) refused(d *route.Decision, resp *http.Response) splitOutcome {
+	if resp == nil || resp.StatusCode < 500 {
+		return splitDone
+	}
+	resp.Body.Close()
+	s.pd.metrics.leg("decode", d.Backend, fmt.Errorf("answered %d", resp.StatusCode), 0)
+	return decodeRefused
 }
 
 // prefillLeg sends one prefill leg and reads its whole answer (bounded by
@@ -143,7 +163,9 @@ func (s *Server) decodeLeg(ctx context.Context, path string, body []byte, hdr ht
 		s.pd.metrics.leg("decode", b.Name, err, 0)
 		return nil, err
 	}
-	s.pd.metrics.leg("decode", b.Name, nil, 0)
+	if resp.StatusCode < 500 {
+		s.pd.metrics.leg("decode", b.Name, nil, 0)
+	}
 	s.metrics.firstByte(b.Name).Observe(time.Since(sent).Seconds())
 	s.pipe.CountSpill(d)
 	return resp, nil
@@ -160,12 +182,12 @@ type forwarded struct {
 // leg's answer. A prefill twin that fails before the decode leg has
 // answered ends the decode leg (prefillFailed); a decode leg that fails
 // ends its twin.
-func (s *Server) splitSGLang(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, d *route.Decision, legs *pdLegs) (*http.Response, error, bool) {
+func (s *Server) splitSGLang(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, d *route.Decision, legs *pdLegs) (*http.Response, error, splitOutcome) {
 	pb := legs.prefill.Member.(*backends.Backend)
 	body, err := sglangBody(p.Body, pb.URL.Hostname(), s.pd.bootstrapPort(pb), newRooms(min(sglangBatch(p.Body), maxBatch)))
 	if err != nil {
 		legs.prefill.Done()
-		return nil, nil, true
+		return nil, nil, prefillFailed
 	}
 	twinCtx, twin := context.WithCancel(ctx)
 	decodeCtx, decode := context.WithCancel(ctx)
@@ -190,7 +212,7 @@ func (s *Server) splitSGLang(ctx context.Context, path string, p pipeline.Prepar
 				f.resp.Body.Close()
 			}
 			twin()
-			return nil, nil, true
+			return nil, nil, prefillFailed
 		}
 		f = <-dec
 	}
@@ -199,19 +221,22 @@ func (s *Server) splitSGLang(ctx context.Context, path string, p pipeline.Prepar
 }
 
 // decodeAnswered takes an SGLang decode leg's Forward result: a failure
-// ends the prefill twin and releases d.
-func (s *Server) decodeAnswered(d *route.Decision, f forwarded, legs *pdLegs) (*http.Response, error, bool) {
-	name := d.Backend
+// or a refusal ends the prefill twin; a failure releases d.
+func (s *Server) decodeAnswered(d *route.Decision, f forwarded, legs *pdLegs) (*http.Response, error, splitOutcome) {
 	if f.err != nil {
 		legs.close(true)
 		d.DoneWith(failedOutcome(f.err))
-		s.pd.metrics.leg("decode", name, f.err, 0)
-		return nil, f.err, false
+		s.pd.metrics.leg("decode", d.Backend, f.err, 0)
+		return nil, f.err, splitDone
 	}
-	s.pd.metrics.leg("decode", name, nil, 0)
-	if f.resp.StatusCode/100 != 2 {
-		legs.twin() // the decode leg refused: its twin has no one to hand the KV to
+	if f.resp.StatusCode/100 != 2 { // its twin has no one to hand the KV to
+		legs.twin()
+		<-legs.done
 	}
+	if out := s.refused(d, f.resp); out != splitDone {
+		return nil, nil, out
+	}
+	s.pd.metrics.leg("decode", d.Backend, nil, 0)
 	s.pipe.CountSpill(d)
-	return f.resp, nil, false
+	return f.resp, nil, splitDone
 }
