@@ -230,6 +230,7 @@ func setFault(t *testing.T, w *pdWorker, faults string) {
 // request is answered whole (another prefill worker or aggregated on the
 // decode worker; another decode worker).
 func (f *pdFleet) checkFault(ctx context.Context, t *testing.T, w *pdWorker) {
+	f.whole(t)
 	setFault(t, w, `{"close_connection":true}`)
 	results := f.pdLoad(ctx, "fault-"+w.addr, 8, 8, nil)
 	setFault(t, w, `{}`)
@@ -241,11 +242,20 @@ func (f *pdFleet) checkFault(ctx context.Context, t *testing.T, w *pdWorker) {
 // answered: whole, or, when w was its decode worker and had begun, with
 // an error.
 func (f *pdFleet) checkKill(ctx context.Context, t *testing.T, w *pdWorker, decode bool) {
+	f.whole(t)
+	legsBefore, tokensBefore := prefillLegs(f.base), workerTokens(w)
 	started := make(chan struct{})
 	done := make(chan []pdResult, 1)
 	go func() { done <- f.pdLoad(ctx, "kill-"+w.addr, 12, 120, started) }()
 	<-started
-	waitFor(t, w.addr+" to be serving", func() bool { return workerLoad(w) > 0 || (!decode && prefillLegs(f.base) > 0) })
+	// A decode worker dies once it streams (its answers have begun), a
+	// prefill worker once this load's prefill legs have begun.
+	waitFor(t, w.addr+" to be serving", func() bool {
+		if decode {
+			return workerTokens(w) >= tokensBefore+50
+		}
+		return prefillLegs(f.base) > legsBefore
+	})
 	if err := syscall.Kill(w.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -274,6 +284,22 @@ func (f *pdFleet) checkKill(ctx context.Context, t *testing.T, w *pdWorker, deco
 	f.settled(t)
 }
 
+// whole waits until every live worker is in the router's candidate set
+// again (an ejected one returns after its backoff).
+func (f *pdFleet) whole(t *testing.T) {
+	t.Helper()
+	live := 0
+	for _, w := range append(slices.Clone(f.prefill), f.decode...) {
+		if !w.dead {
+			live++
+		}
+	}
+	waitFor(t, "every live worker to be healthy", func() bool {
+		m, err := metricsText(f.base)
+		return err == nil && metricSum(m, "prefixgate_backend_healthy") == float64(live)
+	})
+}
+
 // settled waits until no request is in flight at the router (either leg)
 // or at any live worker.
 func (f *pdFleet) settled(t *testing.T) {
@@ -300,6 +326,15 @@ func workerLoad(w *pdWorker) float64 {
 		return -1
 	}
 	return metricSum(m, "vllm:num_requests_running") + metricSum(m, "vllm:num_requests_waiting")
+}
+
+// workerTokens is the tokens a worker has generated.
+func workerTokens(w *pdWorker) float64 {
+	m, err := metricsText("http://" + w.addr)
+	if err != nil {
+		return -1
+	}
+	return metricSum(m, "vllm:generation_tokens_total")
 }
 
 // prefillLegs is how many prefill legs the router has sent.

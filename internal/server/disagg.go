@@ -78,6 +78,18 @@ func (pd *disagg) setMembers(bs []*backends.Backend) error {
 	return pd.prefill.SetTargets(prefillTargets(bs))
 }
 
+// prefillOnly is the status of the prefill router's members that are not
+// the main router's (role prefill).
+func (pd *disagg) prefillOnly() []route.MemberStatus {
+	var out []route.MemberStatus
+	for _, st := range pd.prefill.Status() {
+		if b, ok := st.Member.(*backends.Backend); ok && !b.Role().Decodes() {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
 // splittable reports whether a request to path may run split: the
 // generation paths both engines serve in their disaggregated modes.
 func splittable(path string) bool {
