@@ -306,7 +306,8 @@ func (f *pdFleet) settled(t *testing.T) {
 	t.Helper()
 	waitFor(t, "every leg to end", func() bool {
 		m, err := metricsText(f.base)
-		if err != nil || metricSum(m, "prefixgate_backend_in_flight") != 0 || metricSum(m, "prefixgate_disagg_prefill_in_flight") != 0 {
+		if err != nil || metricSum(m, "prefixgate_backend_in_flight") != 0 || metricSum(m, "prefixgate_disagg_prefill_in_flight") != 0 ||
+			!hasSeries(m, "prefixgate_disagg_prefill_in_flight", f.prefill[1].addr) || !hasSeries(m, "prefixgate_backend_in_flight", f.decode[1].addr) {
 			return false
 		}
 		for _, w := range append(slices.Clone(f.prefill), f.decode...) {
@@ -361,6 +362,11 @@ func metricsText(base string) (string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
+}
+
+// hasSeries reports whether the metric has a series for backend.
+func hasSeries(text, name, backend string) bool {
+	return strings.Contains(text, name+`{backend="`+backend+`"}`)
 }
 
 // metricSum adds up every series of the metric name.
