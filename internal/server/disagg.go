@@ -12,6 +12,7 @@ import (
 
 	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/normalize"
 	"github.com/prefixgate/prefixgate/route"
 )
 
@@ -76,6 +77,32 @@ func prefillTargets(bs []*backends.Backend) []route.Target {
 func (pd *disagg) setMembers(bs []*backends.Backend) error {
 	pd.active.Store(backends.HasRoles(bs))
 	return pd.prefill.SetTargets(prefillTargets(bs))
+}
+
+// explainSplit says, for a generation request of a disaggregated fleet,
+// whether it would be split now, onto which prefill worker, and why (a
+// sentence with the cost model's figures); all empty otherwise.
+func (s *Server) explainSplit(req route.Request, mode normalize.Mode) (verdict, prefill, why string) {
+	if s.pd == nil || !s.pd.active.Load() || (mode != normalize.ModeChat && mode != normalize.ModeCompletion) {
+		return "", "", ""
+	}
+	x := route.ExplainSplit(s.rt(), s.pd.prefill, req)
+	split := x.Split.Split
+	why = "prefill/decode: " + x.Split.String()
+	if s.pd.cfg.Split == SplitAlways {
+		split = x.Prefill.Err == nil && x.Prefill.Backend != ""
+		why = "prefill/decode (disaggregation.split always): split while a prefill worker has room"
+		if !split {
+			why = "prefill/decode (disaggregation.split always): aggregated, no prefill worker has room"
+		}
+	}
+	if split && x.Prefill.Backend == x.Decode.Backend {
+		split, why = false, "prefill/decode: aggregated, the prefill pick is the decode worker itself"
+	}
+	if !split {
+		return "aggregated", "", why
+	}
+	return "split", x.Prefill.Backend, why + "; prefill on " + x.Prefill.Backend
 }
 
 // prefillOnly is the status of the prefill router's members that are not
