@@ -243,16 +243,17 @@ func (f *pdFleet) checkFault(ctx context.Context, t *testing.T, w *pdWorker) {
 // an error.
 func (f *pdFleet) checkKill(ctx context.Context, t *testing.T, w *pdWorker, decode bool) {
 	f.whole(t)
-	legsBefore, tokensBefore := prefillLegs(f.base), workerTokens(w)
+	legsBefore, streamsBefore := prefillLegs(f.base), firstBytes(f.base, w.addr)
 	started := make(chan struct{})
 	done := make(chan []pdResult, 1)
-	go func() { done <- f.pdLoad(ctx, "kill-"+w.addr, 12, 120, started) }()
+	go func() { done <- f.pdLoad(ctx, "kill-"+w.addr, 12, 300, started) }()
 	<-started
-	// A decode worker dies once it streams (its answers have begun), a
-	// prefill worker once this load's prefill legs have begun.
+	// A decode worker dies once its streams have begun (the router has
+	// their first bytes), a prefill worker once this load's prefill legs
+	// have begun.
 	waitFor(t, w.addr+" to be serving", func() bool {
 		if decode {
-			return workerTokens(w) >= tokensBefore+50
+			return firstBytes(f.base, w.addr) > streamsBefore
 		}
 		return prefillLegs(f.base) > legsBefore
 	})
@@ -329,13 +330,21 @@ func workerLoad(w *pdWorker) float64 {
 	return metricSum(m, "vllm:num_requests_running") + metricSum(m, "vllm:num_requests_waiting")
 }
 
-// workerTokens is the tokens a worker has generated.
-func workerTokens(w *pdWorker) float64 {
-	m, err := metricsText("http://" + w.addr)
+// firstBytes is how many answers from backend have begun, as the router
+// counts them.
+func firstBytes(base, backend string) float64 {
+	m, err := metricsText(base)
 	if err != nil {
-		return -1
+		return 0
 	}
-	return metricSum(m, "vllm:generation_tokens_total")
+	name := `prefixgate_backend_first_byte_seconds_count{backend="` + backend + `"} `
+	for _, line := range strings.Split(m, "\n") {
+		if v, ok := strings.CutPrefix(line, name); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // prefillLegs is how many prefill legs the router has sent.

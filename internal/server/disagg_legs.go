@@ -175,6 +175,7 @@ func (s *Server) decodeLeg(ctx context.Context, path string, body []byte, hdr ht
 type forwarded struct {
 	resp *http.Response
 	err  error
+	took time.Duration // to the response headers
 }
 
 // splitSGLang runs SGLang's bootstrap: both legs at once with the prefill
@@ -199,8 +200,9 @@ func (s *Server) splitSGLang(ctx context.Context, path string, p pipeline.Prepar
 	}()
 	dec := make(chan forwarded, 1)
 	go func() {
+		sent := time.Now()
 		resp, err := s.pool.Forward(decodeCtx, d.Member.(*backends.Backend), http.MethodPost, path, body, hdr)
-		dec <- forwarded{resp, err}
+		dec <- forwarded{resp, err, time.Since(sent)}
 	}()
 	var f forwarded
 	select {
@@ -237,6 +239,7 @@ func (s *Server) decodeAnswered(d *route.Decision, f forwarded, legs *pdLegs) (*
 		return nil, nil, out
 	}
 	s.pd.metrics.leg("decode", d.Backend, nil, 0)
+	s.metrics.firstByte(d.Backend).Observe(f.took.Seconds())
 	s.pipe.CountSpill(d)
 	return f.resp, nil, splitDone
 }
