@@ -179,6 +179,8 @@ func (r *Replica) pdHandler(serve func(http.ResponseWriter, *http.Request, []byt
 			r.vllmDecode(w, req, body, &f, serve)
 		case len(f.BootstrapRoom) > 0 && string(f.BootstrapRoom) != "null":
 			r.sglangLeg(w, req, body, &f, serve)
+		case req.Header.Get(PrefillerHeader) != "" && r.role != RolePrefill:
+			r.sidecarSplit(w, req, body, req.Header.Get(PrefillerHeader), serve)
 		default:
 			serve(w, req, body)
 		}

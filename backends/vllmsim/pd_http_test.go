@@ -83,9 +83,23 @@ func TestVLLMTransfer(t *testing.T) {
 	cfg := fastConfig()
 	cfg.Role = RoleDecode
 	recompute := startFleet(t, 1, cfg)
-	resp, b := post(t, recompute.URLs()[0]+"/v1/completions", decodeBody)
-	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("X-Vllmsim-Kv-Load-Failure"), "unknown or expired") {
-		t.Fatalf("a failed read with policy recompute: %d %q %s", resp.StatusCode, resp.Header.Get("X-Vllmsim-Kv-Load-Failure"), b)
+	rresp, b := post(t, recompute.URLs()[0]+"/v1/completions", decodeBody)
+	if rresp.StatusCode != 200 || !strings.Contains(rresp.Header.Get("X-Vllmsim-Kv-Load-Failure"), "unknown or expired") {
+		t.Fatalf("a failed read with policy recompute: %d %q %s", rresp.StatusCode, rresp.Header.Get("X-Vllmsim-Kv-Load-Failure"), b)
+	}
+	// A request naming its prefiller (llm-d's sidecar header) runs both
+	// legs from the decode worker.
+	req, _ := http.NewRequest(http.MethodPost, decode.URLs()[0]+"/v1/completions", strings.NewReader(fmt.Sprintf(`{"model":"sim-model","prompt":%q,"max_tokens":2}`, longPrompt("sidecar"))))
+	req.Header.Set(PrefillerHeader, strings.TrimPrefix(prefill.URLs()[0], "http://"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sc pdAnswer
+	err = json.NewDecoder(resp.Body).Decode(&sc)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || sc.Usage.Details.Cached == 0 || resp.Header.Get("X-Vllmsim-Prefill-Failure") != "" {
+		t.Fatalf("sidecar split: %d, %d cached, %q: %v", resp.StatusCode, sc.Usage.Details.Cached, resp.Header.Get("X-Vllmsim-Prefill-Failure"), err)
 	}
 	// A decode worker takes no prefill leg.
 	code, _ = postPD(t, decode.URLs()[0]+"/v1/completions", fmt.Sprintf(`{"model":"sim-model","prompt":%q,"kv_transfer_params":{"do_remote_decode":true}}`, prompt))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -120,4 +121,38 @@ func sidecarPost(t *testing.T, addr, body string) []byte {
 		t.Fatalf("%s: %d %s: %v", addr, resp.StatusCode, b, err)
 	}
 	return b
+}
+
+// TestEPPSplitThroughEnvoy runs a split through real Envoy: Envoy with
+// the bootstrap of docs/epp.md asks `prefixgate epp` over a prefill and a
+// decode worker, sends the request to the decode worker with
+// x-prefiller-host-port, and the decode worker, doing what llm-d's
+// sidecar and its worker do together, prefills there and imports the KV.
+func TestEPPSplitThroughEnvoy(t *testing.T) {
+	envoy := envoyBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), pdDeadline)
+	defer cancel()
+	p, d := startPDWorker(ctx, t, "prefill", "p"), startPDWorker(ctx, t, "decode", "d")
+	_, eppAddr, metricsAddr, _ := startEPP(t, "--backend", "prefill+http://"+p.addr+",decode+http://"+d.addr,
+		"--disagg-split", "always", "--probe-interval", "200ms")
+	gw, admin := freeAddr(t), freeAddr(t)
+	startEnvoy(t, envoy, writeBootstrap(t, gatewayConfig{admin: admin, gateway: gw, eppAddr: eppAddr, replicas: []string{p.addr, d.addr}}), admin)
+	for i, stream := range []bool{false, true} {
+		a := chatVia(t, gw, pdSystem(fmt.Sprint("envoy", i)), "hello", 3, stream)
+		if a.status != http.StatusOK || a.replica != "d-0" {
+			t.Fatalf("request %d: status %d from %q: %s", i, a.status, a.replica, a.body)
+		}
+		if a.cached <= 0 || a.cached < a.prompt-2*16 {
+			t.Fatalf("request %d: %d of %d prompt tokens cached on the decode worker; want those the prefill worker computed", i, a.cached, a.prompt)
+		}
+	}
+	m, err := metricsText("http://" + p.addr)
+	if err != nil || metricSum(m, "vllm:prompt_tokens_total") == 0 {
+		t.Fatalf("the prefill worker computed no prompt: %v", err)
+	}
+	waitFor(t, "both picks released", func() bool {
+		m, err := metricsText("http://" + metricsAddr)
+		return err == nil && metricSum(m, "prefixgate_epp_split_decisions_total") == 2 && hasSeries(m, "prefixgate_disagg_prefill_in_flight", p.addr) &&
+			metricSum(m, "prefixgate_backend_in_flight") == 0 && metricSum(m, "prefixgate_disagg_prefill_in_flight") == 0
+	})
 }
