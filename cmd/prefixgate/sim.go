@@ -78,6 +78,7 @@ func runSim(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 type simFlags struct {
 	o                      sim.Options
 	policies, scale, rates string
+	pd                     string
 	spillChain             bool
 	asJSON, quiet          bool
 	plot                   string
@@ -103,6 +104,11 @@ func (f *simFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SLO, "slo", sim.DefaultSLO, "TTFT objective for goodput and the sustainable rate")
 	fs.IntVar(&o.DecodeWeight, "decode-weight", 0, "prefix-index: prompt tokens of work charged per request a replica holds (0: route's default)")
 	fs.BoolVar(&o.NoAnswers, "no-answers", false, "prefix-index: do not learn the answers' blocks")
+	fs.StringVar(&f.pd, "pd", "", "prefill/decode disaggregation: P:D prefill and decode replicas, compared with all P+D aggregated (policies: "+strings.Join(sim.PDPolicyNames, ", ")+")")
+	fs.Float64Var(&o.PD.SplitInterference, "split-interference", 0, "--pd: the default policy's split cost model, routing.split_interference (0: route's default)")
+	fs.Float64Var(&o.PD.SplitTransferWeight, "split-transfer-weight", 0, "--pd: routing.split_transfer_weight (0: route's default)")
+	fs.IntVar(&o.PD.SplitMinTokens, "split-min-tokens", 0, "--pd: routing.split_min_tokens (0: route's default; negative: 0)")
+	fs.IntVar(&o.PD.ChunkTokens, "pd-chunk-tokens", 0, fmt.Sprintf("--pd: every engine's chunked-prefill budget per step (0: %d)", sim.DefaultPDChunkTokens))
 	fs.BoolVar(&f.asJSON, "json", false, "print exactly one JSON object instead of the table")
 	fs.StringVar(&f.plot, "plot", "", "write SVG charts into this directory")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
@@ -133,11 +139,24 @@ func (f *simFlags) options() (sim.Options, error) {
 	if !strings.HasPrefix(opts.Workload, "trace:") && !slices.Contains(sim.Workloads, opts.Workload) {
 		return opts, fmt.Errorf("--workload: unknown workload %q (have %s, or trace:FILE)", opts.Workload, strings.Join(sim.Workloads, ", "))
 	}
+	names := sim.PolicyNames
+	if f.pd != "" {
+		var err error
+		if opts.PD.Prefill, opts.PD.Decode, err = sim.ParsePD(f.pd); err != nil {
+			return opts, fmt.Errorf("--pd: %v", err)
+		}
+		if f.rates != "" || f.scale != "" || opts.Routers > 1 || opts.LoadHintInterval > 0 || opts.Replicas != 0 {
+			return opts, fmt.Errorf("--pd: runs one router over P+D replicas, without --rates, --scale, --routers, --load-hint or --replicas")
+		}
+		names = sim.PDPolicyNames
+	} else if opts.PD != (sim.PDOptions{}) {
+		return opts, fmt.Errorf("--split-interference, --split-transfer-weight, --split-min-tokens and --pd-chunk-tokens need --pd")
+	}
 	if f.policies != "all" && f.policies != "" {
 		for _, p := range strings.Split(f.policies, ",") {
 			p = strings.TrimSpace(p)
-			if !slices.Contains(sim.PolicyNames, p) {
-				return opts, fmt.Errorf("--policies: unknown policy %q (have %s, or all)", p, strings.Join(sim.PolicyNames, ", "))
+			if !slices.Contains(names, p) {
+				return opts, fmt.Errorf("--policies: unknown policy %q (have %s, or all)", p, strings.Join(names, ", "))
 			}
 			opts.Policies = append(opts.Policies, p)
 		}

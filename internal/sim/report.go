@@ -20,6 +20,9 @@ func (r *Report) WriteJSON(w io.Writer) error {
 
 // WriteTable writes a human-readable comparison.
 func (r *Report) WriteTable(w io.Writer) error {
+	if r.PD != "" {
+		return r.writePDTable(w)
+	}
 	routers := ""
 	if r.Routers > 1 {
 		routers = fmt.Sprintf(", %d routers", r.Routers)

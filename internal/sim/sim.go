@@ -68,6 +68,9 @@ type Options struct {
 	// SLO is the TTFT objective of goodput and the sustainable rate; 0
 	// means DefaultSLO.
 	SLO time.Duration
+	// PD, with Prefill and Decode set, runs a disaggregated fleet (pd.go):
+	// Policies are then PDPolicyNames.
+	PD PDOptions
 }
 
 // DefaultRequests is the request count when Options.Requests is 0.
@@ -90,6 +93,8 @@ type Report struct {
 	Rate float64 `json:"rate"`
 	// SLO is the TTFT objective of goodput and the sustainable rate, ms.
 	SLO float64 `json:"slo_ms"`
+	// PD is "P:D" for a disaggregated run (Options.PD), else empty.
+	PD string `json:"pd,omitempty"`
 	// Sweep and SustainableRate are set by a sweep (Options.Rates).
 	Sweep           []SweepPoint        `json:"sweep,omitempty"`
 	SustainableRate map[string]*float64 `json:"sustainable_rate,omitempty"`
@@ -151,6 +156,14 @@ type PolicyResult struct {
 	// Throughput.
 	Goodput     float64 `json:"goodput"`
 	GoodputRate float64 `json:"goodput_rps"`
+	// A disaggregated run's (Options.PD): the inter-token latency
+	// percentiles (each request's mean gap between output tokens after
+	// the first, ms), the share of requests split, and the prompt tokens
+	// decode replicas read from prefill replicas.
+	ITLP50            *float64 `json:"itl_p50_ms,omitempty"`
+	ITLP90            *float64 `json:"itl_p90_ms,omitempty"`
+	SplitShare        *float64 `json:"split_share,omitempty"`
+	TransferredTokens *int64   `json:"transferred_tokens,omitempty"`
 
 	Failed int       `json:"-"`
 	Queued int       `json:"-"` // requests that waited in a router queue
@@ -187,6 +200,9 @@ func Run(opts Options) (*Report, error) {
 	w, err := BuildWorkloadRate(opts.Workload, n, opts.Seed, rate)
 	if err != nil {
 		return nil, err
+	}
+	if opts.PD != (PDOptions{}) {
+		return simulatePD(w, opts)
 	}
 	return Simulate(w, opts)
 }
