@@ -104,6 +104,9 @@ type engineInfo struct {
 	// without prompt_tokens_details means no cached tokens rather than
 	// "not reported".
 	cacheReport bool
+	// bootstrapPort is SGLang's --disaggregation-bootstrap-port when it
+	// runs disaggregated (0: not stated).
+	bootstrapPort int
 }
 
 // infoRefresh is how often a known engine's info endpoint is re-read for
@@ -173,11 +176,15 @@ func parseLlamaCppProps(raw []byte) (engineInfo, error) {
 // max_total_num_tokens (python/sglang/srt/entrypoints/http_server.py in
 // sglang).
 func parseSGLangServerInfo(raw []byte) (engineInfo, error) {
-	r := gjson.GetManyBytes(raw, "max_total_num_tokens", "internal_states.0.max_total_num_tokens", "enable_cache_report", "model_path", "dp_size")
+	r := gjson.GetManyBytes(raw, "max_total_num_tokens", "internal_states.0.max_total_num_tokens", "enable_cache_report", "model_path", "dp_size",
+		"disaggregation_mode", "disaggregation_bootstrap_port")
 	if !r[0].Exists() && !r[1].Exists() && !r[3].Exists() {
 		return engineInfo{}, fmt.Errorf("/get_server_info has neither max_total_num_tokens nor model_path: not SGLang")
 	}
 	info := engineInfo{engine: EngineSGLang, cacheReport: r[2].Bool()}
+	if m := r[5].String(); (m == "prefill" || m == "decode") && r[6].Int() > 0 && r[6].Int() <= 65535 {
+		info.bootstrapPort = int(r[6].Int())
+	}
 	n := r[0].Int()
 	if n <= 0 {
 		n = r[1].Int()

@@ -44,9 +44,11 @@ type Backend struct {
 	// detected is what scrapes found, as an Engine.
 	configured Engine
 	detected   atomic.Uint32
-	// role is what the spec's ROLE+ prefix named (RoleBoth without one).
-	role        Role
-	cacheTokens atomic.Int64
+	// role is what the spec's ROLE+ prefix named (RoleBoth without one);
+	// bootstrapPort is the SGLang bootstrap port its server info states.
+	role          Role
+	bootstrapPort atomic.Int32
+	cacheTokens   atomic.Int64
 	// cacheReport is SGLang's --enable-cache-report, from its server info;
 	// reportsCached: an answer has stated cached_tokens (usage.go).
 	cacheReport   atomic.Bool

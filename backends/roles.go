@@ -108,6 +108,12 @@ func SplitSpec(spec string) (Role, Engine, string, error) {
 	return role, engine, rest, nil
 }
 
+// BootstrapPort is the port of the backend's SGLang bootstrap server as
+// its /get_server_info states it (disaggregation_bootstrap_port, when its
+// disaggregation_mode is prefill or decode); 0 while unknown or for
+// another engine.
+func (b *Backend) BootstrapPort() int { return int(b.bootstrapPort.Load()) }
+
 // Role returns the backend's role, as its spec named it.
 func (b *Backend) Role() Role { return b.role }
 

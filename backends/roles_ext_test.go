@@ -1,6 +1,7 @@
 package backends_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -76,5 +77,31 @@ func TestPoolRoles(t *testing.T) {
 	}
 	if _, err := backends.NewPool([]string{"prefil+http://127.0.0.1:9"}, backends.Options{}); err == nil {
 		t.Fatal("NewPool took an unknown role")
+	}
+}
+
+// TestBootstrapPortFromServerInfo: an SGLang prefill worker's bootstrap
+// port is read from its /get_server_info; one not running disaggregated
+// states none.
+func TestBootstrapPortFromServerInfo(t *testing.T) {
+	for _, tc := range []struct {
+		mode string
+		want int
+	}{{"prefill", 9123}, {"null", 0}} {
+		mode := tc.mode
+		if mode != "null" {
+			mode = `"` + mode + `"`
+		}
+		eng := &fakeEngine{metrics: []string{fixture(t, "sglang.metrics")}, model: "m",
+			serverInfo: `{"model_path":"m","max_total_num_tokens":1000,"disaggregation_mode":` + mode + `,"disaggregation_bootstrap_port":9123}`}
+		srv := eng.start(t)
+		p, err := backends.NewPool([]string{"prefill+sglang+" + srv.URL}, backends.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.ScrapeAll(context.Background())
+		if got := p.Backends()[0].BootstrapPort(); got != tc.want {
+			t.Errorf("disaggregation_mode %s: bootstrap port %d, want %d", tc.mode, got, tc.want)
+		}
 	}
 }

@@ -138,10 +138,17 @@ func (pd *disagg) protocol(b *backends.Backend) string {
 	return ProtocolVLLM
 }
 
-// bootstrapPort is where b's SGLang bootstrap server listens.
+// bootstrapPort is where b's SGLang bootstrap server listens: the
+// configured port, else the one b's server info states, else SGLang's
+// default; with -1 b's own HTTP port.
 func (pd *disagg) bootstrapPort(b *backends.Backend) int {
-	if pd.cfg.BootstrapPort > 0 {
+	switch {
+	case pd.cfg.BootstrapPort > 0:
 		return pd.cfg.BootstrapPort
+	case pd.cfg.BootstrapPort == 0 && b.BootstrapPort() > 0:
+		return b.BootstrapPort()
+	case pd.cfg.BootstrapPort == 0:
+		return DefaultBootstrapPort
 	}
 	if p, err := strconv.Atoi(b.URL.Port()); err == nil {
 		return p

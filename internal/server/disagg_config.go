@@ -53,8 +53,8 @@ type DisaggConfig struct {
 	// Split is cost or always; "" is cost.
 	Split string
 	// BootstrapPort is the port of the prefill workers' SGLang bootstrap
-	// servers; 0 is DefaultBootstrapPort, -1 each prefill worker's own
-	// HTTP port.
+	// servers; 0 is the one each worker's server info states, else
+	// DefaultBootstrapPort; -1 each prefill worker's own HTTP port.
 	BootstrapPort int
 	// PrefillTimeout bounds one prefill leg; 0 is DefaultPrefillTimeout.
 	PrefillTimeout time.Duration
@@ -74,9 +74,6 @@ func (c DisaggConfig) Defaults() DisaggConfig {
 		c.Split = SplitCost
 	}
 	c.Split = strings.ToLower(c.Split)
-	if c.BootstrapPort == 0 {
-		c.BootstrapPort = DefaultBootstrapPort
-	}
 	if c.PrefillTimeout == 0 {
 		c.PrefillTimeout = DefaultPrefillTimeout
 	}
