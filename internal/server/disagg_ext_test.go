@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -180,4 +181,70 @@ func TestExplainSaysWhetherItSplits(t *testing.T) {
 	if x.Split != "aggregated" || x.PrefillBackend != "" || !strings.Contains(x.Reason, "few-uncached-tokens") {
 		t.Fatalf("explain of a short prompt = %+v", x)
 	}
+}
+
+// TestFailedPrefillRetriesOnAnother: a prefill leg whose worker answers
+// 500 is sent to the other prefill worker, and the request is split there.
+func TestFailedPrefillRetriesOnAnother(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var urls []string
+	for i, f := range []vllmsim.Faults{{ErrorRate: 1}, {}, {}} {
+		role := []string{vllmsim.RolePrefill, vllmsim.RolePrefill, vllmsim.RoleDecode}[i]
+		fleet, err := vllmsim.StartFleet(ctx, "127.0.0.1:0", 1, vllmsim.Config{Preset: "tiny", Speed: 50, Role: role, Faults: f, Name: fmt.Sprint(role, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { fleet.Close() })
+		urls = append(urls, fleet.URLs()[0])
+	}
+	bad, good := strings.TrimPrefix(urls[0], "http://"), strings.TrimPrefix(urls[1], "http://")
+	srv, err := server.New(server.Config{Backends: []string{"prefill+" + urls[0], "prefill+" + urls[1], "decode+" + urls[2]},
+		Disagg: server.DisaggConfig{Split: server.SplitAlways}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := srv.Handler()
+	// A prompt whose prefill the router would send to the failing worker.
+	var body string
+	for i := 0; body == "" && i < 64; i++ {
+		b := pdBody(fmt.Sprint("retry", i), false)
+		rec := httptestRecorder(h, "/v1/explain?path=/v1/chat/completions", b)
+		var x struct {
+			PrefillBackend string `json:"prefill_backend"`
+		}
+		if json.Unmarshal(rec, &x) == nil && x.PrefillBackend == bad {
+			body = b
+		}
+	}
+	if body == "" {
+		t.Fatal("no prompt of 64 has its prefill on the first worker")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ctx, ln, time.Second)
+	resp, err := http.Post("http://"+ln.Addr().String()+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get(server.PrefillBackendHeader) != good {
+		t.Fatalf("status %d, prefill %q (want %s): %s", resp.StatusCode, resp.Header.Get(server.PrefillBackendHeader), good, raw)
+	}
+	base := "http://" + ln.Addr().String()
+	if got := routerMetrics(t, base, "prefixgate_disagg_legs_total", `leg="prefill"`, bad, `outcome="error"`); got != 1 {
+		t.Errorf("failed prefill legs on %s = %v, want 1", bad, got)
+	}
+}
+
+// httptestRecorder runs one POST through h and returns the answer's body.
+func httptestRecorder(h http.Handler, path, body string) []byte {
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(rec, req)
+	return rec.Body.Bytes()
 }

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -54,16 +56,36 @@ func (s *Server) runSplit(ctx context.Context, path string, p pipeline.Prepared,
 		if out != prefillFailed || ctx.Err() != nil || attempt >= *s.pd.cfg.PrefillRetries {
 			return resp, err, out
 		}
-		next, perr := s.pd.prefill.TryPick(req)
-		if perr != nil {
-			return nil, nil, prefillFailed
-		}
-		if tried[next.Backend] || next.Backend == d.Backend {
-			next.Done()
+		next, ok := s.pd.nextPrefill(req, tried, d.Backend)
+		if !ok {
 			return nil, nil, prefillFailed
 		}
 		legs.prefill = next
 	}
+}
+
+// nextPrefill picks a prefill worker for a retried prefill leg: the
+// policy's pick when it is one not tried yet, else the least loaded
+// healthy one not tried that serves the model and is below its bound;
+// false when there is none.
+func (pd *disagg) nextPrefill(req route.Request, tried map[string]bool, decode string) (route.Decision, bool) {
+	if next, err := pd.prefill.TryPick(req); err == nil {
+		if !tried[next.Backend] && next.Backend != decode {
+			return next, true
+		}
+		next.Done()
+	}
+	members := pd.prefill.Status()
+	slices.SortFunc(members, func(a, b route.MemberStatus) int { return cmp.Compare(a.Load, b.Load) })
+	for _, m := range members {
+		if !m.Healthy || tried[m.Name] || m.Name == decode {
+			continue
+		}
+		if next, err := pd.prefill.PickMember(m.Name, req, true); err == nil {
+			return next, true
+		}
+	}
+	return route.Decision{}, false
 }
 
 // withRequestID is hdr with an X-Request-Id, the client's or a new one:
