@@ -205,13 +205,13 @@ func (l *pdLegs) close(failed bool) {
 // both legs are sent in the pool's protocol. Without roles, for a pinned
 // request or a path that does not split, it is dispatch.
 func (s *Server) dispatchPD(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, lease *bodyLease, d *route.Decision, pn pin) (*http.Response, *pdLegs, error) {
-	if s.pd == nil || !s.pd.active.Load() || pn.backend != "" || !splittable(path) {
+	if s.pd == nil || !s.pd.active.Load() || pn.stored != "" || !splittable(path) {
 		resp, err := s.dispatch(ctx, path, p, hdr, lease, d, pn)
 		return resp, nil, err
 	}
 	req := p.RouteRequest()
 	start := time.Now()
-	sp, err := s.pd.pick(ctx, s.rt(), req)
+	sp, err := s.pd.pickPinned(ctx, s.rt(), req, pn.backend)
 	if err != nil {
 		s.pipe.ObservePick(time.Since(start), nil)
 		return nil, nil, s.pipe.PickError(err, p.Info.Model)
@@ -261,27 +261,53 @@ func (s *Server) dispatchPD(ctx context.Context, path string, p pipeline.Prepare
 func (pd *disagg) pick(ctx context.Context, decode *route.Router, req route.Request) (route.SplitPick, error) {
 	if pd.cfg.Split != SplitAlways {
 		sp, err := route.PickSplit(ctx, decode, pd.prefill, req)
-		return sp, pd.sameWorker(sp, err)
+		sameWorker(&sp)
+		return sp, err
 	}
 	d, err := decode.Pick(ctx, req)
 	if err != nil {
 		return route.SplitPick{}, err
 	}
+	return pd.always(d, req), nil
+}
+
+// always is the split of Split "always" for a request picked onto d.
+func (pd *disagg) always(d route.Decision, req route.Request) route.SplitPick {
 	sp := route.SplitPick{Decode: d, Split: route.SplitDecision{Reason: route.SplitNoPrefill}}
 	if p, err := pd.prefill.TryPick(req); err == nil {
 		sp.Prefill, sp.Split = p, route.SplitDecision{Split: true, Reason: route.SplitCheaper}
 		sp.Decode.Report(route.Outcome{FirstByte: true}) // the decode worker imports the prefill
 	}
-	return sp, pd.sameWorker(sp, nil)
+	sameWorker(&sp)
+	return sp
+}
+
+// pickPinned is pick for a request whose session names its decode worker
+// (member; "" for none): that worker while it is healthy and below its
+// bound, else the policy's, with the prefill placed and the split decided
+// as for any request.
+func (pd *disagg) pickPinned(ctx context.Context, decode *route.Router, req route.Request, member string) (route.SplitPick, error) {
+	if member == "" {
+		return pd.pick(ctx, decode, req)
+	}
+	d, err := decode.PickMember(member, req, true)
+	if err != nil {
+		return pd.pick(ctx, decode, req)
+	}
+	if pd.cfg.Split == SplitAlways {
+		return pd.always(d, req), nil
+	}
+	sp := route.SplitFor(d, decode, pd.prefill, req)
+	sameWorker(&sp)
+	return sp, nil
 }
 
 // sameWorker undoes a split whose two legs landed on one backend.
-func (pd *disagg) sameWorker(sp route.SplitPick, err error) error {
-	if err == nil && sp.Split.Split && sp.Prefill.Backend == sp.Decode.Backend {
+func sameWorker(sp *route.SplitPick) {
+	if sp.Split.Split && sp.Prefill.Backend == sp.Decode.Backend {
 		sp.Prefill.Done()
-		sp.Split.Split, sp.Split.Reason = false, route.SplitNoPrefill
+		sp.Prefill, sp.Split.Split, sp.Split.Reason = route.Decision{}, false, route.SplitNoPrefill
 	}
-	return err
 }
 
 // forwardAggregated sends the request as it is to d's backend: the aggregated

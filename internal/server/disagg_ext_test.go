@@ -248,3 +248,66 @@ func httptestRecorder(h http.Handler, path, body string) []byte {
 	h.ServeHTTP(rec, req)
 	return rec.Body.Bytes()
 }
+
+// TestSessionRequestsSplit: a session's later requests, pinned to its
+// decode worker, are split too.
+func TestSessionRequestsSplit(t *testing.T) {
+	base, prefill, decode := startPD(t, server.Config{Disagg: server.DisaggConfig{Split: server.SplitAlways}}, vllmsim.Faults{})
+	for i := range 3 {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(pdBody(fmt.Sprint("session turn ", i), false)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(server.DefaultSessionHeader, "conversation-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get(server.BackendHeader) != decode || resp.Header.Get(server.PrefillBackendHeader) != prefill {
+			t.Fatalf("turn %d: status %d, decode %q, prefill %q", i, resp.StatusCode, resp.Header.Get(server.BackendHeader), resp.Header.Get(server.PrefillBackendHeader))
+		}
+	}
+}
+
+// TestBothWorkerNeverSplitsOntoItself: a backend without a role in a
+// fleet with roles takes prefill legs for the decode workers and whole
+// requests, but never a prefill leg of its own decode.
+func TestBothWorkerNeverSplitsOntoItself(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var urls []string
+	for i, role := range []string{vllmsim.RoleDecode, vllmsim.RoleBoth} {
+		fleet, err := vllmsim.StartFleet(ctx, "127.0.0.1:0", 1, vllmsim.Config{Preset: "tiny", Speed: 50, Role: role, Name: fmt.Sprint(role, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { fleet.Close() })
+		urls = append(urls, fleet.URLs()[0])
+	}
+	decode, both := strings.TrimPrefix(urls[0], "http://"), strings.TrimPrefix(urls[1], "http://")
+	srv, err := server.New(server.Config{Backends: []string{"decode+" + urls[0], urls[1]}, Disagg: server.DisaggConfig{Split: server.SplitAlways}},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i := 0; i < 64 && len(seen) < 2; i++ {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(pdBody(fmt.Sprint("both ", i), false)))
+		req.Header.Set("Content-Type", "application/json")
+		srv.Handler().ServeHTTP(rec, req)
+		got, pre := rec.Header().Get(server.BackendHeader), rec.Header().Get(server.PrefillBackendHeader)
+		switch {
+		case rec.Code != 200:
+			t.Fatalf("request %d: %d %s", i, rec.Code, rec.Body)
+		case got == both && pre != "":
+			t.Fatalf("request %d decoded on %s was prefilled on %q", i, both, pre)
+		case got == decode && pre != both:
+			t.Fatalf("request %d decoded on %s was prefilled on %q, want %s", i, decode, pre, both)
+		}
+		seen[got] = true
+	}
+	if len(seen) != 2 {
+		t.Fatalf("64 requests all decoded on %v", seen)
+	}
+}
