@@ -283,9 +283,10 @@ func (pr *plainRoutes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pr.mux.ServeHTTP(w, r)
 }
 
-// fleetUp reports whether any backend is in the candidate set.
+// fleetUp reports whether any backend that takes whole requests (any,
+// but a prefill worker of a disaggregated fleet) is in the candidate set.
 func (s *Server) fleetUp() bool {
-	return slices.ContainsFunc(s.pool.Backends(), (*backends.Backend).Healthy)
+	return slices.ContainsFunc(s.pool.Backends(), func(b *backends.Backend) bool { return b.Healthy() && b.Role().Decodes() })
 }
 
 // updateReadiness makes gRPC health follow the fleet: the whole server and
