@@ -311,3 +311,31 @@ func TestBothWorkerNeverSplitsOntoItself(t *testing.T) {
 		t.Fatalf("64 requests all decoded on %v", seen)
 	}
 }
+
+// TestHungPrefillRunsAggregated: a prefill worker that never answers
+// holds a request no longer than disaggregation.prefill_timeout; the
+// request then runs whole on its decode worker, in either protocol, and
+// no leg stays in flight.
+func TestHungPrefillRunsAggregated(t *testing.T) {
+	for _, protocol := range []string{server.ProtocolVLLM, server.ProtocolSGLang} {
+		t.Run(protocol, func(t *testing.T) {
+			base, _, decode := startPD(t, server.Config{Disagg: server.DisaggConfig{Split: server.SplitAlways, Protocol: protocol,
+				BootstrapPort: -1, PrefillTimeout: 300 * time.Millisecond}}, vllmsim.Faults{Hang: true})
+			resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(pdBody("hung "+protocol, true)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || resp.Header.Get(server.BackendHeader) != decode || resp.Header.Get(server.PrefillBackendHeader) != "" || !strings.Contains(string(raw), "[DONE]") {
+				t.Fatalf("status %d, decode %q, prefill %q: %s", resp.StatusCode, resp.Header.Get(server.BackendHeader), resp.Header.Get(server.PrefillBackendHeader), raw)
+			}
+			if got := routerMetrics(t, base, "prefixgate_disagg_requests_total", `reason="prefill-failed"`); got != 1 {
+				t.Errorf("aggregated after a hung prefill = %v, want 1", got)
+			}
+			if got := routerMetrics(t, base, "prefixgate_backend_in_flight") + routerMetrics(t, base, "prefixgate_disagg_prefill_in_flight"); got != 0 {
+				t.Errorf("%v legs still in flight", got)
+			}
+		})
+	}
+}
