@@ -202,8 +202,9 @@ func (l *pdLegs) close(failed bool) {
 // dispatchPD is dispatch for a fleet with roles: the decode worker is
 // picked by the main router, the decision says whether the request runs
 // split, and if so the prefill worker is picked by the prefill router and
-// both legs are sent in the pool's protocol. Without roles, for a pinned
-// request or a path that does not split, it is dispatch.
+// both legs are sent in the pool's protocol. Without roles, for a request
+// pinned by a stored response or a path that does not split, it is
+// dispatch.
 func (s *Server) dispatchPD(ctx context.Context, path string, p pipeline.Prepared, hdr http.Header, lease *bodyLease, d *route.Decision, pn pin) (*http.Response, *pdLegs, error) {
 	if s.pd == nil || !s.pd.active.Load() || pn.stored != "" || !splittable(path) {
 		resp, err := s.dispatch(ctx, path, p, hdr, lease, d, pn)
