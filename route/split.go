@@ -14,7 +14,7 @@ const (
 	// on a decode worker costs, in tokens of work, for each other request
 	// decoding there: its prefill chunk lengthens the step every one of
 	// them waits for.
-	DefaultSplitInterference = 0.25
+	DefaultSplitInterference = 0.1
 	// DefaultSplitTransferWeight is the work, in prompt tokens, of moving
 	// one token's KV from the prefill worker to the decode worker.
 	DefaultSplitTransferWeight = 0.05
