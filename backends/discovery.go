@@ -161,6 +161,7 @@ type target struct {
 	name   string
 	url    *url.URL
 	engine Engine
+	role   Role
 }
 
 // source is a Discovery with its last good answer.
@@ -168,6 +169,7 @@ type source struct {
 	d      Discovery
 	static bool
 	engine Engine // from the spec's ENGINE+ prefix; every target gets it
+	role   Role   // from the spec's ROLE+ prefix; every target gets it
 
 	mu   sync.Mutex
 	last []target
@@ -178,7 +180,7 @@ func parseSources(specs []string, r Resolver) ([]*source, error) {
 	var out []*source
 	seen := map[string]bool{}
 	for _, spec := range specs {
-		engine, spec, err := SplitEngine(spec)
+		role, engine, spec, err := SplitSpec(spec)
 		if err != nil {
 			return nil, err
 		}
@@ -194,7 +196,7 @@ func parseSources(specs []string, r Resolver) ([]*source, error) {
 			}
 			seen[name] = true
 		}
-		out = append(out, &source{d: d, static: static, engine: engine})
+		out = append(out, &source{d: d, static: static, engine: engine, role: role})
 	}
 	return out, nil
 }
@@ -204,7 +206,7 @@ func (s *source) refresh(ctx context.Context) error {
 	addrs, err := s.d.Discover(ctx)
 	var ts []target
 	if err == nil {
-		ts, err = targets(addrs, !s.static, s.engine)
+		ts, err = targets(addrs, !s.static, s.engine, s.role)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -214,14 +216,14 @@ func (s *source) refresh(ctx context.Context) error {
 	return err
 }
 
-func targets(addrs []string, sorted bool, engine Engine) ([]target, error) {
+func targets(addrs []string, sorted bool, engine Engine, role Role) ([]target, error) {
 	ts := make([]target, 0, len(addrs))
 	for _, a := range addrs {
 		u, name, err := ParseBackendURL(a)
 		if err != nil {
 			return nil, err
 		}
-		ts = append(ts, target{name: name, url: u, engine: engine})
+		ts = append(ts, target{name: name, url: u, engine: engine, role: role})
 	}
 	if sorted {
 		// DNS answers come in any order; membership should not churn.

@@ -60,24 +60,11 @@ func ParseEngine(s string) (Engine, error) {
 // "sglang+http://10.0.0.5:30000" or "llamacpp+dns://llama.svc:8080", from
 // the spec itself. A spec without a prefix is EngineAuto. Host names cannot
 // hold '+' and prefixgate's schemes (http, https, dns, srv, file) have none,
-// so the first '+' before any "://" can only be this prefix.
+// so a '+' before any "://" can only end a prefix. A role prefix
+// (SplitSpec) is read and dropped with it.
 func SplitEngine(spec string) (Engine, string, error) {
-	s := strings.TrimSpace(spec)
-	plus := strings.IndexByte(s, '+')
-	if plus < 0 {
-		return EngineAuto, s, nil
-	}
-	if sep := strings.Index(s, "://"); sep >= 0 && sep < plus {
-		return EngineAuto, s, nil // a '+' in the path or query
-	}
-	e, err := ParseEngine(s[:plus])
-	if err != nil {
-		return EngineAuto, "", fmt.Errorf("backend %q: %w", spec, err)
-	}
-	if s[:plus] == "" || s[plus+1:] == "" {
-		return EngineAuto, "", fmt.Errorf("backend %q: expected ENGINE+URL", spec)
-	}
-	return e, s[plus+1:], nil
+	_, e, rest, err := SplitSpec(spec)
+	return e, rest, err
 }
 
 // Engine returns the backend's engine: the configured one, else the one
@@ -117,6 +104,9 @@ type engineInfo struct {
 	// without prompt_tokens_details means no cached tokens rather than
 	// "not reported".
 	cacheReport bool
+	// bootstrapPort is SGLang's --disaggregation-bootstrap-port when it
+	// runs disaggregated (0: not stated).
+	bootstrapPort int
 }
 
 // infoRefresh is how often a known engine's info endpoint is re-read for
@@ -186,11 +176,15 @@ func parseLlamaCppProps(raw []byte) (engineInfo, error) {
 // max_total_num_tokens (python/sglang/srt/entrypoints/http_server.py in
 // sglang).
 func parseSGLangServerInfo(raw []byte) (engineInfo, error) {
-	r := gjson.GetManyBytes(raw, "max_total_num_tokens", "internal_states.0.max_total_num_tokens", "enable_cache_report", "model_path", "dp_size")
+	r := gjson.GetManyBytes(raw, "max_total_num_tokens", "internal_states.0.max_total_num_tokens", "enable_cache_report", "model_path", "dp_size",
+		"disaggregation_mode", "disaggregation_bootstrap_port")
 	if !r[0].Exists() && !r[1].Exists() && !r[3].Exists() {
 		return engineInfo{}, fmt.Errorf("/get_server_info has neither max_total_num_tokens nor model_path: not SGLang")
 	}
 	info := engineInfo{engine: EngineSGLang, cacheReport: r[2].Bool()}
+	if m := r[5].String(); (m == "prefill" || m == "decode") && r[6].Int() > 0 && r[6].Int() <= 65535 {
+		info.bootstrapPort = int(r[6].Int())
+	}
 	n := r[0].Int()
 	if n <= 0 {
 		n = r[1].Int()

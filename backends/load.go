@@ -157,6 +157,7 @@ func (p *Pool) refreshInfo(ctx context.Context, b *Backend, fromMetrics int, unk
 		b.detected.Store(uint32(info.engine))
 	}
 	b.cacheReport.Store(info.cacheReport)
+	b.bootstrapPort.Store(int32(info.bootstrapPort))
 	return info.cacheTokens, nil
 }
 

@@ -42,9 +42,13 @@ type Backend struct {
 
 	// configured is the engine the spec named (EngineAuto: detect);
 	// detected is what scrapes found, as an Engine.
-	configured  Engine
-	detected    atomic.Uint32
-	cacheTokens atomic.Int64
+	configured Engine
+	detected   atomic.Uint32
+	// role is what the spec's ROLE+ prefix named (RoleBoth without one);
+	// bootstrapPort is the SGLang bootstrap port its server info states.
+	role          Role
+	bootstrapPort atomic.Int32
+	cacheTokens   atomic.Int64
 	// cacheReport is SGLang's --enable-cache-report, from its server info;
 	// reportsCached: an answer has stated cached_tokens (usage.go).
 	cacheReport   atomic.Bool
@@ -347,8 +351,9 @@ func (p *Pool) applyLocked(targets []target) bool {
 	var added []*Backend
 	for _, t := range targets {
 		b, ok := cur.byName[t.name]
-		if !ok || b.URL.String() != t.url.String() || b.configured != t.engine {
+		if !ok || b.URL.String() != t.url.String() || b.configured != t.engine || b.role != t.role {
 			b = newBackend(p, t.name, t.url, t.engine, p.drained[t.name])
+			b.role = t.role
 			added = append(added, b)
 		}
 		next.list = append(next.list, b)

@@ -32,6 +32,12 @@ type Config struct {
 	ResponsesStoreSize int
 	// Faults are injected from the start; POST /admin/faults changes them.
 	Faults Faults
+	// Role is the replica's part in a disaggregated fleet: prefill, decode
+	// or both ("" is both); see pd_http.go.
+	Role string
+	// KVLoadFailure is what a decode worker does when it cannot read a
+	// vLLM transfer: recompute the prompt (the default, "") or fail.
+	KVLoadFailure string
 	// Seed seeds the fault injection's random numbers and response ids.
 	Seed uint64
 	// Name prefixes replica names: StartFleet names replicas Name-0,
@@ -93,6 +99,12 @@ func (cfg Config) resolved() (Config, error) {
 	}
 	if cfg.Name == "" {
 		cfg.Name = "vllmsim"
+	}
+	if cfg.Role, err = checkRole(cfg.Role); err != nil {
+		return cfg, err
+	}
+	if cfg.KVLoadFailure, err = checkKVLoadFailure(cfg.KVLoadFailure); err != nil {
+		return cfg, err
 	}
 	for _, a := range cfg.Adapters {
 		if name, _, _ := strings.Cut(a, "="); name == "" || name == cfg.Model {

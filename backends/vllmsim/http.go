@@ -83,8 +83,10 @@ func dropConnection(w http.ResponseWriter) {
 
 func (r *Replica) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", r.handleChat)
-	mux.HandleFunc("POST /v1/completions", r.handleCompletions)
+	mux.HandleFunc("POST /v1/chat/completions", r.pdHandler(r.chat))
+	mux.HandleFunc("POST /v1/completions", r.pdHandler(r.completion))
+	mux.HandleFunc("POST /kv/fetch", r.handleKVFetch)
+	mux.HandleFunc("POST /kv/bootstrap", r.handleBootstrap)
 	mux.HandleFunc("POST /invocations", r.handleInvocations)
 	mux.HandleFunc("GET /v1/models", r.handleModels)
 	mux.HandleFunc("POST /v1/load_lora_adapter", r.handleLoadLoRA)
@@ -366,6 +368,8 @@ type genRequest struct {
 	fail errorWriter
 	// maxTokensName names the output cap in errors; "" means max_tokens.
 	maxTokensName string
+	// pd is the request's part in a prefill/decode split (pd_http.go).
+	pd *pdRequest
 }
 
 // errorWriter answers a request with an error in one API's shape.
@@ -398,14 +402,6 @@ func usageOf(ev Event) usage {
 	}
 }
 
-func (r *Replica) handleChat(w http.ResponseWriter, req *http.Request) {
-	b, ok := readBody(w, req)
-	if !ok {
-		return
-	}
-	r.chat(w, req, b)
-}
-
 func (r *Replica) chat(w http.ResponseWriter, req *http.Request, body []byte) {
 	var c chatRequest
 	if !decodeJSON(w, body, &c) {
@@ -424,14 +420,6 @@ func (r *Replica) chat(w http.ResponseWriter, req *http.Request, body []byte) {
 		kind: kindChat, model: c.Model, prompt: prompt, maxTokens: mt, cacheSalt: c.CacheSalt,
 		stream: c.Stream, includeUsage: c.StreamOptions != nil && c.StreamOptions.IncludeUsage,
 	})
-}
-
-func (r *Replica) handleCompletions(w http.ResponseWriter, req *http.Request) {
-	b, ok := readBody(w, req)
-	if !ok {
-		return
-	}
-	r.completion(w, req, b)
 }
 
 func (r *Replica) completion(w http.ResponseWriter, req *http.Request, body []byte) {
@@ -526,6 +514,7 @@ var respIDPrefix = map[apiKind]string{kindChat: "chatcmpl", kindCompletion: "cmp
 // generate runs one request through the engine and answers it, whole or as
 // a stream.
 func (r *Replica) generate(w http.ResponseWriter, req *http.Request, g genRequest) {
+	g.pd = pdFrom(req.Context())
 	run, ok := r.begin(w, req, g)
 	if !ok {
 		return
@@ -611,7 +600,9 @@ func (r *Replica) admit(w http.ResponseWriter, g genRequest) (Request, bool) {
 		fail(w, http.StatusBadRequest, "prompt must not be empty")
 		return Request{}, false
 	}
-	return Request{Prompt: g.prompt, Adapter: adapterName, CacheSalt: g.cacheSalt, MaxTokens: maxTokens}, true
+	sub := Request{Prompt: g.prompt, Adapter: adapterName, CacheSalt: g.cacheSalt, MaxTokens: maxTokens}
+	g.pd.engineFields(&sub)
+	return sub, true
 }
 
 // await waits for the engine's event on ch; false when the client left
@@ -643,7 +634,7 @@ func writeWhole(w http.ResponseWriter, a answer, done Event) {
 	u := usageOf(done)
 	switch a.g.kind {
 	case kindChat:
-		writeJSON(w, http.StatusOK, map[string]any{
+		writeJSON(w, http.StatusOK, a.g.pd.answerFields(done, map[string]any{
 			"id": a.respID, "object": "chat.completion", "created": a.created, "model": a.model,
 			"choices": []any{map[string]any{
 				"index":         0,
@@ -652,13 +643,13 @@ func writeWhole(w http.ResponseWriter, a answer, done Event) {
 				"finish_reason": "length",
 			}},
 			"usage": u,
-		})
+		}))
 	case kindCompletion:
-		writeJSON(w, http.StatusOK, map[string]any{
+		writeJSON(w, http.StatusOK, a.g.pd.answerFields(done, map[string]any{
 			"id": a.respID, "object": "text_completion", "created": a.created, "model": a.model,
 			"choices": []any{map[string]any{"index": 0, "text": text, "logprobs": nil, "finish_reason": "length"}},
 			"usage":   u,
-		})
+		}))
 	default:
 		writeJSON(w, http.StatusOK, map[string]any{
 			"generated_text": text,

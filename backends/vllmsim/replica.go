@@ -18,8 +18,12 @@ import (
 // drives the engine; Close stops it. A Replica can serve through any
 // http.Server (for example httptest.NewServer(r)) or its own (Start).
 type Replica struct {
-	name      string
-	cfg       Config
+	name string
+	cfg  Config
+	// role is Config.Role, resolved; rooms are the SGLang bootstrap rooms
+	// its legs meet in (pd_sglang.go).
+	role      string
+	rooms     rooms
 	handler   http.Handler
 	wallStart time.Time
 	created   int64
@@ -64,6 +68,7 @@ func NewReplica(name string, cfg Config) (*Replica, error) {
 	r := &Replica{
 		name:      name,
 		cfg:       cfg,
+		role:      cfg.Role,
 		wallStart: time.Now(),
 		eng:       eng,
 		waiters:   make(map[RequestID]*waiter),

@@ -107,6 +107,8 @@ func (f *vllmsimFlags) register(fset *flag.FlagSet) {
 	fset.BoolVar(&fl.Hang, "hang", false, "never answer (until the client cancels)")
 	fset.BoolVar(&fl.CloseConnection, "close-connection", false, "close every connection without answering")
 	fset.Uint64Var(&c.Seed, "seed", 0, "seed of fault injection and response ids")
+	fset.StringVar(&c.Role, "role", vllmsim.RoleBoth, "part in a disaggregated fleet: prefill (holds KV for decode workers), decode (imports it) or both")
+	fset.StringVar(&c.KVLoadFailure, "kv-load-failure", vllmsim.KVLoadRecompute, "when a decode worker cannot read a vLLM transfer: recompute the prompt, or fail the request with 500")
 }
 
 // config checks the parsed flags and returns the fleet's configuration;

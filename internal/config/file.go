@@ -199,8 +199,9 @@ func scalarMap(v *yaml.Node) (map[string]string, error) {
 
 // backendSpecs reads the backends list: each entry a spec string (a URL,
 // host:port, dns://, srv:// or file:// source, optionally ENGINE+ as in
-// "sglang+http://10.0.0.5:30000") or a mapping with url and engine, which
-// becomes the ENGINE+URL spec the server and --backend take.
+// "sglang+http://10.0.0.5:30000", ROLE+ as in "prefill+vllm+http://…")
+// or a mapping with url, engine and role, which becomes the
+// ROLE+ENGINE+URL spec the server and --backend take.
 func backendSpecs(n *yaml.Node) ([]string, error) {
 	if n.Kind != yaml.SequenceNode {
 		return nil, fmt.Errorf("%d: backends must be a list", n.Line)
@@ -224,7 +225,7 @@ func backendSpecs(n *yaml.Node) ([]string, error) {
 }
 
 func backendMapping(item *yaml.Node, i int) (string, error) {
-	var url, engine string
+	var url, engine, role string
 	for j := 0; j+1 < len(item.Content); j += 2 {
 		k, v := item.Content[j], item.Content[j+1]
 		switch {
@@ -234,8 +235,10 @@ func backendMapping(item *yaml.Node, i int) (string, error) {
 			url = v.Value
 		case k.Value == "engine":
 			engine = v.Value
+		case k.Value == "role":
+			role = v.Value
 		default:
-			return "", fmt.Errorf("%d: backends[%d]: unknown key %q (have url, engine)", k.Line, i, k.Value)
+			return "", fmt.Errorf("%d: backends[%d]: unknown key %q (have url, engine, role)", k.Line, i, k.Value)
 		}
 	}
 	if url == "" {
@@ -245,17 +248,29 @@ func backendMapping(item *yaml.Node, i int) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%d: backends[%d].engine: %w", item.Line, i, err)
 	}
-	prefixed, _, err := backends.SplitEngine(url)
+	r, err := backends.ParseRole(role)
+	if err != nil {
+		return "", fmt.Errorf("%d: backends[%d].role: %w", item.Line, i, err)
+	}
+	pr, pe, rest, err := backends.SplitSpec(url)
 	if err != nil {
 		return "", fmt.Errorf("%d: backends[%d].url: %w", item.Line, i, err)
 	}
-	if prefixed != backends.EngineAuto && e != backends.EngineAuto {
-		return "", fmt.Errorf("%d: backends[%d]: url names engine %s and engine says %s; give one", item.Line, i, prefixed, e)
+	if pe != backends.EngineAuto && e != backends.EngineAuto {
+		return "", fmt.Errorf("%d: backends[%d]: url names engine %s and engine says %s; give one", item.Line, i, pe, e)
 	}
+	if pr != backends.RoleBoth && r != backends.RoleBoth {
+		return "", fmt.Errorf("%d: backends[%d]: url names role %s and role says %s; give one", item.Line, i, pr, r)
+	}
+	e, r = max(e, pe), max(r, pr)
+	spec := rest
 	if e != backends.EngineAuto {
-		return e.String() + "+" + url, nil
+		spec = e.String() + "+" + spec
 	}
-	return url, nil
+	if r != backends.RoleBoth {
+		spec = r.String() + "+" + spec
+	}
+	return spec, nil
 }
 
 // entryByKey finds the entry of a file key.

@@ -146,6 +146,9 @@ type exchange struct {
 	head             []byte
 	// session is the request's session (sticky.TenantKey), "" for none.
 	session string
+	// prefill is a split request's prefill worker (disagg.go).
+	prefill       route.Decision
+	prefillPicked bool
 }
 
 // Process runs one request's exchange until the gateway closes the stream.
@@ -332,7 +335,12 @@ func (x *exchange) decide(headersOnly, endOfStream bool) error {
 		return x.refuse(err)
 	}
 	start := time.Now()
-	d, err := x.pick(ctx)
+	var d route.Decision
+	if s, ok := x.splitter(); ok && keyed {
+		d, err = x.pickSplit(ctx, s)
+	} else {
+		d, err = x.pick(ctx)
+	}
 	x.p.pipe.ObservePick(time.Since(start), &d)
 	x.p.pipe.CountSpill(&d)
 	if err != nil {
@@ -344,6 +352,9 @@ func (x *exchange) decide(headersOnly, endOfStream bool) error {
 		header(DestinationHeader, d.Backend),
 		header(pipeline.BackendHeader, d.Backend),
 		header(pipeline.DecisionHeader, d.Reason.String()),
+	}
+	if x.prefillPicked {
+		set = append(set, header(PrefillerHeader, x.prefill.Backend))
 	}
 	var remove []string
 	if keyed {
@@ -613,6 +624,7 @@ func (x *exchange) responseHeaders(h *extprocv3.HttpHeaders) error {
 		switch strings.ToLower(hv.GetKey()) {
 		case ":status":
 			x.status, _ = strconv.Atoi(v)
+			x.releasePrefill(x.status)
 		case "content-type":
 			x.sse = strings.HasPrefix(strings.ToLower(strings.TrimSpace(v)), "text/event-stream")
 		}
@@ -653,6 +665,7 @@ func (x *exchange) responseBody(b *extprocv3.HttpBody) error {
 
 // finish releases the pick once, with what the response said.
 func (x *exchange) finish() {
+	x.releasePrefill(x.status)
 	if !x.picked || x.d.Released() {
 		return
 	}

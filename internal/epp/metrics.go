@@ -12,6 +12,7 @@ type metrics struct {
 	promptTokens      prometheus.Counter
 	cachedTokens      prometheus.Counter
 	learnedIDs        prometheus.Counter
+	splits            *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -35,8 +36,11 @@ func newMetrics() *metrics {
 		learnedIDs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "prefixgate_epp_response_ids_learned_total", Help: "Responses ids learned from answers through the gateway and remembered with their endpoint.",
 		}),
+		splits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "prefixgate_epp_split_decisions_total", Help: "Generation requests of a disaggregated fleet, by how they run (split or aggregated) and why.",
+		}, []string{"mode", "reason"}),
 	}
-	m.registry.MustRegister(m.picks, m.refusals, m.servedCorrections, m.promptTokens, m.cachedTokens, m.learnedIDs)
+	m.registry.MustRegister(m.picks, m.refusals, m.servedCorrections, m.promptTokens, m.cachedTokens, m.learnedIDs, m.splits)
 	return m
 }
 

@@ -154,6 +154,11 @@ func (s *Server) explain(ctx context.Context, body []byte, mode normalize.Mode, 
 	for _, sk := range ex.Skipped {
 		res.Skipped = append(res.Skipped, fmt.Sprintf("%s (%s): %s", sk.Backend, sk.Via, sk.Why))
 	}
+	if ex.Err == nil {
+		if _, _, why := s.explainSplit(p.RouteRequest(), mode); why != "" {
+			res.Reason += "; " + why
+		}
+	}
 	return res, decision, nil
 }
 
@@ -262,6 +267,11 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 	if rt != nil && rt.Routing == routes.ByPrefixOrStored {
 		s.explainStored(body, &out)
 	}
+	if out.Backend != "" && out.Decision != "stored" {
+		if p, err := s.pipe.Normalize(r.Context(), nil, body, mode, r.Header.Get(GroupHeader), prefixLength); err == nil {
+			out.Split, out.PrefillBackend, _ = s.explainSplit(p.RouteRequest(), mode)
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -320,6 +330,11 @@ type explainJSON struct {
 	RoutingTextLength int      `json:"routing_text_length"`
 	Reason            string   `json:"reason"`
 	Skipped           []string `json:"skipped"`
+	// Split is "split" or "aggregated" for a generation request of a
+	// disaggregated fleet, with the prefill worker a split uses; empty
+	// otherwise.
+	Split          string `json:"split,omitempty"`
+	PrefillBackend string `json:"prefill_backend,omitempty"`
 }
 
 // explainSentence says in one sentence why the router chose what it chose;

@@ -100,6 +100,8 @@ type Config struct {
 	// off the HTTP/1.1 front door's own loop for plain requests
 	// (internal/h1front); for comparison and as a way out.
 	StdlibHTTP1 bool
+	// Disagg configures prefill/decode disaggregation (disagg_config.go).
+	Disagg DisaggConfig
 }
 
 // Defaults returns c with every unset field at its default.
@@ -118,6 +120,7 @@ func (c Config) Defaults() Config {
 	c.MaxSessions = cmp.Or(c.MaxSessions, DefaultMaxSessions)
 	c.MaxUploadBytes = cmp.Or(c.MaxUploadBytes, DefaultMaxUploadBytes)
 	c.SessionHeader = cmp.Or(c.SessionHeader, DefaultSessionHeader)
+	c.Disagg = c.Disagg.Defaults()
 	return c
 }
 
@@ -152,6 +155,9 @@ func (c Config) Validate() error {
 	}
 	if c.SessionHeader != "" && !validHeaderName(c.SessionHeader) {
 		return fmt.Errorf("SessionHeader: %q is not a header name", c.SessionHeader)
+	}
+	if err := c.Disagg.Validate(); err != nil {
+		return fmt.Errorf("Disagg.%w", err)
 	}
 	for i, name := range c.Drain {
 		if name == "" || strings.ContainsAny(name, "/ ") {

@@ -220,6 +220,8 @@ type exchange struct {
 	leaseOf bodyLease
 	dec     route.Decision
 	routing [3]string
+	// legs is a split request's prefill side (disagg.go); nil otherwise.
+	legs *pdLegs
 }
 
 // open normalizes body, routes it and forwards it to path, then writes the
@@ -266,10 +268,13 @@ func (s *Server) openRoute(ctx context.Context, rt *routes.Route, path string, m
 		injectTrace(fctx, fwd)
 	}
 	d := &x.dec
-	resp, err := s.dispatch(ctx, path, p, fwd, lease, d, pn)
+	resp, legs, err := s.dispatchPD(ctx, path, p, fwd, lease, d, pn)
 	if err != nil {
 		lease.release(p.Body)
 		return nil, err
+	}
+	if x.legs = legs; legs != nil {
+		out[PrefillBackendHeader] = legs.header[:1:1]
 	}
 	x.learnID, x.tenant = rt != nil && rt.Routing == routes.ByPrefixOrStored, tenant
 	if span != nil {
@@ -351,6 +356,9 @@ func (l *bodyLease) putLocked() {
 // and (through Backend.Observe) a 5xx or a stalled stream.
 func (x *exchange) close() {
 	x.resp.Body.Close()
+	if x.legs != nil {
+		x.legs.close(x.err != nil || x.resp.StatusCode/100 != 2)
+	}
 	x.lease.release(x.body)
 	x.s.countUsage(x.d.Backend, x.usage)
 	x.d.DoneWith(route.Outcome{Err: x.err, FirstByte: true, Status: x.resp.StatusCode,

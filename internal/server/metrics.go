@@ -135,7 +135,11 @@ func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.s.router == nil {
 		return
 	}
-	for _, st := range c.s.rt().Status() {
+	members := c.s.rt().Status()
+	if c.s.pd != nil {
+		members = append(members, c.s.pd.prefillOnly()...) // a disaggregated fleet's prefill workers
+	}
+	for _, st := range members {
 		healthy := 0.0
 		if st.Healthy {
 			healthy = 1

@@ -27,6 +27,16 @@ func (s *Server) Router() *route.Router { return s.rt() }
 // bounds a pick's wait in the queue.
 func (s *Server) RequestTimeout() time.Duration { return s.cfg.RequestTimeout }
 
+// Disaggregated reports whether some backend names a role: generation
+// requests may then be split (disagg.go).
+func (s *Server) Disaggregated() bool { return s.pd.active.Load() }
+
+// PickSplit picks a request's decode worker and, when the decision splits
+// it, its prefill worker, as serve's front door does.
+func (s *Server) PickSplit(ctx context.Context, req route.Request) (route.SplitPick, error) {
+	return s.pd.pick(ctx, s.rt(), req)
+}
+
 // RunBackground probes the backends once, then keeps probing them and
 // feeding their load to the router until ctx ends: what Serve runs besides
 // the HTTP listener.

@@ -45,6 +45,8 @@ type Server struct {
 	// in place (SetTargets, Reconfigure), so in-flight counts survive
 	// reloads.
 	router *route.Router
+	// pd is the prefill side of a fleet with roles (disagg.go).
+	pd *disagg
 	// pipe runs every request through tenant, decode, normalize and key
 	// for router.
 	pipe    *pipeline.Pipeline
@@ -97,11 +99,14 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.pool = pool
-	router, err := route.NewTargets(cfg.Route, targets(pool.Backends()))
+	router, err := route.NewTargets(cfg.Route, decodeTargets(pool.Backends()))
 	if err != nil {
 		return nil, err
 	}
 	s.router = router
+	if s.pd, err = newDisagg(s, pool.Backends()); err != nil {
+		return nil, err
+	}
 	s.pipe, err = pipeline.New(cfg.Pipeline, router)
 	if err != nil {
 		return nil, err
@@ -141,6 +146,9 @@ func (s *Server) onState(b *backends.Backend, st backends.State) {
 	if s.router != nil {
 		s.router.Refresh()
 	}
+	if s.pd != nil {
+		s.pd.prefill.Refresh()
+	}
 	s.updateReadiness()
 }
 
@@ -150,9 +158,14 @@ func (s *Server) onMembership(bs []*backends.Backend) {
 	if s.router == nil {
 		return // New builds the router from the pool's list after NewPool.
 	}
-	if err := s.router.SetTargets(targets(bs)); err != nil {
+	if err := s.router.SetTargets(decodeTargets(bs)); err != nil {
 		s.log.Error("backend membership", "err", err)
 		return
+	}
+	if s.pd != nil {
+		if err := s.pd.setMembers(bs); err != nil {
+			s.log.Error("prefill membership", "err", err)
+		}
 	}
 	s.updateReadiness()
 }
@@ -171,8 +184,10 @@ func (s *Server) onScrape() {
 		l := b.Load()
 		if l.Known && l.Err == nil && time.Since(l.ScrapedAt) <= loadHintMaxAge {
 			s.router.SetLoadHint(b.Name, int(math.Round(l.Running+l.Waiting)))
+			s.pd.prefill.SetLoadHint(b.Name, int(math.Round(l.Running+l.Waiting)))
 		} else {
 			s.router.SetLoadHint(b.Name, -1)
+			s.pd.prefill.SetLoadHint(b.Name, -1)
 		}
 	}
 }
@@ -268,9 +283,10 @@ func (pr *plainRoutes) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pr.mux.ServeHTTP(w, r)
 }
 
-// fleetUp reports whether any backend is in the candidate set.
+// fleetUp reports whether any backend that takes whole requests (any,
+// but a prefill worker of a disaggregated fleet) is in the candidate set.
 func (s *Server) fleetUp() bool {
-	return slices.ContainsFunc(s.pool.Backends(), (*backends.Backend).Healthy)
+	return slices.ContainsFunc(s.pool.Backends(), func(b *backends.Backend) bool { return b.Healthy() && b.Role().Decodes() })
 }
 
 // updateReadiness makes gRPC health follow the fleet: the whole server and
@@ -313,6 +329,9 @@ func (s *Server) Reload(next Config) error {
 	}
 	s.applyDrain(next.Drain)
 	if err := s.router.Reconfigure(next.Route); err != nil {
+		return err
+	}
+	if err := s.pd.prefill.Reconfigure(next.Route); err != nil {
 		return err
 	}
 	s.log.Info("configuration reloaded", "backends", len(next.Backends), "policy", s.rt().Config().Policy)
