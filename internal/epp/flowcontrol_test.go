@@ -139,4 +139,3 @@ func sendBuffered(t *testing.T, s extprocv3.ExternalProcessor_ProcessClient, bod
 		t.Fatal(err)
 	}
 }
-
