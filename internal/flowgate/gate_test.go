@@ -301,3 +301,38 @@ func TestLearnedCapacityAndOvertaking(t *testing.T) {
 		}
 	}
 }
+
+// With max_queued_tokens, a member whose predicted prefill work (the
+// prefix-index policy's charge until the first byte) reaches the bound is
+// full: the next request waits until the first answer begins.
+func TestQueuedTokensBound(t *testing.T) {
+	rt, err := route.New(route.Config{}, []route.Member{{Name: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(Config{MaxQueuedTokens: 1000}, rt, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := route.Request{Key: 7, Blocks: []uint64{1, 2, 3}, PromptTokens: 4000}
+	first, _, err := g.Acquire(ctx, flowcontrol.Flow{FairnessID: "x"}, req, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan error, 1)
+	go func() {
+		d, adm, err := g.Acquire(ctx, flowcontrol.Flow{FairnessID: "y"}, req, 10)
+		if err == nil && !adm.Queued {
+			err = errors.New("not queued behind 4,000 predicted tokens")
+		}
+		d.Done()
+		out <- err
+	}()
+	queuedCount(t, g, 1)
+	first.Report(route.Outcome{FirstByte: true})
+	if err := <-out; err != nil {
+		t.Fatal(err)
+	}
+	first.Done()
+}

@@ -67,7 +67,7 @@ func (g *Gate) roomLocked(req *route.Request, priority int, now time.Time) bool 
 // priorities: the engine runs it before anything it holds, preempting
 // lower work.
 func (g *Gate) member(l *route.Load, priority int, now time.Time) flowcontrol.Member {
-	m := flowcontrol.Member{InFlight: l.Hinted, Limit: l.Threshold}
+	m := flowcontrol.Member{InFlight: l.Hinted, Limit: l.Threshold, QueuedTokens: l.QueuedTokens, TokenLimit: g.c.cfg.MaxQueuedTokens}
 	if g.signals == nil {
 		return m
 	}
