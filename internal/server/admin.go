@@ -272,6 +272,10 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 			out.Split, out.PrefillBackend, _ = s.explainSplit(p.RouteRequest(), mode)
 		}
 	}
+	if out.Flow, err = s.explainFlow(r, body, mode, r.Header.Get(GroupHeader), prefixLength); err != nil {
+		writeError(w, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -335,6 +339,9 @@ type explainJSON struct {
 	// otherwise.
 	Split          string `json:"split,omitempty"`
 	PrefillBackend string `json:"prefill_backend,omitempty"`
+	// Flow is flow control's view: the request's flow, band and the
+	// queue before it (absent when flow control is off).
+	Flow *flowJSON `json:"flow,omitempty"`
 }
 
 // explainSentence says in one sentence why the router chose what it chose;
