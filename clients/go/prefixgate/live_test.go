@@ -352,3 +352,33 @@ func TestLiveAdmin(t *testing.T) {
 		t.Errorf("Chat went to %s on affinity, Explain said home %s", r.GetBackend(), ex.GetHome())
 	}
 }
+
+// TestLiveFlowOptions sends the flow call options to a live router, on a
+// unary and a streamed call and over gRPC: the router takes them.
+func TestLiveFlowOptions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a router")
+	}
+	url := routerURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts := []prefixgate.CallOption{prefixgate.WithFairnessID("sdk-go-tenant"), prefixgate.WithObjective("interactive")}
+	for _, c := range []*prefixgate.Client{prefixgate.NewClient(nil, url), prefixgate.NewClient(nil, url, connect.WithGRPC())} {
+		res, err := c.Chat(ctx, liveSpec(), opts...)
+		if err != nil || res.GetContent() == "" {
+			t.Fatalf("Chat with flow options: %v %v", res, err)
+		}
+		st, err := c.ChatStream(ctx, liveSpec(), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for st.Receive() {
+			n++
+		}
+		if err := st.Err(); err != nil || n == 0 {
+			t.Errorf("ChatStream with flow options: %d messages, %v", n, err)
+		}
+		st.Close()
+	}
+}
