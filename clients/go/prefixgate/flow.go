@@ -18,7 +18,7 @@ const (
 	// ObjectiveHeader carries the objective's name.
 	ObjectiveHeader = "x-llm-d-inference-objective"
 	// MaxFlowValueBytes bounds a fairness id and an objective name.
-	MaxFlowValueBytes = 64
+	MaxFlowValueBytes = 128
 )
 
 // OptionError is a call option the client refused before sending anything.
@@ -38,38 +38,64 @@ type callOptions struct {
 }
 
 // WithFairnessID sends id as the call's fairness id: calls with the same id
-// share one fair share of the fleet while it is saturated. 1 to 64 bytes of
-// printable ASCII, no space at either end. With API keys configured the
-// router uses the key's tenant instead.
+// share one fair share of the fleet while it is saturated. 1 to 128 bytes
+// of printable ASCII, no space at either end (CheckFairnessID). With API
+// keys configured the router uses the key's tenant instead.
 func WithFairnessID(id string) CallOption {
 	return func(o *callOptions) { o.fairnessID, o.fairnessSet = id, true }
 }
 
 // WithObjective sends name as the call's objective, which the router maps to
 // a priority (flow_control.objectives; a negative priority is sheddable).
-// The same rule as a fairness id.
+// 1 to 128 bytes of ASCII letters, digits, '-', '_' and '.'
+// (CheckObjective); a name the router's configuration does not define is
+// refused by the router with InvalidArgument.
 func WithObjective(name string) CallOption {
 	return func(o *callOptions) { o.objective, o.objSet = name, true }
 }
 
-// CheckFlowValue reports whether v is a valid fairness id or objective name
-// (what names it in the error): 1 to MaxFlowValueBytes bytes of printable
-// ASCII (0x20-0x7e) with no space at either end, the rule the router
-// applies to the headers.
-func CheckFlowValue(what, v string) error {
+// CheckFairnessID reports whether id is a valid fairness id, the rule the
+// router applies to the header: 1 to MaxFlowValueBytes bytes of printable
+// ASCII (0x20-0x7e) with no space at either end.
+func CheckFairnessID(id string) error {
+	const what = "fairness id"
+	if err := checkLength(what, id); err != nil {
+		return err
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x20 || c > 0x7e {
+			return &OptionError{Option: what, Reason: fmt.Sprintf("has a non-printable byte 0x%02x at %d", c, i)}
+		}
+	}
+	if id[0] == ' ' || id[len(id)-1] == ' ' {
+		return &OptionError{Option: what, Reason: "starts or ends with a space"}
+	}
+	return nil
+}
+
+// CheckObjective reports whether name is a valid objective name, the rule
+// the router applies to flow_control.objectives: 1 to MaxFlowValueBytes
+// bytes of ASCII letters, digits, '-', '_' and '.'.
+func CheckObjective(name string) error {
+	const what = "objective"
+	if err := checkLength(what, name); err != nil {
+		return err
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return &OptionError{Option: what, Reason: fmt.Sprintf("byte 0x%02x at %d is not a letter, digit, '-', '_' or '.'", c, i)}
+		}
+	}
+	return nil
+}
+
+func checkLength(what, v string) error {
 	if v == "" {
 		return &OptionError{Option: what, Reason: "is empty"}
 	}
 	if len(v) > MaxFlowValueBytes {
 		return &OptionError{Option: what, Reason: fmt.Sprintf("is %d bytes, over %d", len(v), MaxFlowValueBytes)}
-	}
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 || c > 0x7e {
-			return &OptionError{Option: what, Reason: fmt.Sprintf("has a non-printable byte 0x%02x at %d", c, i)}
-		}
-	}
-	if v[0] == ' ' || v[len(v)-1] == ' ' {
-		return &OptionError{Option: what, Reason: "starts or ends with a space"}
 	}
 	return nil
 }
@@ -101,13 +127,13 @@ func applyOptions(h http.Header, opts []CallOption) error {
 		}
 	}
 	if o.fairnessSet {
-		if err := CheckFlowValue("fairness id", o.fairnessID); err != nil {
+		if err := CheckFairnessID(o.fairnessID); err != nil {
 			return err
 		}
 		h.Set(FairnessIDHeader, o.fairnessID)
 	}
 	if o.objSet {
-		if err := CheckFlowValue("objective", o.objective); err != nil {
+		if err := CheckObjective(o.objective); err != nil {
 			return err
 		}
 		h.Set(ObjectiveHeader, o.objective)

@@ -100,11 +100,12 @@ func TestCallOptionsRejectBadValues(t *testing.T) {
 		want string
 	}{
 		{"empty id", prefixgate.WithFairnessID(""), "call option fairness id: is empty"},
-		{"long id", prefixgate.WithFairnessID(strings.Repeat("a", 65)), "call option fairness id: is 65 bytes, over 64"},
+		{"long id", prefixgate.WithFairnessID(strings.Repeat("a", 129)), "call option fairness id: is 129 bytes, over 128"},
 		{"control", prefixgate.WithFairnessID("a\nb"), "call option fairness id: has a non-printable byte 0x0a at 1"},
-		{"non-ascii", prefixgate.WithObjective("caf\u00e9"), "call option objective: has a non-printable byte 0xc3 at 3"},
+		{"non-ascii", prefixgate.WithObjective("caf\u00e9"), "call option objective: byte 0xc3 at 3 is not a letter, digit, '-', '_' or '.'"},
 		{"empty objective", prefixgate.WithObjective(""), "call option objective: is empty"},
-		{"space", prefixgate.WithObjective(" batch"), "call option objective: starts or ends with a space"},
+		{"space", prefixgate.WithFairnessID("tenant "), "call option fairness id: starts or ends with a space"},
+		{"objective space", prefixgate.WithObjective("big batch"), "call option objective: byte 0x20 at 3 is not a letter, digit, '-', '_' or '.'"},
 	} {
 		_, err := c.Chat(ctx, liveSpec(), tc.opt)
 		var oe *prefixgate.OptionError
@@ -121,9 +122,9 @@ func TestCallOptionsRejectBadValues(t *testing.T) {
 	if n != 0 {
 		t.Errorf("the server saw %d calls; a refused option sends nothing", n)
 	}
-	// The longest valid value passes.
-	if _, err := c.Chat(ctx, liveSpec(), prefixgate.WithFairnessID(strings.Repeat("a", 64)), prefixgate.WithObjective("a b")); err != nil {
-		t.Errorf("64-byte id: %v", err)
+	// The longest valid values pass.
+	if _, err := c.Chat(ctx, liveSpec(), prefixgate.WithFairnessID("team a/"+strings.Repeat("x", 121)), prefixgate.WithObjective("Batch-1_v2."+strings.Repeat("o", 117))); err != nil {
+		t.Errorf("128-byte values: %v", err)
 	}
 }
 
