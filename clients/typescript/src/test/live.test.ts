@@ -224,3 +224,13 @@ for (const protocol of ["connect", "grpc-web"] as const) {
     });
   });
 }
+
+test("flow call options reach the router, unary and streamed, Connect and gRPC", { skip }, async () => {
+  for (const c of [new PrefixgateClient(URL_), new PrefixgateClient(URL_, { protocol: "grpc" })]) {
+    const res = await c.chat(SPEC, { fairnessId: "sdk-typescript-tenant" });
+    assert.ok(res.content);
+    let n = 0;
+    for await (const _ of c.chatStream(SPEC, { fairnessId: "sdk-typescript-tenant" })) n++;
+    assert.ok(n > 0);
+  }
+});
