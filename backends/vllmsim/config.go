@@ -71,6 +71,9 @@ func (cfg Config) resolved() (Config, error) {
 	if o.PrefillOverhead != 0 {
 		e.PrefillOverhead = o.PrefillOverhead
 	}
+	if o.SchedulingPolicy != "" {
+		e.SchedulingPolicy = o.SchedulingPolicy
+	}
 	if err := e.validate(); err != nil {
 		return cfg, err
 	}

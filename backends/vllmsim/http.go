@@ -221,6 +221,7 @@ type chatRequest struct {
 	Stream              bool           `json:"stream"`
 	StreamOptions       *streamOptions `json:"stream_options"`
 	CacheSalt           string         `json:"cache_salt"`
+	Priority            int            `json:"priority"`
 }
 
 type completionRequest struct {
@@ -230,6 +231,7 @@ type completionRequest struct {
 	Stream        bool            `json:"stream"`
 	StreamOptions *streamOptions  `json:"stream_options"`
 	CacheSalt     string          `json:"cache_salt"`
+	Priority      int             `json:"priority"`
 }
 
 // ---- chat template ----
@@ -360,6 +362,7 @@ type genRequest struct {
 	prompt       []Token
 	maxTokens    *int
 	cacheSalt    string
+	priority     int // vLLM's request priority (scheduling policy "priority")
 	stream       bool
 	includeUsage bool
 	// fail writes an error in the path's shape; nil means OpenAI's.
@@ -421,7 +424,7 @@ func (r *Replica) chat(w http.ResponseWriter, req *http.Request, body []byte) {
 		mt = c.MaxTokens
 	}
 	r.generate(w, req, genRequest{
-		kind: kindChat, model: c.Model, prompt: prompt, maxTokens: mt, cacheSalt: c.CacheSalt,
+		kind: kindChat, model: c.Model, prompt: prompt, maxTokens: mt, cacheSalt: c.CacheSalt, priority: c.Priority,
 		stream: c.Stream, includeUsage: c.StreamOptions != nil && c.StreamOptions.IncludeUsage,
 	})
 }
@@ -445,7 +448,7 @@ func (r *Replica) completion(w http.ResponseWriter, req *http.Request, body []by
 		return
 	}
 	r.generate(w, req, genRequest{
-		kind: kindCompletion, model: c.Model, prompt: prompt, maxTokens: c.MaxTokens, cacheSalt: c.CacheSalt,
+		kind: kindCompletion, model: c.Model, prompt: prompt, maxTokens: c.MaxTokens, cacheSalt: c.CacheSalt, priority: c.Priority,
 		stream: c.Stream, includeUsage: c.StreamOptions != nil && c.StreamOptions.IncludeUsage,
 	})
 }
@@ -611,7 +614,12 @@ func (r *Replica) admit(w http.ResponseWriter, g genRequest) (Request, bool) {
 		fail(w, http.StatusBadRequest, "prompt must not be empty")
 		return Request{}, false
 	}
-	return Request{Prompt: g.prompt, Adapter: adapterName, CacheSalt: g.cacheSalt, MaxTokens: maxTokens}, true
+	if g.priority != 0 && r.cfg.Engine.SchedulingPolicy != SchedulingPriority {
+		// vLLM refuses a priority its scheduler would ignore.
+		fail(w, http.StatusBadRequest, fmt.Sprintf("Got priority %d but Priority scheduling is not enabled.", g.priority))
+		return Request{}, false
+	}
+	return Request{Prompt: g.prompt, Adapter: adapterName, CacheSalt: g.cacheSalt, MaxTokens: maxTokens, Priority: g.priority}, true
 }
 
 // await waits for the engine's event on ch; false when the client left
