@@ -1,0 +1,89 @@
+package flowgate
+
+import (
+	"time"
+
+	"github.com/prefixgate/prefixgate/internal/flowcontrol"
+	"github.com/prefixgate/prefixgate/route"
+)
+
+// capacity is what the gate has learned of a member's engine: how many
+// requests it runs at once before it queues. A scrape that shows the
+// engine queueing more than the saturation threshold while running n sets
+// it to n; a later scrape that shows it running more raises it, and one
+// that shows it running all it was sent with none waiting raises it by one,
+// so a capacity learned while long prompts filled the KV cache comes back
+// up.
+type capacity struct {
+	at    time.Time // the scrape last read
+	slots int       // 0 while unknown
+}
+
+func (c *capacity) learn(s Scrape, maxWaiting int) {
+	if !s.Known || s.At.Equal(c.at) {
+		return
+	}
+	c.at = s.At
+	switch {
+	case maxWaiting >= 0 && s.Waiting > maxWaiting && s.Running > 0:
+		c.slots = s.Running
+	case c.slots > 0 && s.Running > c.slots:
+		c.slots = s.Running
+	case c.slots > 0 && s.Waiting == 0 && s.Running >= c.slots:
+		c.slots++
+	}
+}
+
+// maxCaps bounds the members whose capacity is remembered.
+const maxCaps = 4096
+
+// roomLocked reports whether some candidate for req can take a request of
+// band priority now without it queueing in the engine (flowcontrol.Judge),
+// leaving the headroom higher bands are owed. With no candidate it
+// reports true: the router's pick then says why.
+func (g *Gate) roomLocked(req *route.Request, priority int, now time.Time) bool {
+	g.loads = g.rt.AppendLoads(g.loads[:0], req.Model)
+	if len(g.loads) == 0 {
+		return true
+	}
+	for i := range g.loads {
+		l := &g.loads[i]
+		m := g.member(l, now)
+		if g.hr.Admits(priority, m.InFlight, m.Limit, now) && flowcontrol.Judge(m, g.c.th) == flowcontrol.Free {
+			return true
+		}
+	}
+	return false
+}
+
+// member is what flow control judges of one candidate: its load against
+// the smaller of its threshold and its engine's learned capacity, and the
+// engine's signals. While the capacity is known, the engine's waiting
+// count (up to a scrape old) is left out: the in-flight count against the
+// capacity says the same, exactly and now.
+func (g *Gate) member(l *route.Load, now time.Time) flowcontrol.Member {
+	m := flowcontrol.Member{InFlight: l.Hinted, Limit: l.Threshold}
+	if g.signals == nil {
+		return m
+	}
+	s := g.signals(l.Member)
+	c := g.caps[l.Member]
+	if c == nil {
+		if len(g.caps) >= maxCaps {
+			clear(g.caps)
+		}
+		c = &capacity{}
+		g.caps[l.Member] = c
+	}
+	c.learn(s, g.c.th.MaxWaiting)
+	if c.slots > 0 && c.slots < m.Limit {
+		m.Limit = c.slots
+	}
+	if s.Known {
+		m.Engine = flowcontrol.Engine{Known: true, Age: now.Sub(s.At), Waiting: s.Waiting, KVUtil: s.KVUtil}
+		if c.slots > 0 {
+			m.Engine.Waiting = 0
+		}
+	}
+	return m
+}
