@@ -22,6 +22,7 @@ type metrics struct {
 	labels    map[string]string
 	free      int
 	series    map[seriesKey]*series // guarded by the gate's mutex
+	byFlow    map[flowcontrol.Flow]*series
 	maxSeries int
 }
 
@@ -56,6 +57,7 @@ func newMetrics(c compiled) *metrics {
 		labels: map[string]string{},
 		free:   c.cfg.MetricFlows,
 		series: map[seriesKey]*series{},
+		byFlow: map[flowcontrol.Flow]*series{},
 	}
 	for id := range c.cfg.TenantObjectives {
 		m.labels[id] = id
@@ -85,8 +87,21 @@ func (m *metrics) label(id string) string {
 	return OtherFlow
 }
 
-// of returns the series of f, creating them once.
+// of returns the series of f, creating them once: one map lookup for a
+// flow seen before.
 func (m *metrics) of(f flowcontrol.Flow) *series {
+	if s := m.byFlow[f]; s != nil {
+		return s
+	}
+	s := m.labelled(f)
+	if len(m.byFlow) < m.maxSeries {
+		m.byFlow[f] = s
+	}
+	return s
+}
+
+// labelled returns the series of f's band and flow label.
+func (m *metrics) labelled(f flowcontrol.Flow) *series {
 	k := seriesKey{f.Priority, m.label(f.FairnessID)}
 	if s := m.series[k]; s != nil {
 		return s
