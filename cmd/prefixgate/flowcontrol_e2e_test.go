@@ -48,12 +48,12 @@ var issueSetup = floodSetup{
 }
 
 // flowConfig gives the interactive objective a higher priority than the
-// flood's default (0) and a batch objective that is sheddable.
-const flowConfig = `flow_control:
-  objectives:
-    interactive: 10
-    batch: -1
-`
+// flood's default (0) and a batch objective that is sheddable; with
+// enginePriority each request's priority also goes to the engines, in
+// vLLM's field.
+func flowConfig(enginePriority bool) string {
+	return fmt.Sprintf("flow_control:\n  objectives:\n    interactive: 10\n    batch: -1\n  engine_priority: %t\n", enginePriority)
+}
 
 // shortWords are one simulated token each (with their leading space).
 var shortWords = strings.Fields("the cat ran far and sat by old oak to see why sun set low on our red hut")
@@ -141,6 +141,7 @@ type streamResult struct {
 	status     int
 	retryAfter string
 	ttft       time.Duration // to the first content chunk; 0 if none came
+	flow       string        // the router's X-Prefixgate-Flow: flow, band, queue wait
 	err        error
 }
 
@@ -165,7 +166,7 @@ func streamChat(ctx context.Context, url, model, text string, maxTokens int, hea
 		return streamResult{err: err}
 	}
 	defer resp.Body.Close()
-	res := streamResult{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
+	res := streamResult{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), flow: resp.Header.Get("X-Prefixgate-Flow")}
 	if resp.StatusCode != http.StatusOK {
 		_, res.err = io.Copy(io.Discard, resp.Body)
 		return res
@@ -215,12 +216,17 @@ func runInteractive(t *testing.T, base, model string, s floodSetup, d time.Durat
 	}
 	wg.Wait()
 	ttfts := make([]time.Duration, n)
+	slowest := 0
 	for i, r := range results {
 		if r.err != nil || r.status != http.StatusOK {
 			t.Fatalf("interactive request %d: status %d, %v", i, r.status, r.err)
 		}
 		ttfts[i] = r.ttft
+		if r.ttft > results[slowest].ttft {
+			slowest = i
+		}
 	}
+	t.Logf("slowest interactive request: TTFT %.1f ms, X-Prefixgate-Flow %q", ms(results[slowest].ttft), results[slowest].flow)
 	return ttfts
 }
 
@@ -334,20 +340,20 @@ func measureFlood(t *testing.T, base, model string, s floodSetup) floodFigures {
 // first-come-first-served replicas (prefixgate's queue and headroom alone)
 // within 3x.
 func TestFlowControlInteractiveBesideFlood(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "router.yaml")
-	if err := os.WriteFile(cfg, []byte(flowConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		policy   string
 		maxRatio float64
 	}{{"priority", 1.5}, {"fcfs", 3}} {
 		t.Run(tc.policy, func(t *testing.T) {
+			cfg := filepath.Join(t.TempDir(), "router.yaml")
+			if err := os.WriteFile(cfg, []byte(flowConfig(tc.policy == "priority")), 0o600); err != nil {
+				t.Fatal(err)
+			}
 			urls := startSimProcess(t, 2, "--max-num-seqs", "8", "--prefill-rate", "6000", "--speed", "1",
 				"--scheduling-policy", tc.policy)
 			args := []string{"--config", cfg}
 			for _, u := range urls {
-				args = append(args, "--backend", u)
+				args = append(args, "--backend", "vllm+"+u)
 			}
 			serve, base, logs := startServe(t, args...)
 			defer endProcess(serve)
