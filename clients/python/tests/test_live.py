@@ -199,3 +199,12 @@ def test_flow_options_reach_the_router(client: Client) -> None:
     assert list(client.chat_stream(SPEC, fairness_id="sdk-python-tenant"))
     with Client(URL, protocol=ProtocolType.GRPC, timeout_ms=30000) as g:
         assert g.chat(SPEC, fairness_id="sdk-python-tenant").content
+
+
+def test_undefined_objective_is_invalid_argument(client: Client) -> None:
+    # The router's configuration defines no objectives: it names the header.
+    with pytest.raises(RPCError) as ei:
+        client.chat(SPEC, objective="sdk-undefined-objective")
+    assert ei.value.code == Code.INVALID_ARGUMENT
+    assert "x-llm-d-inference-objective" in ei.value.message.lower()
+    assert "sdk-undefined-objective" in ei.value.message

@@ -234,3 +234,13 @@ test("flow call options reach the router, unary and streamed, Connect and gRPC",
     assert.ok(n > 0);
   }
 });
+
+test("an objective the router does not define is InvalidArgument naming the header", { skip }, async () => {
+  const c = new PrefixgateClient(URL_, { protocol: "grpc" });
+  await assert.rejects(c.chat(SPEC, { objective: "sdk-undefined-objective" }), (e: unknown) => {
+    assert.ok(e instanceof ConnectError);
+    assert.equal(e.code, Code.InvalidArgument);
+    assert.match(e.rawMessage.toLowerCase(), /x-llm-d-inference-objective/);
+    return e.rawMessage.includes("sdk-undefined-objective");
+  });
+});
