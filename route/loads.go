@@ -15,10 +15,10 @@ type Load struct {
 	QueuedTokens int
 }
 
-// AppendLoads appends to dst the load of every candidate for model
-// (healthy members that serve it, "" for any), in name order, and returns
-// it. It takes no lock and allocates nothing when dst has room.
-func (r *Router) AppendLoads(dst []Load, model string) []Load {
+// EachLoad calls fn with the load of every candidate for model (healthy
+// members that serve it, "" for any), in name order, until fn returns
+// false. It takes no lock and allocates nothing.
+func (r *Router) EachLoad(model string, fn func(Load) bool) {
 	s := r.snap.Load()
 	for i := range s.members {
 		m := &s.members[i]
@@ -26,10 +26,11 @@ func (r *Router) AppendLoads(dst []Load, model string) []Load {
 			continue
 		}
 		in := m.st.inflight.Load()
-		dst = append(dst, Load{Member: m.t, InFlight: int(in), Hinted: int(in + m.st.hint.Load()),
-			Threshold: int(m.threshold), QueuedTokens: int(m.st.prefill.Load())})
+		if !fn(Load{Member: m.t, InFlight: int(in), Hinted: int(in + m.st.hint.Load()),
+			Threshold: int(m.threshold), QueuedTokens: int(m.st.prefill.Load())}) {
+			return
+		}
 	}
-	return dst
 }
 
 // Watch returns a channel that is closed at the next event that may free

@@ -51,7 +51,6 @@ type Gate struct {
 	queues  map[string]*flowcontrol.Queue
 	hr      *flowcontrol.Headroom
 	caps    map[route.Target]*capacity
-	loads   []route.Load
 	queued  int
 	running bool
 	kick    chan struct{}
@@ -126,7 +125,10 @@ func (g *Gate) Acquire(ctx context.Context, f flowcontrol.Flow, req route.Reques
 		d, err := g.rt.TryPick(req)
 		if !errors.Is(err, route.ErrSaturated) {
 			if err == nil {
-				g.chargeLocked(req.Model, f, s, req.PromptTokens, 0)
+				if q == nil {
+					q = g.queue(req.Model)
+				}
+				g.chargeLocked(q, s, f, req.PromptTokens, 0)
 				s.dispatched.Inc()
 				s.wait.Observe(0)
 			}
@@ -254,12 +256,14 @@ func (g *Gate) Charge(model string, f flowcontrol.Flow, promptTokens, outputToke
 		return
 	}
 	g.mu.Lock()
-	g.chargeLocked(model, f, g.m.of(f), promptTokens, outputTokens)
+	g.chargeLocked(g.queue(model), g.m.of(f), f, promptTokens, outputTokens)
 	g.mu.Unlock()
 }
 
-func (g *Gate) chargeLocked(model string, f flowcontrol.Flow, s *series, prompt, output int) {
-	if q := g.queue(model); q != nil {
+// chargeLocked charges f in q (nil when there is no room for its model's
+// queue) and counts the tokens in s.
+func (g *Gate) chargeLocked(q *flowcontrol.Queue, s *series, f flowcontrol.Flow, prompt, output int) {
+	if q != nil {
 		q.Charge(f, prompt, output)
 	}
 	if prompt > 0 {

@@ -42,18 +42,14 @@ const maxCaps = 4096
 // leaving the headroom higher bands are owed. With no candidate it
 // reports true: the router's pick then says why.
 func (g *Gate) roomLocked(req *route.Request, priority int, now time.Time) bool {
-	g.loads = g.rt.AppendLoads(g.loads[:0], req.Model)
-	if len(g.loads) == 0 {
-		return true
-	}
-	for i := range g.loads {
-		l := &g.loads[i]
-		m := g.member(l, now)
-		if g.hr.Admits(priority, m.InFlight, m.Limit, now) && flowcontrol.Judge(m, g.c.th) == flowcontrol.Free {
-			return true
-		}
-	}
-	return false
+	seen, room := false, false
+	g.rt.EachLoad(req.Model, func(l route.Load) bool {
+		seen = true
+		m := g.member(&l, now)
+		room = g.hr.Admits(priority, m.InFlight, m.Limit, now) && flowcontrol.Judge(m, g.c.th) == flowcontrol.Free
+		return !room
+	})
+	return room || !seen
 }
 
 // member is what flow control judges of one candidate: its load against
