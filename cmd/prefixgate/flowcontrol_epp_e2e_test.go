@@ -48,8 +48,9 @@ func chatFlow(gateway, name, fairness, objective string, maxTokens int) flowAnsw
 // TestEPPThroughEnvoyFlowControl: through real Envoy to `prefixgate epp`
 // in front of one vllmsim replica that takes one request at a time
 // (routing.threshold 1): while a long request runs, three requests of
-// objective 0 queue, then one of a higher objective arrives; it is
-// dispatched first, so it is answered before each of the three. A
+// objective 0 queue (seen in prefixgate_flow_queued_requests), then one of
+// a higher objective arrives; it is dispatched first, so it is answered
+// before each of the three. A
 // sheddable request (negative priority) sent while saturated is refused
 // at the client with 429 and a Retry-After.
 func TestEPPThroughEnvoyFlowControl(t *testing.T) {
@@ -60,7 +61,7 @@ func TestEPPThroughEnvoyFlowControl(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, eppAddr, _, _ := startEPP(t, "--config", cfg)
+	_, eppAddr, metricsAddr, _ := startEPP(t, "--config", cfg)
 	gw, admin := freeAddr(t), freeAddr(t)
 	path := writeBootstrap(t, gatewayConfig{admin: admin, gateway: gw, eppAddr: eppAddr, replicas: []string{addr}, bufferedRequests: true})
 	startEnvoy(t, envoy, path, admin)
@@ -81,16 +82,24 @@ func TestEPPThroughEnvoyFlowControl(t *testing.T) {
 			mu.Unlock()
 		}()
 	}
-	// The long request holds the replica's one place for about 0.8 s
-	// (80 tokens at 10 ms); the others arrive while it runs.
-	send("long", "bulk", "", 80)
-	time.Sleep(150 * time.Millisecond)
+	queued := func(band, flow string, want float64) {
+		series := fmt.Sprintf("prefixgate_flow_queued_requests{band=%q,flow=%q}", band, flow)
+		waitFor(t, fmt.Sprintf("%s = %v", series, want), func() bool {
+			v, ok := metricValue(t, metricsAddr, series)
+			return ok && v == want
+		})
+	}
+	// The long request holds the replica's one place for about 2 s (200
+	// tokens at 10 ms); the others queue in the picker while it runs, each
+	// sent once the one before is seen waiting.
+	send("long", "bulk", "", 200)
+	time.Sleep(100 * time.Millisecond)
 	for i := range 3 {
 		send(fmt.Sprintf("low%d", i), "bulk", "", 20)
-		time.Sleep(50 * time.Millisecond)
+		queued("0", "bulk", float64(i+1))
 	}
 	send("high", "vip", "interactive", 20)
-	time.Sleep(50 * time.Millisecond)
+	queued("10", "vip", 1)
 	shed := chatFlow(gw, "sheddable", "cheap", "batch", 20)
 	wg.Wait()
 
