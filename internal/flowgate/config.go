@@ -70,6 +70,11 @@ type Config struct {
 	MaxWaiting       int
 	MaxKVUtilization float64
 	MaxSignalAge     time.Duration
+	// MaxQueuedTokens bounds the predicted prefill work (prompt tokens of
+	// requests whose first byte has not come back) on a member: at it the
+	// member is full. 0 turns the bound off. The prefix-index policy
+	// predicts the work; with other policies it is 0.
+	MaxQueuedTokens int
 	// HeadroomWindow and HeadroomFraction keep slots for active higher
 	// bands (flowcontrol.HeadroomConfig).
 	HeadroomWindow   time.Duration
@@ -117,6 +122,9 @@ func (c Config) compile() (compiled, error) {
 	hr, err := flowcontrol.HeadroomConfig{Window: c.HeadroomWindow, Fraction: c.HeadroomFraction}.Validate()
 	if err != nil {
 		return compiled{}, err
+	}
+	if c.MaxQueuedTokens < 0 {
+		return compiled{}, fmt.Errorf("flow_control.max_queued_tokens: %d is negative", c.MaxQueuedTokens)
 	}
 	if c.MetricFlows < 0 || c.MetricFlows > MaxMetricFlows {
 		return compiled{}, fmt.Errorf("flow_control.metric_flows: %d is outside 0..%d", c.MetricFlows, MaxMetricFlows)

@@ -30,6 +30,10 @@ type Scrape struct {
 	Running, Waiting int
 	// KVUtil is the KV cache's fill, 0..1.
 	KVUtil float64
+	// TakesPriority is true when the engine takes a request's priority in
+	// its body (its profile has a field; flow_control.engine_priority
+	// decides whether it is sent).
+	TakesPriority bool
 }
 
 // SignalFunc reads a member's last scrape; nil reads none.

@@ -218,6 +218,14 @@ func TestCapacityLearning(t *testing.T) {
 	if c.slots != 9 {
 		t.Fatalf("slots %d; want 9 after a full scrape with nothing waiting", c.slots)
 	}
+	c.learn(Scrape{Known: true, At: at.Add(3 * time.Second), Running: 8, Waiting: 1}, 2)
+	if c.slots != 8 {
+		t.Fatalf("slots %d; want 8 back when the ninth waited", c.slots)
+	}
+	c.learn(Scrape{Known: true, At: at.Add(4 * time.Second), Running: 5, Waiting: 1}, 2)
+	if c.slots != 8 {
+		t.Fatalf("slots %d; a request not yet scheduled, with room to run, taught a capacity", c.slots)
+	}
 }
 
 // metricValue sums the samples of family name whose flow label is flow.
@@ -241,4 +249,90 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, flow string) floa
 		}
 	}
 	return sum
+}
+
+// An engine that queues five while running two has a capacity of two:
+// further requests wait in the gate, except, when priorities are sent to
+// an engine that takes them, those of the highest active band.
+func TestLearnedCapacityAndOvertaking(t *testing.T) {
+	for _, send := range []bool{false, true} {
+		rt, err := route.New(route.Config{Policy: "least-outstanding"}, []route.Member{{Name: "a", Threshold: 100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now()
+		signals := func(route.Target) Scrape {
+			return Scrape{Known: true, At: at, Running: 2, Waiting: 5, TakesPriority: true}
+		}
+		g, err := New(Config{Objectives: objectives, EnginePriority: send}, rt, signals, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		a, b := <-acquire(g, ctx, "x", 0), <-acquire(g, ctx, "x", 0)
+		if a.err != nil || b.err != nil {
+			t.Fatal(a.err, b.err)
+		}
+		low := acquire(g, ctx, "x", 0)
+		queuedCount(t, g, 1)
+		high := acquire(g, ctx, "y", 10)
+		if send {
+			if h := <-high; h.err != nil {
+				t.Errorf("the top band to a priority engine waited: %v %+v", h.err, h.adm)
+			} else {
+				h.d.Done()
+			}
+		} else {
+			queuedCount(t, g, 2)
+		}
+		a.d.Done()
+		if !send {
+			if h := <-high; h.err != nil {
+				t.Fatal(h.err)
+			} else {
+				h.d.Done()
+			}
+		}
+		b.d.Done()
+		if l := <-low; l.err != nil {
+			t.Fatal(l.err)
+		} else {
+			l.d.Done()
+		}
+	}
+}
+
+// With max_queued_tokens, a member whose predicted prefill work (the
+// prefix-index policy's charge until the first byte) reaches the bound is
+// full: the next request waits until the first answer begins.
+func TestQueuedTokensBound(t *testing.T) {
+	rt, err := route.New(route.Config{}, []route.Member{{Name: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(Config{MaxQueuedTokens: 1000}, rt, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := route.Request{Key: 7, Blocks: []uint64{1, 2, 3}, PromptTokens: 4000}
+	first, _, err := g.Acquire(ctx, flowcontrol.Flow{FairnessID: "x"}, req, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan error, 1)
+	go func() {
+		d, adm, err := g.Acquire(ctx, flowcontrol.Flow{FairnessID: "y"}, req, 10)
+		if err == nil && !adm.Queued {
+			err = errors.New("not queued behind 4,000 predicted tokens")
+		}
+		d.Done()
+		out <- err
+	}()
+	queuedCount(t, g, 1)
+	first.Report(route.Outcome{FirstByte: true})
+	if err := <-out; err != nil {
+		t.Fatal(err)
+	}
+	first.Done()
 }

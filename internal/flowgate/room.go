@@ -9,11 +9,14 @@ import (
 
 // capacity is what the gate has learned of a member's engine: how many
 // requests it runs at once before it queues. A scrape that shows the
-// engine queueing more than the saturation threshold while running n sets
-// it to n; a later scrape that shows it running more raises it, and one
-// that shows it running all it was sent with none waiting raises it by one,
-// so a capacity learned while long prompts filled the KV cache comes back
-// up.
+// engine queueing more than the saturation threshold while running n, or
+// queueing any while it holds the whole capacity (running plus waiting),
+// sets it to n; a scrape that shows it running more raises it; one that
+// shows it running the whole capacity with nothing waiting raises it by
+// one, so a capacity learned while long prompts filled the KV cache comes
+// back up. A scrape that catches a request between its arrival and the
+// engine's next scheduling step (a few waiting, room to run them) teaches
+// nothing.
 type capacity struct {
 	at    time.Time // the scrape last read
 	slots int       // 0 while unknown
@@ -25,7 +28,10 @@ func (c *capacity) learn(s Scrape, maxWaiting int) {
 	}
 	c.at = s.At
 	switch {
-	case maxWaiting >= 0 && s.Waiting > maxWaiting && s.Running > 0:
+	case s.Running <= 0:
+	case maxWaiting >= 0 && s.Waiting > maxWaiting:
+		c.slots = s.Running
+	case c.slots > 0 && s.Waiting > 0 && s.Running+s.Waiting >= c.slots:
 		c.slots = s.Running
 	case c.slots > 0 && s.Running > c.slots:
 		c.slots = s.Running
@@ -45,7 +51,7 @@ func (g *Gate) roomLocked(req *route.Request, priority int, now time.Time) bool 
 	seen, room := false, false
 	g.rt.EachLoad(req.Model, func(l route.Load) bool {
 		seen = true
-		m := g.member(&l, now)
+		m := g.member(&l, priority, now)
 		room = g.hr.Admits(priority, m.InFlight, m.Limit, now) && flowcontrol.Judge(m, g.c.th) == flowcontrol.Free
 		return !room
 	})
@@ -56,9 +62,12 @@ func (g *Gate) roomLocked(req *route.Request, priority int, now time.Time) bool 
 // the smaller of its threshold and its engine's learned capacity, and the
 // engine's signals. While the capacity is known, the engine's waiting
 // count (up to a scrape old) is left out: the in-flight count against the
-// capacity says the same, exactly and now.
-func (g *Gate) member(l *route.Load, now time.Time) flowcontrol.Member {
-	m := flowcontrol.Member{InFlight: l.Hinted, Limit: l.Threshold}
+// capacity says the same, exactly and now. The capacity does not hold back
+// a request of the highest active band from an engine that is sent
+// priorities: the engine runs it before anything it holds, preempting
+// lower work.
+func (g *Gate) member(l *route.Load, priority int, now time.Time) flowcontrol.Member {
+	m := flowcontrol.Member{InFlight: l.Hinted, Limit: l.Threshold, QueuedTokens: l.QueuedTokens, TokenLimit: g.c.cfg.MaxQueuedTokens}
 	if g.signals == nil {
 		return m
 	}
@@ -72,7 +81,7 @@ func (g *Gate) member(l *route.Load, now time.Time) flowcontrol.Member {
 		g.caps[l.Member] = c
 	}
 	c.learn(s, g.c.th.MaxWaiting)
-	if c.slots > 0 && c.slots < m.Limit {
+	if c.slots > 0 && c.slots < m.Limit && !g.overtakes(s, priority, now) {
 		m.Limit = c.slots
 	}
 	if s.Known {
@@ -82,4 +91,11 @@ func (g *Gate) member(l *route.Load, now time.Time) flowcontrol.Member {
 		}
 	}
 	return m
+}
+
+// overtakes reports whether a request of band priority goes to an engine
+// that schedules by priority ahead of everything else active: priorities
+// are sent, the engine takes them, and no band above it is active.
+func (g *Gate) overtakes(s Scrape, priority int, now time.Time) bool {
+	return g.c.cfg.EnginePriority && s.TakesPriority && g.hr.Reserved(priority, 2, now) == 0 && priority > 0
 }

@@ -24,7 +24,9 @@ func backendSignals(t route.Target) flowgate.Scrape {
 		return flowgate.Scrape{}
 	}
 	l := b.Load()
-	return flowgate.Scrape{Known: l.Known, At: l.ScrapedAt, Running: int(l.Running), Waiting: int(l.Waiting), KVUtil: l.KVCacheUsage}
+	_, _, takes := b.Engine().PriorityField()
+	return flowgate.Scrape{Known: l.Known, At: l.ScrapedAt, Running: int(l.Running), Waiting: int(l.Waiting), KVUtil: l.KVCacheUsage,
+		TakesPriority: takes}
 }
 
 // identify is the request's flow: the tenant when API keys are
