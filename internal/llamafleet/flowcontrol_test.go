@@ -39,8 +39,11 @@ const (
 )
 
 // fcConfig gives the interactive tenant's objective a priority above the
-// flood's (0).
-const fcConfig = "flow_control:\n  objectives:\n    interactive: 10\n"
+// flood's (0), and bounds each replica at its batch size (one slot), as
+// docs/flow-control.md says to, so that flow control holds requests from
+// the first one rather than from the first scrape that shows a replica
+// queueing.
+const fcConfig = "routing:\n  threshold: 1\nflow_control:\n  objectives:\n    interactive: 10\n"
 
 var fcWords = strings.Fields("the cat ran far and sat by old oak to see why sun set low on our red hut")
 
