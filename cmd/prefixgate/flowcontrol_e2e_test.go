@@ -371,3 +371,34 @@ func tailLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// TestFlowControlRefusesBadFairnessID: a fairness id that is not printable
+// ASCII (here invalid UTF-8, which no metrics label may hold) is refused
+// with 400 naming the header, and the router keeps answering.
+func TestFlowControlRefusesBadFairnessID(t *testing.T) {
+	urls := startSimProcess(t, 1, "--preset", "tiny")
+	_, base, logs := startServe(t, "--backend", urls[0])
+	post := func(id string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
+			strings.NewReader(`{"model":"vllmsim/tiny","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-llm-d-inference-fairness-id", id)
+		c := &http.Client{Timeout: 20 * time.Second}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("fairness id %q: %v\n%s", id, err, tailLines(logs.String(), 10))
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	for _, bad := range []string{"caf\xe9", "\xff\xfe"} {
+		status, body := post(bad)
+		if status != http.StatusBadRequest || !strings.Contains(strings.ToLower(body), "x-llm-d-inference-fairness-id") {
+			t.Errorf("fairness id %q: %d %s; want 400 naming the header", bad, status, body)
+		}
+	}
+	if status, body := post("tenant-a"); status != http.StatusOK {
+		t.Errorf("a good request after the bad ones: %d %s", status, body)
+	}
+}
