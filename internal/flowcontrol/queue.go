@@ -126,11 +126,19 @@ func (q *Queue) BandLen(priority int) (n int, bytes int64) {
 // flow (the caller pushes only requests that must wait, so the fleet is
 // saturated), a full band, or no room for another flow or band.
 func (q *Queue) Push(it *Item, now time.Time) error {
+	if it.Flow.Sheddable() && it.q == nil {
+		return &ShedError{Reason: ReasonSheddable, Flow: it.Flow}
+	}
+	return q.Hold(it, now)
+}
+
+// Hold queues it at time now like Push, but a sheddable flow waits too:
+// for a fleet that is not saturated but paces dispatch (its replicas hold
+// as much predicted work as they should), where refusing would leave
+// capacity unused. Caps, TTL and limits apply as to Push.
+func (q *Queue) Hold(it *Item, now time.Time) error {
 	if it.q != nil {
 		return fmt.Errorf("flowcontrol: item of flow %q already queued", it.Flow.FairnessID)
-	}
-	if it.Flow.Sheddable() {
-		return &ShedError{Reason: ReasonSheddable, Flow: it.Flow}
 	}
 	b := q.band(it.Flow.Priority)
 	if b == nil {
