@@ -51,8 +51,13 @@ type FlowVariant struct {
 	HitRate            float64      `json:"hit_rate"`
 	Flows              []FlowResult `json:"flows"`
 	// Preempted counts requests the engines preempted and recomputed
-	// (vllmsim's priority scheduling); not in the JSON.
-	Preempted uint64 `json:"-"`
+	// (vllmsim's priority scheduling); Held the requests the variant made
+	// wait; Replicas each request's replica (-1: none), by workload index;
+	// TTFTs each request's TTFT in ms (NaN: none). Not in the JSON.
+	Preempted uint64    `json:"-"`
+	Held      int       `json:"-"`
+	Replicas  []int     `json:"-"`
+	TTFTs     []float64 `json:"-"`
 }
 
 // FlowResult is one flow's outcome under a variant.
@@ -138,12 +143,14 @@ func flowIDs(w *Workload) []string {
 type flowLog struct {
 	first, finish []time.Duration // -1 until it happens
 	shed          []bool
+	held          int   // requests the gate made wait
+	replica       []int // -1 until placed
 }
 
 func newFlowLog(n int) *flowLog {
-	l := &flowLog{first: make([]time.Duration, n), finish: make([]time.Duration, n), shed: make([]bool, n)}
+	l := &flowLog{first: make([]time.Duration, n), finish: make([]time.Duration, n), shed: make([]bool, n), replica: make([]int, n)}
 	for i := range n {
-		l.first[i], l.finish[i] = -1, -1
+		l.first[i], l.finish[i], l.replica[i] = -1, -1, -1
 	}
 	return l
 }

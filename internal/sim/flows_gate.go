@@ -28,6 +28,12 @@ type flowGate interface {
 	finished(fl *flight, at time.Time, outputTokens int)
 }
 
+// dispatchWatcher is a gate that sees each request submitted to its
+// replica.
+type dispatchWatcher interface {
+	dispatched(fl *flight)
+}
+
 // gateBuilders make each variant's gate over fleet f.
 var gateBuilders = map[string]func(f *fleet) (flowGate, error){
 	VariantPrefixgate: newPrefixgateGate,
@@ -97,7 +103,9 @@ func runVariant(w *Workload, opts Options, name string, scale []scaleAt, progres
 		return FlowVariant{}, fmt.Errorf("%s: %w", name, err)
 	}
 	v := FlowVariant{Name: name, Role: variantRole(name), OutputTokensPerSec: res.OutputTokensPerSec, HitRate: res.HitRate}
-	v.Flows = f.gate.(interface{ log() *flowLog }).log().flowResults(w, res.RequestTTFTs)
+	l := f.gate.(interface{ log() *flowLog }).log()
+	v.Flows = l.flowResults(w, res.RequestTTFTs)
+	v.Held, v.Replicas, v.TTFTs = l.held, l.replica, res.RequestTTFTs
 	for _, r := range f.reps {
 		v.Preempted += r.eng.Stats().Preemptions
 	}
@@ -133,6 +141,7 @@ func (g *gateLog) log() *flowLog { return g.l }
 
 func (g *gateLog) firstToken(fl *flight, at time.Time) {
 	g.l.first[fl.req.index] = at.Sub(epoch)
+	g.l.replica[fl.req.index] = fl.replica
 }
 
 func (g *gateLog) finished(fl *flight, at time.Time, _ int) {

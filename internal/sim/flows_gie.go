@@ -74,6 +74,9 @@ func (g *gieGate) arrive(fl *flight, now time.Time) {
 	g.bands[p] = append(g.bands[p], fl)
 	g.queued++
 	g.cycle(now)
+	if q := g.bands[p]; len(q) > 0 && q[len(q)-1] == fl {
+		g.l.held++ // still queued after the cycle: it waits
+	}
 }
 
 // cycle dispatches band heads, highest band first, while the pool is not

@@ -7,16 +7,22 @@ import (
 	"github.com/prefixgate/prefixgate/internal/flowcontrol"
 )
 
-// prefixgateGate is what serve does by default, on package flowcontrol:
-// a request goes on at once while the queue is empty and some replica is
-// free (flowcontrol.Judge on prefixgate's in-flight count and the
-// engine's scraped waiting requests and KV use) and has headroom for its
-// band; otherwise it waits in the flow-control queue (strict priority
-// across bands, virtual token counters across flows, FCFS within a flow)
-// or, sheddable, is refused. Whenever an engine event may have freed a
-// replica, the queue's head goes on while a replica is free; the replica
-// is picked then, by the default routing policy. Priorities reach the
-// engines in vLLM's field when they schedule by priority.
+// prefixgateGate is serve's flow control, on package flowcontrol: a
+// request goes on at once while the queue is empty and some replica is
+// free for it — flowcontrol.Judge on prefixgate's in-flight count, its
+// predicted pending prefill (prompt tokens the prefix index does not
+// expect the replica to hold, of requests without a first token) against
+// pgTokenLimit, and the engine's scraped waiting requests and KV use —
+// with headroom (flowcontrol.Headroom, in requests and in pending prefill)
+// for the bands above that asked recently. Otherwise it waits in the
+// flow-control queue (strict priority across bands, virtual token counters
+// across flows, FCFS within a flow). A sheddable request is refused at
+// once only when the fleet is saturated — no replica free by the in-flight
+// bound and the engines' signals; held back by the prefill budget alone it
+// waits (Queue.Hold). Whenever an engine event may have freed a replica,
+// the queue's head goes on while a replica is free for it; the replica is
+// picked then, by the default routing policy. Priorities reach the engines
+// in vLLM's field (lower first) when they schedule by priority.
 type prefixgateGate struct {
 	gateLog
 	q     *flowcontrol.Queue
@@ -29,7 +35,24 @@ type prefixgateGate struct {
 	waiting  []int
 	kv       []float64
 	freed    []int // requests finished on each replica since the scrape
+	// pending is each replica's predicted prefill (prompt tokens the
+	// prefix index does not expect it to hold) of requests sent there
+	// whose first token has not come back.
+	pending    []int
+	tokenLimit int
 }
+
+// pgPending is what a dispatched request added to its replica's pending
+// prefill.
+type pgPending struct{ tokens int }
+
+// pgTokenLimit is Member.TokenLimit: the predicted pending prefill, in
+// prompt tokens, at which a replica takes no more work. About two seconds
+// of a noisy-neighbor replica's prefill (15,000 tokens/s): enough to keep
+// it busy between engine events and to absorb the workload's bursts below
+// saturation untouched, little enough that a short prompt shares the
+// engine with few long ones.
+const pgTokenLimit = 32768
 
 // pgScrapeInterval is how often serve scrapes each replica's metrics.
 const pgScrapeInterval = 2 * time.Second
@@ -46,7 +69,8 @@ func newPrefixgateGate(f *fleet) (flowGate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &prefixgateGate{gateLog: newGateLog(f), q: flowcontrol.NewQueue(pol), th: flowcontrol.DefaultThresholds(), hr: hr, limit: f.opts.Threshold}, nil
+	return &prefixgateGate{gateLog: newGateLog(f), q: flowcontrol.NewQueue(pol), th: flowcontrol.DefaultThresholds(), hr: hr, limit: f.opts.Threshold,
+		tokenLimit: pgTokenLimit}, nil
 }
 
 func flowOf(fl *flight) flowcontrol.Flow {
@@ -57,13 +81,18 @@ func (g *prefixgateGate) arrive(fl *flight, now time.Time) {
 	g.at(now)
 	flow := flowOf(fl)
 	g.hr.Saw(flow.Priority, now)
-	if g.q.Len() == 0 && g.canTake(flow.Priority, now) {
+	if g.q.Len() == 0 && g.canTake(flow.Priority, fl.req.est, now) {
 		g.q.Charge(flow, fl.req.est, 0)
 		g.f.route(fl, now)
 		return
 	}
 	it := &flowcontrol.Item{Flow: flow, PromptTokens: fl.req.est, Bytes: int64(fl.req.est) * charsPerTok, Value: fl}
-	if err := g.q.Push(it, now); err != nil {
+	push := g.q.Hold // paced, not saturated: every band waits
+	if g.saturated(now) {
+		push = g.q.Push // saturated: sheddable requests are refused
+	}
+	g.l.held++
+	if err := push(it, now); err != nil {
 		if !errors.Is(err, flowcontrol.ErrShed) {
 			panic(err) // a fresh item is never queued twice
 		}
@@ -71,20 +100,54 @@ func (g *prefixgateGate) arrive(fl *flight, now time.Time) {
 	}
 }
 
-// canTake reports whether some replica is free for a request of band
-// priority at now.
-func (g *prefixgateGate) canTake(priority int, now time.Time) bool {
+// canTake reports whether some replica is free at now for a request of
+// band priority with the given prompt tokens: flowcontrol.Judge finds it
+// free, and the headroom of the bands above leaves room for it both in
+// requests and in pending prefill (an idle replica takes any prompt).
+func (g *prefixgateGate) canTake(priority, tokens int, now time.Time) bool {
+	g.scrape(now)
+	for _, a := range g.f.active {
+		m := flowcontrol.Member{
+			InFlight: g.f.inflight[a], Limit: g.limit, QueuedTokens: g.pending[a], TokenLimit: g.tokenLimit,
+			Engine: flowcontrol.Engine{Known: true, Age: now.Sub(g.scrapeAt), Waiting: g.waiting[a], KVUtil: g.kv[a], Freed: g.freed[a]},
+		}
+		if flowcontrol.Judge(m, g.th) != flowcontrol.Free || !g.hr.Admits(priority, m.InFlight, m.Limit, now) {
+			continue
+		}
+		if g.paced(m.QueuedTokens, tokens, priority, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// paced reports whether a replica with pending predicted prefill may take
+// a request of band priority with the given prompt tokens: an idle one
+// takes any; otherwise the prompt must fit under the token limit less the
+// headroom kept for the bands above.
+func (g *prefixgateGate) paced(pending, tokens, priority int, now time.Time) bool {
+	if g.tokenLimit <= 0 || pending == 0 {
+		return true
+	}
+	return pending+tokens <= g.tokenLimit-g.hr.Reserved(priority, g.tokenLimit, now)
+}
+
+// saturated reports whether no replica can take a request without it
+// queueing in the engine, by flowcontrol.Judge on the in-flight bound and
+// the engines' signals; the pending-prefill budget paces dispatch but does
+// not make the fleet saturated.
+func (g *prefixgateGate) saturated(now time.Time) bool {
 	g.scrape(now)
 	for _, a := range g.f.active {
 		m := flowcontrol.Member{
 			InFlight: g.f.inflight[a], Limit: g.limit,
 			Engine: flowcontrol.Engine{Known: true, Age: now.Sub(g.scrapeAt), Waiting: g.waiting[a], KVUtil: g.kv[a], Freed: g.freed[a]},
 		}
-		if flowcontrol.Judge(m, g.th) == flowcontrol.Free && g.hr.Admits(priority, m.InFlight, m.Limit, now) {
-			return true
+		if flowcontrol.Judge(m, g.th) == flowcontrol.Free {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // scrape reads every replica's metrics if pgScrapeInterval has passed.
@@ -100,6 +163,24 @@ func (g *prefixgateGate) scrape(now time.Time) {
 		g.kv = append(g.kv, st.KVCacheUsage)
 		g.freed = append(g.freed, 0)
 	}
+	for len(g.pending) < len(g.f.reps) {
+		g.pending = append(g.pending, 0)
+	}
+}
+
+func (g *prefixgateGate) dispatched(fl *flight) {
+	g.scrape(fl.now)
+	p := &pgPending{tokens: max(0, fl.req.est-fl.dec.MatchedTokens)}
+	fl.gate = p
+	g.pending[fl.replica] += p.tokens
+}
+
+func (g *prefixgateGate) firstToken(fl *flight, at time.Time) {
+	g.gateLog.firstToken(fl, at)
+	if p, ok := fl.gate.(*pgPending); ok {
+		g.pending[fl.replica] -= p.tokens
+		p.tokens = 0
+	}
 }
 
 func (g *prefixgateGate) wake(now time.Time) {
@@ -107,7 +188,7 @@ func (g *prefixgateGate) wake(now time.Time) {
 	g.q.Expire(now, func(it *flowcontrol.Item) { g.shed(it.Value.(*flight), now) })
 	for {
 		it := g.q.Peek()
-		if it == nil || !g.canTake(it.Flow.Priority, now) {
+		if it == nil || !g.canTake(it.Flow.Priority, it.PromptTokens, now) {
 			return
 		}
 		g.q.Pop()

@@ -95,6 +95,7 @@ func (g *smgGate) arrive(fl *flight, now time.Time) {
 		g.admit(fl, now)
 		return
 	}
+	g.l.held++
 	if len(g.queues[c]) >= smgQueueSize[c] {
 		g.shed(fl, now) // 429
 		return

@@ -235,6 +235,7 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 		return nil, err
 	}
 	rep := newReport(w, opts, scale)
+	rep.EngineScheduling = w.Engine.SchedulingPolicy
 	if err := runPolicies(rep, w, opts, pols, variants, scale); err != nil {
 		return nil, err
 	}
@@ -749,6 +750,9 @@ func (f *fleet) dispatch(fl *flight, now time.Time) bool {
 	fl.tokens, fl.hashes = nil, nil // the engine holds the prompt now
 	rep.flights[id] = fl
 	fl.engID = id
+	if d, ok := f.gate.(dispatchWatcher); ok {
+		d.dispatched(fl)
+	}
 	// Submit may have produced events at now; look at the engine again.
 	wasBusy := rep.busy
 	f.setNext(rep, f.engineTime(rep, now), true)

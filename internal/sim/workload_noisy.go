@@ -30,15 +30,15 @@ import (
 // docs/simulation.md has the sweep).
 const (
 	nnReplicas     = 8
-	nnChatRate     = 12.0 // req/s
-	nnLightRate    = 2.2  // req/s per light tenant
+	nnChatRate     = 16.0 // req/s
+	nnLightRate    = 6.5  // req/s per light tenant
 	nnLights       = 5
 	nnHeavyRate    = nnLightRate * 10 * nnLightTokens / nnHeavyTokens
 	nnLightTokens  = 2000 + 200 + 200 // mean prompt + output of a light request
 	nnHeavyTokens  = 8000 + 200       // the same for the heavy tenant
-	nnBatchEvery   = 20.0             // mean seconds between bursts
-	nnBatchBurst   = 500              // requests per burst
-	nnBatchSpread  = 4.0              // seconds a burst's requests arrive over
+	nnBatchEvery   = 6.0              // mean seconds between bursts
+	nnBatchBurst   = 40               // requests per burst
+	nnBatchSpread  = 2.0              // seconds a burst's requests arrive over
 	nnChatSystem   = 400
 	nnChatPrompts  = 8
 	nnLightSystem  = 2000
