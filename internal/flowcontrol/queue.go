@@ -99,6 +99,7 @@ type Queue struct {
 	idleHead, idleTail *flowState // flows with nothing queued, least recently used first
 	n                  int
 	seq                uint64
+	evict              func(*Item) // OnEvict's; nil: a full band refuses
 }
 
 // NewQueue returns an empty queue under p's limits.
@@ -144,10 +145,13 @@ func (q *Queue) Hold(it *Item, now time.Time) error {
 	if b == nil {
 		return &ShedError{Reason: ReasonBands, Flow: it.Flow}
 	}
-	if b.n+1 > b.lim.MaxRequests {
-		return &ShedError{Reason: ReasonQueueFull, Flow: it.Flow}
+	if it.Bytes < 0 {
+		return &ShedError{Reason: ReasonQueueBytes, Flow: it.Flow}
 	}
-	if it.Bytes < 0 || b.bytes+it.Bytes > b.lim.MaxBytes {
+	if !q.makeRoom(b, it) {
+		if b.n+1 > b.lim.MaxRequests {
+			return &ShedError{Reason: ReasonQueueFull, Flow: it.Flow}
+		}
 		return &ShedError{Reason: ReasonQueueBytes, Flow: it.Flow}
 	}
 	fs := q.flow(it.Flow)
