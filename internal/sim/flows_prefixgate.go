@@ -16,7 +16,8 @@ import (
 // with headroom (flowcontrol.Headroom, in requests and in pending prefill)
 // for the bands above that asked recently. Otherwise it waits in the
 // flow-control queue (strict priority across bands, virtual token counters
-// across flows, FCFS within a flow). A sheddable request is refused at
+// across flows, FCFS within a flow; a full band evicts its longest flow's
+// newest request for a shorter flow's arrival). A sheddable request is refused at
 // once only when the fleet is saturated — no replica free by the in-flight
 // bound and the engines' signals; held back by the prefill budget alone it
 // waits (Queue.Hold). Whenever an engine event may have freed a replica,
@@ -69,8 +70,10 @@ func newPrefixgateGate(f *fleet) (flowGate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &prefixgateGate{gateLog: newGateLog(f), q: flowcontrol.NewQueue(pol), th: flowcontrol.DefaultThresholds(), hr: hr, limit: f.opts.Threshold,
-		tokenLimit: pgTokenLimit}, nil
+	g := &prefixgateGate{gateLog: newGateLog(f), q: flowcontrol.NewQueue(pol), th: flowcontrol.DefaultThresholds(), hr: hr, limit: f.opts.Threshold,
+		tokenLimit: pgTokenLimit}
+	g.q.OnEvict(func(it *flowcontrol.Item) { g.shed(it.Value.(*flight), g.now) })
+	return g, nil
 }
 
 func flowOf(fl *flight) flowcontrol.Flow {
