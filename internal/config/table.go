@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/internal/flowcontrol"
+	"github.com/prefixgate/prefixgate/internal/flowgate"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/server"
 	"github.com/prefixgate/prefixgate/normalize"
@@ -116,6 +118,31 @@ var Table = []Entry{
 		Doc: "how long in-flight requests may finish after SIGTERM"},
 	{Flag: "fast-http1", Field: "Server.StdlibHTTP1", Default: "true", Cmds: Serve, set: setFastHTTP1,
 		Doc: "serve plain HTTP/1.1 REST requests with prefixgate's own connection loop (false: net/http serves every connection)"},
+	{Key: "flow_control.enabled", Flag: "flow-control", Env: "PREFIXGATE_FLOW_CONTROL", Field: "Server.FlowControl.Enabled", Default: "true", Cmds: Both, set: setFlowControl,
+		Doc: "queue requests by priority and fairness while the fleet is saturated, and refuse what cannot wait (docs/flow-control.md)"},
+	{Key: "flow_control.objectives", Field: "Server.FlowControl.Objectives",
+		Doc: "objective names mapped to integer priorities (higher first; negative: sheddable), chosen by the x-llm-d-inference-objective header"},
+	{Key: "flow_control.tenant_objectives", Field: "Server.FlowControl.TenantObjectives", Doc: "fairness ids (tenants) mapped to the objective used when a request names none"},
+	{Key: "flow_control.tenant_max_objectives", Field: "Server.FlowControl.TenantMaxObjectives", Doc: "fairness ids mapped to the highest objective they may ask for (above it, the request runs at it)"},
+	{Key: "flow_control.default_objective", Field: "Server.FlowControl.DefaultObjective", Doc: "objective of a request that names none, for fairness ids not in tenant_objectives (empty: priority 0)"},
+	{Key: "flow_control.max_objective", Field: "Server.FlowControl.MaxObjective", Doc: "highest objective for fairness ids not in tenant_max_objectives (empty: no ceiling)"},
+	{Key: "flow_control.fairness_header", Field: "Server.FlowControl.FairnessHeader", Doc: "one more request header that carries the fairness id, read after the two standard ones"},
+	{Key: "flow_control.ttl", Field: "Server.FlowControl.TTL", Default: durString(flowcontrol.DefaultTTL), Doc: "longest a request waits in the queue before 429"},
+	{Key: "flow_control.band_ttls", Field: "Server.FlowControl.BandTTLs", Doc: "objective names mapped to their own queue TTL (durations)"},
+	{Key: "flow_control.max_queued_requests", Field: "Server.FlowControl.MaxQueuedRequests", Default: strconv.Itoa(flowcontrol.DefaultBandReqs), Doc: "requests each priority band may hold waiting (429 above)"},
+	{Key: "flow_control.max_queued_bytes", Field: "Server.FlowControl.MaxQueuedBytes", Default: strconv.Itoa(flowcontrol.DefaultBandBytes), Doc: "request bytes each priority band may hold waiting (429 above)"},
+	{Key: "flow_control.max_flows", Field: "Server.FlowControl.MaxFlows", Default: strconv.Itoa(flowcontrol.DefaultMaxFlows), Doc: "fairness ids remembered per model, idle ones forgotten first"},
+	{Key: "flow_control.prompt_weight", Field: "Server.FlowControl.PromptWeight", Default: ftoa(flowcontrol.DefaultPromptWght), Doc: "what a prompt token costs in served tokens, an output token costing 1"},
+	{Key: "flow_control.max_waiting", Field: "Server.FlowControl.MaxWaiting", Default: strconv.Itoa(flowcontrol.DefaultMaxWaiting), Doc: "an engine reporting more waiting requests than this is full (-1: ignore the signal)"},
+	{Key: "flow_control.max_kv_utilization", Field: "Server.FlowControl.MaxKVUtilization", Default: ftoa(flowcontrol.DefaultMaxKVUtil), Doc: "an engine whose KV cache is this full is full (above 1: ignore the signal)"},
+	{Key: "flow_control.max_signal_age", Field: "Server.FlowControl.MaxSignalAge", Default: flowcontrol.DefaultMaxSignalAge.String(), Doc: "an engine whose scraped signals are older than this is full"},
+	{Key: "flow_control.max_queued_tokens", Field: "Server.FlowControl.MaxQueuedTokens", Default: "0",
+		Doc: "a backend with this much predicted prefill work (prompt tokens not yet answering; prefix-index) is full (0: no bound)"},
+	{Key: "flow_control.headroom_window", Field: "Server.FlowControl.HeadroomWindow", Default: flowcontrol.DefaultHeadroomWindow.String(), Doc: "a band that had a request this recently keeps its headroom on every backend"},
+	{Key: "flow_control.headroom_fraction", Field: "Server.FlowControl.HeadroomFraction", Default: ftoa(flowcontrol.DefaultHeadroomFraction), Doc: "share of each backend's slots kept free for each active higher band (negative: none)"},
+	{Key: "flow_control.engine_priority", Field: "Server.FlowControl.EnginePriority", Default: "false", Doc: "send each request's priority in its engine's own field (vLLM with --scheduling-policy priority, SGLang with --enable-priority-scheduling)"},
+	{Key: "flow_control.engine_priority_field", Field: "Server.FlowControl.EnginePriorityField", Doc: "the body field priorities go in, for every engine (empty: each engine's own)"},
+	{Key: "flow_control.metric_flows", Field: "Server.FlowControl.MetricFlows", Default: strconv.Itoa(flowgate.DefaultMetricFlows), Doc: "fairness ids with a metrics label of their own besides the configured tenants; the rest count as other"},
 	{Key: "epp.listen", Flag: "listen", Field: "EPPListen", Default: ":9002", Cmds: EPP, Doc: "epp: address of the ext_proc gRPC service (and gRPC health)"},
 	{Key: "epp.health_listen", Flag: "health-listen", Field: "EPPHealthListen", Default: ":9003", Cmds: EPP, Doc: "epp: address of the gRPC health service alone"},
 	{Key: "epp.metrics_listen", Flag: "metrics-listen", Field: "EPPMetricsListen", Default: ":9090", Cmds: EPP, Doc: "epp: address of /metrics over HTTP, or off"},
@@ -176,6 +203,15 @@ func setRetrySent(s *Settings, v string) error {
 		return fmt.Errorf("%q is not true or false", v)
 	}
 	s.Server.RetrySent = &b
+	return nil
+}
+
+func setFlowControl(s *Settings, v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%q is not true or false", v)
+	}
+	s.Server.FlowControl.Enabled = &b
 	return nil
 }
 

@@ -35,6 +35,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/prefixgate/prefixgate/internal/flowgate"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/routes"
 	"github.com/prefixgate/prefixgate/internal/sticky"
@@ -146,6 +147,10 @@ type exchange struct {
 	head             []byte
 	// session is the request's session (sticky.TenantKey), "" for none.
 	session string
+	// flow is the request's flow when flowOn: flow control admits it
+	// (flowcontrol.go).
+	flow   flowgate.Identity
+	flowOn bool
 }
 
 // Process runs one request's exchange until the gateway closes the stream.
@@ -419,6 +424,9 @@ func (x *exchange) prepare(ctx context.Context, headersOnly bool) (body []byte, 
 		return nil, false, err
 	}
 	x.req, x.key = prep.RouteRequest(), prep.Info.KeyHex()
+	if err := x.identify(prep.Info.Group); err != nil {
+		return nil, false, err
+	}
 	if err := x.pinStored(routes.Lookup(x.path), prep.Body); err != nil {
 		return nil, false, err
 	}
@@ -452,6 +460,9 @@ func (x *exchange) pick(ctx context.Context) (route.Decision, error) {
 // sent one.
 func (x *exchange) pickByPolicy(ctx context.Context) (route.Decision, error) {
 	rt := x.p.pipe.Router()
+	if !x.hinted && x.flowOn {
+		return x.acquire(ctx)
+	}
 	if !x.hinted {
 		d, err := rt.Pick(ctx, x.req)
 		if err != nil {
@@ -665,6 +676,7 @@ func (x *exchange) finish() {
 	}
 	o.PromptTokens, o.CachedTokens = usage(x.tail, x.sse, x.respSize == len(x.tail))
 	x.d.DoneWith(o)
+	x.chargeFlow()
 	if o.CachedTokens >= 0 {
 		x.p.metrics.cachedTokens.Add(float64(o.CachedTokens))
 	}

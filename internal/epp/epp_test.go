@@ -97,7 +97,9 @@ func newFleet(t *testing.T, urls []string, rc route.Config, pc pipeline.Config) 
 	return f
 }
 
-func newHarness(t *testing.T, rc route.Config, pc pipeline.Config) *harness {
+// newHarness serves a picker over a test fleet, or over what wrap (at most
+// one) makes of it.
+func newHarness(t *testing.T, rc route.Config, pc pipeline.Config, wrap ...func(*testFleet) Fleet) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	fleet, err := vllmsim.StartFleet(ctx, "127.0.0.1:0", 3, vllmsim.Config{Preset: "tiny", Speed: 50})
@@ -105,7 +107,11 @@ func newHarness(t *testing.T, rc route.Config, pc pipeline.Config) *harness {
 		t.Fatal(err)
 	}
 	f := newFleet(t, fleet.URLs(), rc, pc)
-	p := New(f, nil)
+	var pf Fleet = f
+	for _, w := range wrap {
+		pf = w(f)
+	}
+	p := New(pf, nil)
 	grpcLn, healthLn := bufconn.Listen(1<<20), bufconn.Listen(1<<20)
 	done := make(chan error, 1)
 	go func() { done <- p.Serve(ctx, Listeners{GRPC: grpcLn, Health: healthLn}, 5*time.Second) }()

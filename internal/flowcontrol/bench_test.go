@@ -24,6 +24,7 @@ func BenchmarkNotSaturated(b *testing.B) {
 	tenants := []string{"acme", "other", "third"}
 	now := t0
 	b.ReportAllocs()
+	defer cpuPerOp(b)()
 	for i := range b.N {
 		now = now.Add(time.Millisecond)
 		res, err := p.Resolve(tenants[i%3], "")
@@ -52,6 +53,7 @@ func BenchmarkPushPop(b *testing.B) {
 		}
 	}
 	b.ReportAllocs()
+	defer cpuPerOp(b)()
 	for i := range b.N {
 		it := q.Pop()
 		q.Charge(it.Flow, 0, 16)

@@ -69,6 +69,7 @@
 //	func (q *Queue) Flows() int
 //	func (q *Queue) BandLen(priority int) (n int, bytes int64)
 //	func (q *Queue) Position(it *Item) Position
+//	func (q *Queue) Ahead(priority int) int // queued at priority or above
 //	func (q *Queue) Served(f Flow) (prompt, output int64, ok bool)
 //	func (q *Queue) Counter(f Flow) (float64, bool)
 //	type ShedError struct{ Reason Reason; Flow Flow }

@@ -219,3 +219,16 @@ func (b *band) remove(i int) {
 	}
 	fs.hidx = -1
 }
+
+// Ahead is the number of items queued at priority or above: what a
+// request of that priority pushed now would wait behind, at most.
+func (q *Queue) Ahead(priority int) int {
+	n := 0
+	for _, b := range q.bands {
+		if b.prio < priority {
+			break
+		}
+		n += b.n
+	}
+	return n
+}

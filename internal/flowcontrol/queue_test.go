@@ -36,6 +36,11 @@ func TestStrictPriorityAndFCFS(t *testing.T) {
 	for i, it := range []*Item{a1, a2, hi, mid} {
 		mustPush(t, q, it, t0.Add(time.Duration(i)))
 	}
+	for prio, want := range map[int]int{6: 0, 5: 1, 2: 2, 0: 4, -3: 4} {
+		if got := q.Ahead(prio); got != want {
+			t.Errorf("Ahead(%d) = %d; want %d", prio, got, want)
+		}
+	}
 	for i, want := range []*Item{hi, mid, a1, a2} {
 		if got := q.Pop(); got != want {
 			t.Fatalf("pop %d = %+v; want %+v", i, got.Flow, want.Flow)

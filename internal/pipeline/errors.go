@@ -94,7 +94,10 @@ func (p *Pipeline) normalizeError(err error) error {
 // not help), a served model with no healthy backend is 503.
 func (p *Pipeline) PickError(err error, model string) error {
 	var se *route.SaturatedError
+	var pe *Error
 	switch {
+	case errors.As(err, &pe): // already an answer (flow control's 429)
+		return pe
 	case errors.Is(err, route.ErrUnknownModel):
 		return &Error{Status: http.StatusNotFound, Code: "model_not_found", Param: "model",
 			Message: fmt.Sprintf("model %s is not served by any backend; the fleet serves %s", QuoteModel(model), p.ServedModels())}

@@ -262,6 +262,10 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 	if rt != nil && rt.Routing == routes.ByPrefixOrStored {
 		s.explainStored(body, &out)
 	}
+	if out.Flow, err = s.explainFlow(r, body, mode, r.Header.Get(GroupHeader), prefixLength); err != nil {
+		writeError(w, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -320,6 +324,9 @@ type explainJSON struct {
 	RoutingTextLength int      `json:"routing_text_length"`
 	Reason            string   `json:"reason"`
 	Skipped           []string `json:"skipped"`
+	// Flow is flow control's view: the request's flow, band and the
+	// queue before it (absent when flow control is off).
+	Flow *flowJSON `json:"flow,omitempty"`
 }
 
 // explainSentence says in one sentence why the router chose what it chose;

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/internal/flowgate"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/route"
 )
@@ -96,6 +97,10 @@ type Config struct {
 	// MaxUploadBytes bounds a multipart upload, streamed through (413
 	// above); 0 is DefaultMaxUploadBytes.
 	MaxUploadBytes int64
+	// FlowControl orders requests by priority and fairness while the fleet
+	// is saturated, and refuses what cannot wait (package flowgate, which
+	// documents its defaults and validates it; on by default).
+	FlowControl flowgate.Config
 	// StdlibHTTP1 serves every connection with net/http's server, turning
 	// off the HTTP/1.1 front door's own loop for plain requests
 	// (internal/h1front); for comparison and as a way out.
@@ -152,6 +157,9 @@ func (c Config) Validate() error {
 	}
 	if c.SessionHeader != "" && !validHeaderName(c.SessionHeader) {
 		return fmt.Errorf("SessionHeader: %q is not a header name", c.SessionHeader)
+	}
+	if err := c.FlowControl.Validate(); err != nil {
+		return err
 	}
 	for i, name := range c.Drain {
 		if name == "" || strings.ContainsAny(name, "/ ") {

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/prefixgate/prefixgate/backends"
+	"github.com/prefixgate/prefixgate/internal/flowgate"
 	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/routes"
@@ -101,7 +102,7 @@ func (s *Server) dispatch(ctx context.Context, path string, p pipeline.Prepared,
 			}
 			fctx = traced
 		}
-		resp, err := s.pool.Forward(fctx, b, http.MethodPost, path, p.Body, hdr)
+		resp, err := s.pool.Forward(fctx, b, http.MethodPost, path, s.withEnginePriority(b, p.Body, pn), hdr)
 		if err != nil {
 			// The outcome ejects b if nothing came back (Backend.Observe).
 			d.DoneWith(failedOutcome(err))
@@ -138,16 +139,21 @@ type pin struct {
 	// session is the session the request belongs to, remembered with
 	// the pick; "" for none.
 	session string
+	// flow is the request's flow and bytes its body's size, for flow
+	// control; adm, when not nil, receives how the request went through.
+	flow  flowgate.Identity
+	bytes int
+	adm   *flowgate.Admission
 }
 
 // pick chooses the backend for req: the pinned one when there is one.
 func (s *Server) pick(ctx context.Context, req route.Request, pn pin) (route.Decision, error) {
 	if pn.backend == "" {
-		return s.rt().Pick(ctx, req)
+		return s.acquire(ctx, req, pn)
 	}
 	d, err := s.rt().PickMember(pn.backend, req, pn.stored == "")
 	if err != nil && pn.stored == "" {
-		return s.rt().Pick(ctx, req)
+		return s.acquire(ctx, req, pn)
 	}
 	return d, err
 }
@@ -208,6 +214,12 @@ type exchange struct {
 	learnID bool
 	// tenant scopes the ids learned (sticky.TenantKey).
 	tenant string
+	// flow is the request's flow, adm how it went through flow control,
+	// outTokens the answer's output tokens (0 when unknown), charged to
+	// the flow at close.
+	flow      flowgate.Identity
+	adm       flowgate.Admission
+	outTokens int
 	// answer is the prompt's blocks through the generated text, for the
 	// prefix index (answerblocks.go); nil when unknown.
 	answer []uint64
@@ -257,6 +269,11 @@ func (s *Server) openRoute(ctx context.Context, rt *routes.Route, path string, m
 		lease.release(p.Body)
 		return nil, err
 	}
+	if pn.flow, err = s.identify(ctx, hdr, p.Info.Group); err != nil {
+		lease.release(p.Body)
+		return nil, err
+	}
+	pn.bytes, pn.adm, x.flow = len(p.Body), &x.adm, pn.flow
 	fwd := forwardHeaders(hdr)
 	span = nil
 	if s.tracing.on {
@@ -280,6 +297,9 @@ func (s *Server) openRoute(ctx context.Context, rt *routes.Route, path string, m
 	// of their own.
 	x.routing = [3]string{d.Backend, d.Reason.String(), p.Info.KeyHex()}
 	out[BackendHeader], out[DecisionHeader], out[KeyHeader] = x.routing[0:1:1], x.routing[1:2:2], x.routing[2:3:3]
+	if x.adm.Queued {
+		out[flowgate.FlowHeader] = []string{flowgate.HeaderValue(x.flow, x.adm)}
+	}
 	x.resp, x.d, x.info, x.b, x.lease, x.body = resp, d, p.Info, d.Member.(*backends.Backend), lease, p.Body
 	return x, nil
 }
@@ -353,6 +373,7 @@ func (x *exchange) close() {
 	x.resp.Body.Close()
 	x.lease.release(x.body)
 	x.s.countUsage(x.d.Backend, x.usage)
+	x.chargeOutput()
 	x.d.DoneWith(route.Outcome{Err: x.err, FirstByte: true, Status: x.resp.StatusCode,
 		PromptTokens: x.usage.PromptTokens, CachedTokens: x.usage.CachedTokens, Blocks: x.answer})
 }

@@ -15,6 +15,7 @@ import (
 
 	pb "github.com/prefixgate/prefixgate/gen/prefixgate/v1"
 	"github.com/prefixgate/prefixgate/gen/prefixgate/v1/prefixgatev1connect"
+	"github.com/prefixgate/prefixgate/internal/flowgate"
 	"github.com/prefixgate/prefixgate/internal/server"
 )
 
@@ -40,6 +41,7 @@ func TestSaturationAndTimeout(t *testing.T) {
 	backend := blockingBackend(t, release)
 	srv, err := server.New(server.Config{
 		Backends: []string{backend.URL}, Route: route.Config{DefaultThreshold: 1, QueueWait: 20 * time.Millisecond}, RequestTimeout: 2 * time.Second,
+		FlowControl: flowgate.Config{Enabled: new(false)}, // the router's own bounded wait
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prefixgate/prefixgate/backends"
 	"github.com/prefixgate/prefixgate/gen/prefixgate/v1/prefixgatev1connect"
+	"github.com/prefixgate/prefixgate/internal/flowgate"
 	"github.com/prefixgate/prefixgate/internal/h1front"
 	"github.com/prefixgate/prefixgate/internal/pipeline"
 	"github.com/prefixgate/prefixgate/internal/routes"
@@ -67,6 +68,9 @@ type Server struct {
 	responses, sessions *sticky.Table
 	sessionHeader       string
 
+	// gate is flow control in front of the router (flowcontrol.go).
+	gate *flowgate.Gate
+
 	// engines is the engine label last published per backend (usage.go).
 	enginesMu sync.Mutex
 	engines   map[string]string
@@ -107,6 +111,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.metrics.registry.MustRegister(s.pipe.Collectors()...)
+	if s.gate, err = flowgate.New(cfg.FlowControl, router, backendSignals, log, s.metrics.registry); err != nil {
+		return nil, err
+	}
 	s.handler = s.observe(s.cors(s.authenticate(s.routes())))
 	s.ready.Store(true)
 	s.applyDrain(cfg.Drain)

@@ -59,6 +59,9 @@ func (x *exchange) relay(w http.ResponseWriter, stream bool) error {
 		}
 		if err == nil {
 			x.usage = x.b.ParseUsage(body)
+			if x.s.gate.Enabled() {
+				x.outTokens = plainOutputTokens(body)
+			}
 			x.answer = answerBlocks(x.info, body)
 		}
 		if cap(*bp) > maxUsageBody/4 {
@@ -151,6 +154,11 @@ func (as *answerStream) event(data []byte) answer {
 	if as.x.b != nil && (a.usage.IsObject() || a.metaInfo.IsObject()) {
 		if u := as.x.b.EventUsage([]byte(a.usage.Raw), []byte(a.metaInfo.Raw)); u.PromptTokens >= 0 || u.CachedTokens >= 0 {
 			as.x.usage = u
+		}
+		if n := outputTokens(a.usage); n > 0 {
+			as.x.outTokens = n
+		} else if n := outputTokens(a.metaInfo); n > 0 {
+			as.x.outTokens = n
 		}
 	}
 	if as.learn && !as.over && a.index == 0 {

@@ -1,0 +1,279 @@
+package flowgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prefixgate/prefixgate/internal/flowcontrol"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/route"
+)
+
+// MaxQueues bounds the per-model queues (and so the models whose flows
+// are remembered).
+const MaxQueues = 1024
+
+// Scrape is what a member's engine said at its last scrape.
+type Scrape struct {
+	// Known is true when the engine publishes load metrics.
+	Known bool
+	// At is when the scrape finished.
+	At time.Time
+	// Running and Waiting are the engine's running and queued requests.
+	Running, Waiting int
+	// KVUtil is the KV cache's fill, 0..1.
+	KVUtil float64
+	// TakesPriority is true when the engine takes a request's priority in
+	// its body (its profile has a field; flow_control.engine_priority
+	// decides whether it is sent).
+	TakesPriority bool
+}
+
+// SignalFunc reads a member's last scrape; nil reads none.
+type SignalFunc func(route.Target) Scrape
+
+// Gate is flow control in front of a router, for every front door: a
+// request either goes through at once (the fleet is not saturated and
+// nobody of its model waits) or waits in its model's queue until the
+// dispatcher picks a backend for it, or is refused. Safe for concurrent
+// use.
+type Gate struct {
+	c       compiled
+	rt      *route.Router
+	signals SignalFunc
+	log     *slog.Logger
+	m       *metrics
+
+	mu      sync.Mutex
+	queues  map[string]*flowcontrol.Queue
+	hr      *flowcontrol.Headroom
+	caps    map[route.Target]*capacity
+	queued  int
+	running bool
+	kick    chan struct{}
+}
+
+// New returns the gate for cfg in front of rt. It registers its metrics
+// with reg when reg is not nil.
+func New(cfg Config, rt *route.Router, signals SignalFunc, log *slog.Logger, reg prometheus.Registerer) (*Gate, error) {
+	c, err := cfg.compile()
+	if err != nil {
+		return nil, err
+	}
+	hr, err := flowcontrol.NewHeadroom(c.headroom)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gate{c: c, rt: rt, signals: signals, log: log, m: newMetrics(c), queues: map[string]*flowcontrol.Queue{},
+		hr: hr, caps: map[route.Target]*capacity{}, kick: make(chan struct{}, 1)}
+	if reg != nil {
+		for _, col := range g.m.collectors() {
+			if err := reg.Register(col); err != nil {
+				return nil, fmt.Errorf("flow control metrics: %w", err)
+			}
+		}
+	}
+	return g, nil
+}
+
+// Enabled reports whether flow control is on; when it is not, callers use
+// the router directly.
+func (g *Gate) Enabled() bool { return g != nil && g.c.cfg.On() }
+
+// Config is the gate's configuration.
+func (g *Gate) Config() Config { return g.c.cfg }
+
+// Admission is how a request went through the gate.
+type Admission struct {
+	// Queued is true when the request waited in the queue.
+	Queued bool
+	// Position is where it stood when it was queued.
+	Position flowcontrol.Position
+	// Waited is how long it waited.
+	Waited time.Duration
+}
+
+type result struct {
+	d   route.Decision
+	err error
+}
+
+// waiter is a queued request.
+type waiter struct {
+	item flowcontrol.Item
+	req  route.Request
+	ch   chan result
+	s    *series
+}
+
+// Acquire admits a request of flow f for req, whose body is bytes long:
+// it returns the router's pick (call its Done as after route.Router.Pick)
+// once a backend can take it. A refused request's error is a 429
+// *pipeline.Error with RetryAfter; the router's own errors (no candidate)
+// are returned as they are; a request whose ctx ends leaves the queue at
+// once with ctx's error.
+func (g *Gate) Acquire(ctx context.Context, f flowcontrol.Flow, req route.Request, bytes int) (route.Decision, Admission, error) {
+	now := time.Now()
+	g.mu.Lock()
+	g.hr.Saw(f.Priority, now)
+	s := g.m.of(f)
+	q := g.queues[req.Model]
+	if (q == nil || q.Len() == 0) && g.roomLocked(&req, f.Priority, now) {
+		d, err := g.rt.TryPick(req)
+		if !errors.Is(err, route.ErrSaturated) {
+			if err == nil {
+				if q == nil {
+					q = g.queue(req.Model)
+				}
+				g.chargeLocked(q, s, f, req.PromptTokens, 0)
+				s.dispatched.Inc()
+				s.wait.Observe(0)
+			}
+			g.mu.Unlock()
+			return d, Admission{}, err
+		}
+	}
+	w := &waiter{req: req, ch: make(chan result, 1), s: s}
+	w.item = flowcontrol.Item{Flow: f, PromptTokens: req.PromptTokens, Bytes: int64(bytes), Value: w}
+	pos, err := g.pushLocked(q, w, now)
+	g.mu.Unlock()
+	if err != nil {
+		return route.Decision{}, Admission{}, err
+	}
+	g.wake()
+	return g.await(ctx, w, pos, now)
+}
+
+// pushLocked queues w in its model's queue (created if need be), or
+// refuses it.
+func (g *Gate) pushLocked(q *flowcontrol.Queue, w *waiter, now time.Time) (flowcontrol.Position, error) {
+	if q == nil {
+		if q = g.queue(w.req.Model); q == nil {
+			return flowcontrol.Position{}, g.refuseLocked(w, flowcontrol.ReasonFlows, 0)
+		}
+	}
+	if err := q.Push(&w.item, now); err != nil {
+		var se *flowcontrol.ShedError
+		if errors.As(err, &se) {
+			return flowcontrol.Position{}, g.refuseLocked(w, se.Reason, 0)
+		}
+		return flowcontrol.Position{}, err
+	}
+	g.queued++
+	w.s.queued.Inc()
+	if !g.running {
+		g.running = true
+		go g.run()
+	}
+	return q.Position(&w.item), nil
+}
+
+// await waits for w's dispatch, its refusal, or the end of ctx.
+func (g *Gate) await(ctx context.Context, w *waiter, pos flowcontrol.Position, start time.Time) (route.Decision, Admission, error) {
+	adm := Admission{Queued: true, Position: pos}
+	select {
+	case r := <-w.ch:
+		adm.Waited = time.Since(start)
+		r.d.Queued = adm.Waited
+		return r.d, adm, r.err
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	q := g.queues[w.req.Model]
+	removed := q != nil && q.Remove(&w.item)
+	if removed {
+		g.queued--
+		w.s.queued.Dec()
+	}
+	g.mu.Unlock()
+	if !removed {
+		// Dispatched or refused meanwhile: the answer is in the channel.
+		if r := <-w.ch; r.err == nil {
+			r.d.Done()
+		}
+	}
+	adm.Waited = time.Since(start)
+	return route.Decision{}, adm, fmt.Errorf("flow control: waiting in the queue: %w", context.Cause(ctx))
+}
+
+// queue returns model's queue, creating it; nil when MaxQueues exist and
+// none is empty to reuse.
+func (g *Gate) queue(model string) *flowcontrol.Queue {
+	if q := g.queues[model]; q != nil {
+		return q
+	}
+	if len(g.queues) >= MaxQueues {
+		for m, q := range g.queues {
+			if q.Len() == 0 {
+				delete(g.queues, m)
+				break
+			}
+		}
+		if len(g.queues) >= MaxQueues {
+			return nil
+		}
+	}
+	q := flowcontrol.NewQueue(g.c.policy)
+	g.queues[model] = q
+	return q
+}
+
+// refuseLocked counts, logs and returns the 429 for a refused request.
+func (g *Gate) refuseLocked(w *waiter, reason flowcontrol.Reason, waited time.Duration) error {
+	f := w.item.Flow
+	g.m.shedOne(w.s, reason)
+	if g.log != nil {
+		g.log.Warn("request shed", "fairness_id", f.FairnessID, "priority", f.Priority, "reason", string(reason),
+			"model", w.req.Model, "waited", waited)
+	}
+	return &pipeline.Error{Status: http.StatusTooManyRequests, Code: "flow_control_" + string(reason), RetryAfter: DefaultRetryAfter,
+		Message: fmt.Sprintf("flow control refused the request of fairness id %q at priority %d: %s", f.FairnessID, f.Priority, reasonText(reason))}
+}
+
+func reasonText(r flowcontrol.Reason) string {
+	switch r {
+	case flowcontrol.ReasonSheddable:
+		return "the fleet is saturated and the request's objective is sheddable (priority below 0)"
+	case flowcontrol.ReasonQueueFull:
+		return "the fleet is saturated and its band's queue holds flow_control.max_queued_requests requests"
+	case flowcontrol.ReasonQueueBytes:
+		return "the fleet is saturated and its band's queue holds flow_control.max_queued_bytes bytes"
+	case flowcontrol.ReasonTTL:
+		return "it waited its band's time to live (flow_control.ttl) while the fleet was saturated"
+	case flowcontrol.ReasonFlows:
+		return "the fleet is saturated and flow_control.max_flows flows are all waiting"
+	}
+	return "the fleet is saturated and the queue has no room for another band"
+}
+
+// Charge counts served tokens to f for model's fairness: the output
+// tokens of an answer (prompt tokens were charged at dispatch).
+func (g *Gate) Charge(model string, f flowcontrol.Flow, promptTokens, outputTokens int) {
+	if !g.Enabled() || promptTokens <= 0 && outputTokens <= 0 {
+		return
+	}
+	g.mu.Lock()
+	g.chargeLocked(g.queue(model), g.m.of(f), f, promptTokens, outputTokens)
+	g.mu.Unlock()
+}
+
+// chargeLocked charges f in q (nil when there is no room for its model's
+// queue) and counts the tokens in s.
+func (g *Gate) chargeLocked(q *flowcontrol.Queue, s *series, f flowcontrol.Flow, prompt, output int) {
+	if q != nil {
+		q.Charge(f, prompt, output)
+	}
+	if prompt > 0 {
+		s.prompt.Add(float64(prompt))
+	}
+	if output > 0 {
+		s.output.Add(float64(output))
+	}
+}

@@ -1,0 +1,338 @@
+package flowgate
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/prefixgate/prefixgate/internal/flowcontrol"
+	"github.com/prefixgate/prefixgate/internal/pipeline"
+	"github.com/prefixgate/prefixgate/route"
+)
+
+// newGate is a gate over a real router of two members that each take one
+// request at a time.
+func newGate(t *testing.T, cfg Config) (*Gate, *prometheus.Registry) {
+	t.Helper()
+	rt, err := route.New(route.Config{Policy: "least-outstanding"}, []route.Member{{Name: "a", Threshold: 1}, {Name: "b", Threshold: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	g, err := New(cfg, rt, nil, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, reg
+}
+
+var objectives = map[string]string{"interactive": "10", "standard": "0", "batch": "-1"}
+
+type pickOut struct {
+	d   route.Decision
+	adm Admission
+	err error
+}
+
+func acquire(g *Gate, ctx context.Context, id string, prio int) chan pickOut {
+	out := make(chan pickOut, 1)
+	go func() {
+		d, adm, err := g.Acquire(ctx, flowcontrol.Flow{FairnessID: id, Priority: prio}, route.Request{Key: 1, PromptTokens: 10}, 100)
+		out <- pickOut{d, adm, err}
+	}()
+	return out
+}
+
+// queuedCount waits until n requests are queued.
+func queuedCount(t *testing.T, g *Gate, n int) {
+	t.Helper()
+	for range 2000 {
+		g.mu.Lock()
+		q := g.queued
+		g.mu.Unlock()
+		if q == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("never %d queued", n)
+}
+
+func TestPriorityOrderAndShedding(t *testing.T) {
+	g, reg := newGate(t, Config{Objectives: objectives})
+	ctx := context.Background()
+	first, second := <-acquire(g, ctx, "x", 0), <-acquire(g, ctx, "x", 0)
+	if first.err != nil || second.err != nil || first.adm.Queued {
+		t.Fatalf("below saturation: %v %v %+v", first.err, second.err, first.adm)
+	}
+	low := acquire(g, ctx, "flood", 0)
+	queuedCount(t, g, 1)
+	high := acquire(g, ctx, "chat", 10)
+	queuedCount(t, g, 2)
+	shed := <-acquire(g, ctx, "bulk", -1)
+	var pe *pipeline.Error
+	if !errors.As(shed.err, &pe) || pe.Status != http.StatusTooManyRequests || pe.RetryAfter <= 0 || !strings.Contains(pe.Message, "sheddable") {
+		t.Fatalf("sheddable while saturated: %v", shed.err)
+	}
+	first.d.Done()
+	h := <-high
+	if h.err != nil || !h.adm.Queued || h.adm.Position.AheadHigher != 0 {
+		t.Fatalf("high: %v %+v", h.err, h.adm)
+	}
+	select {
+	case <-low:
+		t.Fatal("the lower band went before a backend was free")
+	default:
+	}
+	second.d.Done()
+	if l := <-low; l.err != nil {
+		t.Fatal(l.err)
+	} else {
+		l.d.Done()
+	}
+	h.d.Done()
+	if got := metricValue(t, reg, "prefixgate_flow_shed_total", "bulk"); got != 1 {
+		t.Errorf("shed metric %v", got)
+	}
+	if got := metricValue(t, reg, "prefixgate_flow_dispatched_total", "flood"); got != 1 {
+		t.Errorf("dispatched %v", got)
+	}
+}
+
+func TestCancelLeavesQueue(t *testing.T) {
+	g, _ := newGate(t, Config{})
+	ctx := context.Background()
+	a, b := <-acquire(g, ctx, "x", 0), <-acquire(g, ctx, "x", 0)
+	cctx, cancel := context.WithCancel(ctx)
+	gone := acquire(g, cctx, "y", 0)
+	queuedCount(t, g, 1)
+	cancel()
+	if r := <-gone; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("canceled: %v", r.err)
+	}
+	queuedCount(t, g, 0)
+	a.d.Done()
+	b.d.Done()
+	if c := <-acquire(g, ctx, "z", 0); c.err != nil || c.adm.Queued {
+		t.Fatalf("after cancel: %v %+v", c.err, c.adm)
+	}
+}
+
+func TestTTLAnswers429(t *testing.T) {
+	g, _ := newGate(t, Config{TTL: 20 * time.Millisecond})
+	ctx := context.Background()
+	a, b := <-acquire(g, ctx, "x", 0), <-acquire(g, ctx, "x", 0)
+	r := <-acquire(g, ctx, "y", 0)
+	var pe *pipeline.Error
+	if !errors.As(r.err, &pe) || pe.Status != 429 || pe.Code != "flow_control_ttl" {
+		t.Fatalf("ttl: %v", r.err)
+	}
+	a.d.Done()
+	b.d.Done()
+}
+
+func TestIdentify(t *testing.T) {
+	g, _ := newGate(t, Config{Objectives: objectives, TenantObjectives: map[string]string{"acme": "interactive"},
+		MaxObjective: "standard", FairnessHeader: "x-team"})
+	for _, tc := range []struct {
+		h             http.Header
+		tenant, group string
+		want          Identity
+	}{
+		{http.Header{}, "", "", Identity{Flow: flowcontrol.Flow{FairnessID: "default"}, Objective: "standard"}},
+		{http.Header{}, "", "g1", Identity{Flow: flowcontrol.Flow{FairnessID: "g1"}, Objective: "standard"}},
+		{http.Header{"X-Team": {"t"}}, "", "g1", Identity{Flow: flowcontrol.Flow{FairnessID: "t"}, Objective: "standard"}},
+		{http.Header{"X-Team": {"t"}, GatewayFairnessHeader: {"gw"}}, "", "", Identity{Flow: flowcontrol.Flow{FairnessID: "gw"}, Objective: "standard"}},
+		{http.Header{FairnessHeader: {"ll"}, GatewayFairnessHeader: {"gw"}}, "acme", "", Identity{Flow: flowcontrol.Flow{FairnessID: "acme", Priority: 10}, Objective: "interactive"}},
+		{http.Header{ObjectiveHeader: {"batch"}}, "acme", "", Identity{Flow: flowcontrol.Flow{FairnessID: "acme", Priority: -1}, Objective: "batch"}},
+		{http.Header{GatewayObjectiveHeader: {"interactive"}}, "", "", Identity{Flow: flowcontrol.Flow{FairnessID: "default"}, Objective: "interactive", Capped: true}},
+	} {
+		got, err := g.Identify(tc.h, tc.tenant, tc.group)
+		if err != nil || got != tc.want {
+			t.Errorf("Identify(%v, %q, %q) = %+v, %v; want %+v", tc.h, tc.tenant, tc.group, got, err, tc.want)
+		}
+	}
+	_, err := g.Identify(http.Header{ObjectiveHeader: {"urgent"}}, "", "")
+	var pe *pipeline.Error
+	if !errors.As(err, &pe) || pe.Status != 400 || pe.Param != ObjectiveHeader || !strings.Contains(pe.Message, `"urgent"`) {
+		t.Errorf("unknown objective: %v", err)
+	}
+	_, err = g.Identify(http.Header{FairnessHeader: {strings.Repeat("x", 200)}}, "", "")
+	if !errors.As(err, &pe) || pe.Status != 400 || pe.Param != FairnessHeader {
+		t.Errorf("long fairness id: %v", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Objectives: map[string]string{"x": "high"}}, "flow_control.objectives.x"},
+		{Config{BandTTLs: map[string]string{"x": "soon"}}, "flow_control.band_ttls.x"},
+		{Config{FairnessHeader: "a b"}, "flow_control.fairness_header"},
+		{Config{EnginePriorityField: "pri-ority"}, "flow_control.engine_priority_field"},
+		{Config{MetricFlows: -1}, "flow_control.metric_flows"},
+		{Config{TenantObjectives: map[string]string{"t": "nope"}}, "flow_control.tenants.t.objective"},
+	} {
+		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(%+v) = %v; want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+func TestWithPriority(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"model":"m"}`, `{"model":"m","priority":-10}`},
+		{`{}`, `{"priority":-10}`},
+		{` { "a" : 1 } `, ` { "a" : 1 ,"priority":-10} `},
+	} {
+		got, ok := WithPriority([]byte(tc.in), "priority", -10)
+		if !ok || string(got) != tc.want {
+			t.Errorf("WithPriority(%s) = %s", tc.in, got)
+		}
+	}
+	if _, ok := WithPriority([]byte(`[1]`), "priority", 1); ok {
+		t.Error("an array took a field")
+	}
+}
+
+func TestCapacityLearning(t *testing.T) {
+	var c capacity
+	at := time.Unix(100, 0)
+	c.learn(Scrape{Known: true, At: at, Running: 5, Waiting: 1}, 2)
+	if c.slots != 0 {
+		t.Fatal("a short queue taught a capacity")
+	}
+	c.learn(Scrape{Known: true, At: at.Add(time.Second), Running: 8, Waiting: 10}, 2)
+	c.learn(Scrape{Known: true, At: at.Add(time.Second), Running: 3, Waiting: 10}, 2)
+	if c.slots != 8 {
+		t.Fatalf("slots %d; want 8 (the same scrape is read once)", c.slots)
+	}
+	c.learn(Scrape{Known: true, At: at.Add(2 * time.Second), Running: 8}, 2)
+	if c.slots != 9 {
+		t.Fatalf("slots %d; want 9 after a full scrape with nothing waiting", c.slots)
+	}
+	c.learn(Scrape{Known: true, At: at.Add(3 * time.Second), Running: 8, Waiting: 1}, 2)
+	if c.slots != 8 {
+		t.Fatalf("slots %d; want 8 back when the ninth waited", c.slots)
+	}
+	c.learn(Scrape{Known: true, At: at.Add(4 * time.Second), Running: 5, Waiting: 1}, 2)
+	if c.slots != 8 {
+		t.Fatalf("slots %d; a request not yet scheduled, with room to run, taught a capacity", c.slots)
+	}
+}
+
+// metricValue sums the samples of family name whose flow label is flow.
+func metricValue(t *testing.T, reg *prometheus.Registry, name, flow string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "flow" && l.GetValue() == flow {
+					sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
+
+// An engine that queues five while running two has a capacity of two:
+// further requests wait in the gate, except, when priorities are sent to
+// an engine that takes them, those of the highest active band.
+func TestLearnedCapacityAndOvertaking(t *testing.T) {
+	for _, send := range []bool{false, true} {
+		rt, err := route.New(route.Config{Policy: "least-outstanding"}, []route.Member{{Name: "a", Threshold: 100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now()
+		signals := func(route.Target) Scrape {
+			return Scrape{Known: true, At: at, Running: 2, Waiting: 5, TakesPriority: true}
+		}
+		g, err := New(Config{Objectives: objectives, EnginePriority: send}, rt, signals, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		a, b := <-acquire(g, ctx, "x", 0), <-acquire(g, ctx, "x", 0)
+		if a.err != nil || b.err != nil {
+			t.Fatal(a.err, b.err)
+		}
+		low := acquire(g, ctx, "x", 0)
+		queuedCount(t, g, 1)
+		high := acquire(g, ctx, "y", 10)
+		if send {
+			if h := <-high; h.err != nil {
+				t.Errorf("the top band to a priority engine waited: %v %+v", h.err, h.adm)
+			} else {
+				h.d.Done()
+			}
+		} else {
+			queuedCount(t, g, 2)
+		}
+		a.d.Done()
+		if !send {
+			if h := <-high; h.err != nil {
+				t.Fatal(h.err)
+			} else {
+				h.d.Done()
+			}
+		}
+		b.d.Done()
+		if l := <-low; l.err != nil {
+			t.Fatal(l.err)
+		} else {
+			l.d.Done()
+		}
+	}
+}
+
+// With max_queued_tokens, a member whose predicted prefill work (the
+// prefix-index policy's charge until the first byte) reaches the bound is
+// full: the next request waits until the first answer begins.
+func TestQueuedTokensBound(t *testing.T) {
+	rt, err := route.New(route.Config{}, []route.Member{{Name: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(Config{MaxQueuedTokens: 1000}, rt, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := route.Request{Key: 7, Blocks: []uint64{1, 2, 3}, PromptTokens: 4000}
+	first, _, err := g.Acquire(ctx, flowcontrol.Flow{FairnessID: "x"}, req, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan error, 1)
+	go func() {
+		d, adm, err := g.Acquire(ctx, flowcontrol.Flow{FairnessID: "y"}, req, 10)
+		if err == nil && !adm.Queued {
+			err = errors.New("not queued behind 4,000 predicted tokens")
+		}
+		d.Done()
+		out <- err
+	}()
+	queuedCount(t, g, 1)
+	first.Report(route.Outcome{FirstByte: true})
+	if err := <-out; err != nil {
+		t.Fatal(err)
+	}
+	first.Done()
+}

@@ -1,0 +1,101 @@
+package flowgate
+
+import (
+	"time"
+
+	"github.com/prefixgate/prefixgate/internal/flowcontrol"
+	"github.com/prefixgate/prefixgate/route"
+)
+
+// capacity is what the gate has learned of a member's engine: how many
+// requests it runs at once before it queues. A scrape that shows the
+// engine queueing more than the saturation threshold while running n, or
+// queueing any while it holds the whole capacity (running plus waiting),
+// sets it to n; a scrape that shows it running more raises it; one that
+// shows it running the whole capacity with nothing waiting raises it by
+// one, so a capacity learned while long prompts filled the KV cache comes
+// back up. A scrape that catches a request between its arrival and the
+// engine's next scheduling step (a few waiting, room to run them) teaches
+// nothing.
+type capacity struct {
+	at    time.Time // the scrape last read
+	slots int       // 0 while unknown
+}
+
+func (c *capacity) learn(s Scrape, maxWaiting int) {
+	if !s.Known || s.At.Equal(c.at) {
+		return
+	}
+	c.at = s.At
+	switch {
+	case s.Running <= 0:
+	case maxWaiting >= 0 && s.Waiting > maxWaiting:
+		c.slots = s.Running
+	case c.slots > 0 && s.Waiting > 0 && s.Running+s.Waiting >= c.slots:
+		c.slots = s.Running
+	case c.slots > 0 && s.Running > c.slots:
+		c.slots = s.Running
+	case c.slots > 0 && s.Waiting == 0 && s.Running >= c.slots:
+		c.slots++
+	}
+}
+
+// maxCaps bounds the members whose capacity is remembered.
+const maxCaps = 4096
+
+// roomLocked reports whether some candidate for req can take a request of
+// band priority now without it queueing in the engine (flowcontrol.Judge),
+// leaving the headroom higher bands are owed. With no candidate it
+// reports true: the router's pick then says why.
+func (g *Gate) roomLocked(req *route.Request, priority int, now time.Time) bool {
+	seen, room := false, false
+	g.rt.EachLoad(req.Model, func(l route.Load) bool {
+		seen = true
+		m := g.member(&l, priority, now)
+		room = g.hr.Admits(priority, m.InFlight, m.Limit, now) && flowcontrol.Judge(m, g.c.th) == flowcontrol.Free
+		return !room
+	})
+	return room || !seen
+}
+
+// member is what flow control judges of one candidate: its load against
+// the smaller of its threshold and its engine's learned capacity, and the
+// engine's signals. While the capacity is known, the engine's waiting
+// count (up to a scrape old) is left out: the in-flight count against the
+// capacity says the same, exactly and now. The capacity does not hold back
+// a request of the highest active band from an engine that is sent
+// priorities: the engine runs it before anything it holds, preempting
+// lower work.
+func (g *Gate) member(l *route.Load, priority int, now time.Time) flowcontrol.Member {
+	m := flowcontrol.Member{InFlight: l.Hinted, Limit: l.Threshold, QueuedTokens: l.QueuedTokens, TokenLimit: g.c.cfg.MaxQueuedTokens}
+	if g.signals == nil {
+		return m
+	}
+	s := g.signals(l.Member)
+	c := g.caps[l.Member]
+	if c == nil {
+		if len(g.caps) >= maxCaps {
+			clear(g.caps)
+		}
+		c = &capacity{}
+		g.caps[l.Member] = c
+	}
+	c.learn(s, g.c.th.MaxWaiting)
+	if c.slots > 0 && c.slots < m.Limit && !g.overtakes(s, priority, now) {
+		m.Limit = c.slots
+	}
+	if s.Known {
+		m.Engine = flowcontrol.Engine{Known: true, Age: now.Sub(s.At), Waiting: s.Waiting, KVUtil: s.KVUtil}
+		if c.slots > 0 {
+			m.Engine.Waiting = 0
+		}
+	}
+	return m
+}
+
+// overtakes reports whether a request of band priority goes to an engine
+// that schedules by priority ahead of everything else active: priorities
+// are sent, the engine takes them, and no band above it is active.
+func (g *Gate) overtakes(s Scrape, priority int, now time.Time) bool {
+	return g.c.cfg.EnginePriority && s.TakesPriority && g.hr.Reserved(priority, 2, now) == 0 && priority > 0
+}
