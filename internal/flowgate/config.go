@@ -71,10 +71,10 @@ type Config struct {
 	MaxWaiting       int
 	MaxKVUtilization float64
 	MaxSignalAge     time.Duration
-	// MaxQueuedTokens bounds the predicted prefill work (prompt tokens of
-	// requests whose first byte has not come back) on a member: at it the
-	// member is full. 0 turns the bound off. The prefix-index policy
-	// predicts the work; with other policies it is 0.
+	// MaxQueuedTokens bounds the prompt tokens the prefix-index policy
+	// counts as queued on a member (route.Load.QueuedTokens): at it the
+	// member is full. 0 turns the bound off; with other policies the count
+	// is 0.
 	MaxQueuedTokens int
 	// HeadroomWindow and HeadroomFraction keep slots for active higher
 	// bands (flowcontrol.HeadroomConfig).
