@@ -78,6 +78,9 @@ func (cfg Config) resolved() (Config, error) {
 		e.PrefillOverhead = o.PrefillOverhead
 	}
 	e.mergeTransfer(o)
+	if o.SchedulingPolicy != "" {
+		e.SchedulingPolicy = o.SchedulingPolicy
+	}
 	if err := e.validate(); err != nil {
 		return cfg, err
 	}

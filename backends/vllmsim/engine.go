@@ -51,6 +51,11 @@ type EngineConfig struct {
 	// TransferTTL is how long a prefill worker holds KV nobody fetches
 	// (Request.HoldKV); 0 means DefaultTransferTTL. See transfer.go.
 	TransferTTL time.Duration
+	// SchedulingPolicy is vLLM's --scheduling-policy: "fcfs" (or "") serves
+	// waiting requests in arrival order; "priority" serves them by
+	// Request.Priority, lower first, and preempts running requests of lower
+	// priority (see priority.go).
+	SchedulingPolicy string
 }
 
 func (c EngineConfig) validate() error {
@@ -67,6 +72,8 @@ func (c EngineConfig) validate() error {
 		return errors.New("vllmsim: DecodeStepBase must be positive and DecodeStepPerSeq not negative")
 	case c.PrefillOverhead < 0:
 		return errors.New("vllmsim: PrefillOverhead must not be negative")
+	case c.SchedulingPolicy != "" && c.SchedulingPolicy != SchedulingFCFS && c.SchedulingPolicy != SchedulingPriority:
+		return fmt.Errorf("vllmsim: scheduling policy %q is not %s or %s", c.SchedulingPolicy, SchedulingFCFS, SchedulingPriority)
 	}
 	return nil
 }
@@ -95,6 +102,9 @@ type Request struct {
 	// ImportTokens is the prompt prefix whose KV a decode worker imports
 	// from a prefill worker (what Fetch returned) instead of computing it.
 	ImportTokens int
+	// Priority is vLLM's request priority: with the "priority" scheduling
+	// policy, lower values are served first. Ignored under "fcfs".
+	Priority int
 }
 
 // RequestID identifies a request within one Engine.
@@ -187,6 +197,7 @@ type Stats struct {
 	GenerationTokens   uint64  // output tokens of finished requests
 	RequestsFinished   uint64
 	RequestsAborted    uint64
+	Preemptions        uint64 // running requests sent back to wait (priority policy)
 	Evictions          uint64 // cached blocks evicted
 	TransferredTokens  uint64 // prompt tokens read from prefill workers
 	TTFT               Histogram
@@ -243,6 +254,7 @@ type Engine struct {
 
 	reqs       map[RequestID]*request
 	waiting    []*request // FIFO; aborted entries are skipped
+	prio       prioQueue  // the waiting requests under the priority policy
 	waitHead   int
 	numWaiting int
 	running    []*request
@@ -310,8 +322,7 @@ func (e *Engine) Submit(now time.Time, req Request) (RequestID, error) {
 	r := &request{id: e.nextID, req: req, submitted: now, runIdx: -1}
 	r.hashes = e.blockHashes(req)
 	e.reqs[r.id] = r
-	e.waiting = append(e.waiting, r)
-	e.numWaiting++
+	e.enqueue(r)
 	e.admit()
 	return r.id, nil
 }
@@ -506,6 +517,11 @@ func (e *Engine) complete() {
 	for i := 0; i < len(e.running); i++ {
 		r := e.running[i]
 		switch {
+		case r.phase == phasePrefill && r.prefill <= 1e-9 && !r.first.IsZero():
+			// A preempted request recomputed its context: decoding resumes.
+			e.prefilling--
+			r.phase = phaseDecode
+			continue
 		case r.phase == phasePrefill && r.prefill <= 1e-9:
 			e.prefilling--
 			r.phase = phaseDecode
@@ -551,6 +567,10 @@ func (e *Engine) event(k EventKind, r *request, out int) Event {
 // (first come, first served: a request that does not fit blocks the ones
 // behind it).
 func (e *Engine) admit() {
+	if e.cfg.SchedulingPolicy == SchedulingPriority {
+		e.admitPriority()
+		return
+	}
 	for e.numWaiting > 0 && len(e.running) < e.cfg.MaxNumSeqs {
 		r := e.waiting[e.waitHead]
 		if r.phase != phaseWaiting { // cancelled
@@ -558,22 +578,28 @@ func (e *Engine) admit() {
 			continue
 		}
 		total := blocksFor(len(r.req.Prompt) + r.req.MaxTokens)
-		need := total - len(r.hashes)
-		reuseFree := 0
-		for _, h := range r.hashes {
-			if b, ok := e.blocks[h]; !ok {
-				need++
-			} else if b.ref == 0 {
-				reuseFree++
-			}
-		}
-		if need > e.cfg.CacheBlocks-e.used-reuseFree {
+		if !e.fits(r, total) {
 			return
 		}
 		e.popWaiting()
 		e.numWaiting--
 		e.start(r, total)
 	}
+}
+
+// fits reports whether r, needing total blocks, finds them free or
+// evictable now.
+func (e *Engine) fits(r *request, total int) bool {
+	need := total - len(r.hashes)
+	reuseFree := 0
+	for _, h := range r.hashes {
+		if b, ok := e.blocks[h]; !ok {
+			need++
+		} else if b.ref == 0 {
+			reuseFree++
+		}
+	}
+	return need <= e.cfg.CacheBlocks-e.used-reuseFree
 }
 
 func (e *Engine) popWaiting() {
@@ -624,12 +650,18 @@ func (e *Engine) start(r *request, total int) {
 	r.private = total - len(r.hashes)
 	e.allocate(r.private)
 
-	r.cached = hit * BlockSize
 	e.stats.PrefixCacheQueries += uint64(len(r.req.Prompt))
-	e.stats.PrefixCacheHits += uint64(r.cached)
+	e.stats.PrefixCacheHits += uint64(hit * BlockSize)
 	e.stats.PromptTokens += uint64(len(r.req.Prompt))
 
-	uncached := len(r.req.Prompt) - r.cached
+	uncached := len(r.req.Prompt) - hit*BlockSize
+	if r.first.IsZero() {
+		r.cached = hit * BlockSize
+	} else {
+		// Resumed after preemption: the prompt's uncached part and every
+		// token generated so far are computed again.
+		uncached += r.generated()
+	}
 	r.prefill = max(float64(uncached)/e.cfg.PrefillTokensPerSec+e.cfg.PrefillOverhead.Seconds(), e.cfg.DecodeStep(len(e.running)+1).Seconds())
 	r.phase = phasePrefill
 	r.admitted = e.now

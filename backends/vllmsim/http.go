@@ -223,6 +223,7 @@ type chatRequest struct {
 	Stream              bool           `json:"stream"`
 	StreamOptions       *streamOptions `json:"stream_options"`
 	CacheSalt           string         `json:"cache_salt"`
+	Priority            int            `json:"priority"`
 }
 
 type completionRequest struct {
@@ -232,6 +233,7 @@ type completionRequest struct {
 	Stream        bool            `json:"stream"`
 	StreamOptions *streamOptions  `json:"stream_options"`
 	CacheSalt     string          `json:"cache_salt"`
+	Priority      int             `json:"priority"`
 }
 
 // ---- chat template ----
@@ -362,6 +364,7 @@ type genRequest struct {
 	prompt       []Token
 	maxTokens    *int
 	cacheSalt    string
+	priority     int // vLLM's request priority (scheduling policy "priority")
 	stream       bool
 	includeUsage bool
 	// fail writes an error in the path's shape; nil means OpenAI's.
@@ -417,7 +420,7 @@ func (r *Replica) chat(w http.ResponseWriter, req *http.Request, body []byte) {
 		mt = c.MaxTokens
 	}
 	r.generate(w, req, genRequest{
-		kind: kindChat, model: c.Model, prompt: prompt, maxTokens: mt, cacheSalt: c.CacheSalt,
+		kind: kindChat, model: c.Model, prompt: prompt, maxTokens: mt, cacheSalt: c.CacheSalt, priority: c.Priority,
 		stream: c.Stream, includeUsage: c.StreamOptions != nil && c.StreamOptions.IncludeUsage,
 	})
 }
@@ -433,7 +436,7 @@ func (r *Replica) completion(w http.ResponseWriter, req *http.Request, body []by
 		return
 	}
 	r.generate(w, req, genRequest{
-		kind: kindCompletion, model: c.Model, prompt: prompt, maxTokens: c.MaxTokens, cacheSalt: c.CacheSalt,
+		kind: kindCompletion, model: c.Model, prompt: prompt, maxTokens: c.MaxTokens, cacheSalt: c.CacheSalt, priority: c.Priority,
 		stream: c.Stream, includeUsage: c.StreamOptions != nil && c.StreamOptions.IncludeUsage,
 	})
 }
@@ -600,7 +603,12 @@ func (r *Replica) admit(w http.ResponseWriter, g genRequest) (Request, bool) {
 		fail(w, http.StatusBadRequest, "prompt must not be empty")
 		return Request{}, false
 	}
-	sub := Request{Prompt: g.prompt, Adapter: adapterName, CacheSalt: g.cacheSalt, MaxTokens: maxTokens}
+	if g.priority != 0 && r.cfg.Engine.SchedulingPolicy != SchedulingPriority {
+		// vLLM refuses a priority its scheduler would ignore.
+		fail(w, http.StatusBadRequest, fmt.Sprintf("Got priority %d but Priority scheduling is not enabled.", g.priority))
+		return Request{}, false
+	}
+	sub := Request{Prompt: g.prompt, Adapter: adapterName, CacheSalt: g.cacheSalt, MaxTokens: maxTokens, Priority: g.priority}
 	g.pd.engineFields(&sub)
 	return sub, true
 }

@@ -30,6 +30,7 @@ func WriteMetrics(w io.Writer, model string, s Stats) {
 	metric("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.", float64(s.PrefixCacheHits))
 	metric("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", float64(s.PromptTokens))
 	metric("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", float64(s.GenerationTokens))
+	metric("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", float64(s.Preemptions))
 	name := "vllm:time_to_first_token_seconds"
 	fmt.Fprintf(w, "# HELP %s Histogram of time to first token in seconds.\n# TYPE %s histogram\n", name, name)
 	var cum uint64

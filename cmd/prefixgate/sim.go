@@ -79,6 +79,7 @@ type simFlags struct {
 	o                      sim.Options
 	policies, scale, rates string
 	pd                     string
+	flows, variants        string
 	spillChain             bool
 	asJSON, quiet          bool
 	plot                   string
@@ -109,6 +110,9 @@ func (f *simFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&o.PD.SplitTransferWeight, "split-transfer-weight", 0, "--pd: routing.split_transfer_weight (0: route's default)")
 	fs.IntVar(&o.PD.SplitMinTokens, "split-min-tokens", 0, "--pd: routing.split_min_tokens (0: route's default; negative: 0)")
 	fs.IntVar(&o.PD.ChunkTokens, "pd-chunk-tokens", 0, fmt.Sprintf("--pd: every engine's chunked-prefill budget per step (0: %d)", sim.DefaultPDChunkTokens))
+	fs.StringVar(&f.flows, "flows", "", "keep only these fairness ids' requests, comma-separated (a workload with flows, e.g. noisy-neighbor)")
+	fs.StringVar(&o.EngineScheduling, "engine-scheduling", "", "replicas' scheduling policy: fcfs or priority (default: the workload's)")
+	fs.StringVar(&f.variants, "variants", "all", "flow-control variants on a workload with flows, comma-separated: "+strings.Join(sim.FlowVariants, ", ")+", or all")
 	fs.BoolVar(&f.asJSON, "json", false, "print exactly one JSON object instead of the table")
 	fs.StringVar(&f.plot, "plot", "", "write SVG charts into this directory")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress on stderr")
@@ -161,6 +165,9 @@ func (f *simFlags) options() (sim.Options, error) {
 			opts.Policies = append(opts.Policies, p)
 		}
 	}
+	if err := f.flowOptions(&opts); err != nil {
+		return opts, err
+	}
 	if f.scale != "" {
 		evs, err := sim.ParseScale(f.scale)
 		if err != nil {
@@ -169,6 +176,30 @@ func (f *simFlags) options() (sim.Options, error) {
 		opts.Scale = evs
 	}
 	return opts, nil
+}
+
+// flowOptions checks --flows, --engine-scheduling and --variants into opts.
+func (f *simFlags) flowOptions(opts *sim.Options) error {
+	for id := range strings.SplitSeq(f.flows, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			opts.Flows = append(opts.Flows, id)
+		}
+	}
+	if f.flows != "" && len(opts.Flows) == 0 {
+		return fmt.Errorf("--flows %q names no fairness id", f.flows)
+	}
+	if e := opts.EngineScheduling; e != "" && e != "fcfs" && e != "priority" {
+		return fmt.Errorf("--engine-scheduling %q is not fcfs or priority", e)
+	}
+	if f.variants != "all" && f.variants != "" {
+		for v := range strings.SplitSeq(f.variants, ",") {
+			opts.Variants = append(opts.Variants, strings.TrimSpace(v))
+		}
+		if err := sim.CheckVariants(opts.Variants); err != nil {
+			return fmt.Errorf("--variants: %v", strings.TrimPrefix(err.Error(), "sim: "))
+		}
+	}
+	return nil
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -99,6 +99,7 @@ func (f *vllmsimFlags) register(fset *flag.FlagSet) {
 	fset.Float64Var(&e.PrefillTokensPerSec, "prefill-rate", 0, "prefill tokens per second (default: the preset's)")
 	fset.DurationVar(&e.DecodeStepBase, "decode-step", 0, "decode step base time (default: the preset's)")
 	fset.DurationVar(&e.DecodeStepPerSeq, "decode-step-per-seq", 0, "decode step time added per running request (default: the preset's)")
+	fset.StringVar(&e.SchedulingPolicy, "scheduling-policy", vllmsim.SchedulingFCFS, "how waiting requests are served: fcfs (arrival order) or priority (the request's priority field, lower first, preempting running requests of lower priority)")
 	fset.IntVar(&c.DefaultMaxTokens, "default-max-tokens", 16, "output tokens when a request sets no max_tokens")
 	fset.StringVar(&f.adapters, "adapters", "", "LoRA adapters loaded at start, comma-separated NAME or NAME=PATH")
 	fset.Float64Var(&fl.ErrorRate, "error-rate", 0, "fraction of generation requests answered with 500")

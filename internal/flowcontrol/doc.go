@@ -57,6 +57,8 @@
 //	func (it *Item) Enqueued() time.Time
 //	func (it *Item) Deadline() time.Time
 //	func (q *Queue) Push(it *Item, now time.Time) error // *ShedError (ErrShed)
+//	func (q *Queue) Hold(it *Item, now time.Time) error // Push that queues sheddable flows too (pacing)
+//	func (q *Queue) OnEvict(fn func(*Item)) // a full band evicts its longest flow's newest item for a shorter flow's arrival
 //	func (q *Queue) Peek() *Item
 //	func (q *Queue) Pop() *Item // charges it.PromptTokens to its flow
 //	func (q *Queue) Remove(it *Item) bool

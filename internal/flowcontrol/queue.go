@@ -99,6 +99,7 @@ type Queue struct {
 	idleHead, idleTail *flowState // flows with nothing queued, least recently used first
 	n                  int
 	seq                uint64
+	evict              func(*Item) // OnEvict's; nil: a full band refuses
 }
 
 // NewQueue returns an empty queue under p's limits.
@@ -126,20 +127,31 @@ func (q *Queue) BandLen(priority int) (n int, bytes int64) {
 // flow (the caller pushes only requests that must wait, so the fleet is
 // saturated), a full band, or no room for another flow or band.
 func (q *Queue) Push(it *Item, now time.Time) error {
+	if it.Flow.Sheddable() && it.q == nil {
+		return &ShedError{Reason: ReasonSheddable, Flow: it.Flow}
+	}
+	return q.Hold(it, now)
+}
+
+// Hold queues it at time now like Push, but a sheddable flow waits too:
+// for a fleet that is not saturated but paces dispatch (its replicas hold
+// as much predicted work as they should), where refusing would leave
+// capacity unused. Caps, TTL and limits apply as to Push.
+func (q *Queue) Hold(it *Item, now time.Time) error {
 	if it.q != nil {
 		return fmt.Errorf("flowcontrol: item of flow %q already queued", it.Flow.FairnessID)
-	}
-	if it.Flow.Sheddable() {
-		return &ShedError{Reason: ReasonSheddable, Flow: it.Flow}
 	}
 	b := q.band(it.Flow.Priority)
 	if b == nil {
 		return &ShedError{Reason: ReasonBands, Flow: it.Flow}
 	}
-	if b.n+1 > b.lim.MaxRequests {
-		return &ShedError{Reason: ReasonQueueFull, Flow: it.Flow}
+	if it.Bytes < 0 {
+		return &ShedError{Reason: ReasonQueueBytes, Flow: it.Flow}
 	}
-	if it.Bytes < 0 || b.bytes+it.Bytes > b.lim.MaxBytes {
+	if !q.makeRoom(b, it) {
+		if b.n+1 > b.lim.MaxRequests {
+			return &ShedError{Reason: ReasonQueueFull, Flow: it.Flow}
+		}
 		return &ShedError{Reason: ReasonQueueBytes, Flow: it.Flow}
 	}
 	fs := q.flow(it.Flow)

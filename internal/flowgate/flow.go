@@ -27,7 +27,8 @@ type Identity struct {
 // fairness headers (the two standard ones, then the configured one), else
 // group, else "default"; the priority comes from the objective header,
 // else the fairness id's default objective, else 0. An unknown objective
-// or an overlong header is a 400 *pipeline.Error naming the header.
+// or an overlong header, or one with a byte outside printable ASCII, is a
+// 400 *pipeline.Error naming the header.
 func (g *Gate) Identify(h Headers, tenant, group string) (Identity, error) {
 	id, err := g.fairnessID(h, tenant, group)
 	if err != nil {
@@ -63,6 +64,14 @@ func (g *Gate) fairnessID(h Headers, tenant, group string) (string, error) {
 			if len(v) > flowcontrol.MaxNameLen {
 				return "", &pipeline.Error{Status: http.StatusBadRequest, Code: "invalid_fairness_id", Param: name,
 					Message: fmt.Sprintf("header %s: a fairness id of %d bytes is longer than %d", name, len(v), flowcontrol.MaxNameLen)}
+			}
+			// Printable ASCII only: the id becomes a metrics label, which
+			// must be valid UTF-8, and a log field.
+			for i := 0; i < len(v); i++ {
+				if c := v[i]; c < 0x20 || c > 0x7e {
+					return "", &pipeline.Error{Status: http.StatusBadRequest, Code: "invalid_fairness_id", Param: name,
+						Message: fmt.Sprintf("header %s: a fairness id has a non-printable byte 0x%02x at %d (printable ASCII only)", name, c, i)}
+				}
 			}
 			return v, nil
 		}

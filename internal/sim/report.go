@@ -61,6 +61,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(r.FlowControl) > 0 {
+		if err := r.writeFlowControl(w); err != nil {
+			return err
+		}
+	}
 	if len(r.Sweep) > 0 {
 		if err := r.writeSweep(w); err != nil {
 			return err

@@ -26,6 +26,10 @@ type Request struct {
 	// simulates it; At is then only its nominal arrival (pooled bound, live
 	// load).
 	Think time.Duration
+	// Flow is the request's fairness id and Priority its band (higher
+	// first; negative is sheddable); "" when the workload has no flows.
+	Flow     string
+	Priority int
 	// Placed says Replica holds the index of the replica a recorded run
 	// sent this request to; policy ReplayPolicy sends it there again.
 	Placed  bool

@@ -71,6 +71,15 @@ type Options struct {
 	// PD, with Prefill and Decode set, runs a disaggregated fleet (pd.go):
 	// Policies are then PDPolicyNames.
 	PD PDOptions
+	// Flows keeps only the requests of these fairness ids (flows.go).
+	Flows []string
+	// EngineScheduling overrides the replicas' scheduling policy
+	// (vllmsim.SchedulingFCFS or SchedulingPriority); "" keeps the
+	// workload's.
+	EngineScheduling string
+	// Variants are the flow-control variants to run on a workload with
+	// flows; empty means FlowVariants.
+	Variants []string
 }
 
 // DefaultRequests is the request count when Options.Requests is 0.
@@ -98,6 +107,11 @@ type Report struct {
 	// Sweep and SustainableRate are set by a sweep (Options.Rates).
 	Sweep           []SweepPoint        `json:"sweep,omitempty"`
 	SustainableRate map[string]*float64 `json:"sustainable_rate,omitempty"`
+	// FlowControl is one entry per flow-control variant when the workload
+	// has flows (flows.go).
+	FlowControl []FlowVariant `json:"flow_control,omitempty"`
+	// EngineScheduling is the replicas' scheduling policy.
+	EngineScheduling string `json:"-"`
 
 	Routers           int           `json:"-"`
 	LoadHintInterval  time.Duration `json:"-"`
@@ -215,8 +229,14 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := applyFlowOptions(w, opts); err != nil {
+		return nil, err
+	}
 	pols := opts.Policies
-	if len(pols) == 0 {
+	variants := flowVariants(w, opts)
+	if len(pols) == 0 && len(variants) > 0 {
+		pols = []string{route.DefaultPolicy}
+	} else if len(pols) == 0 {
 		pols = PolicyNames
 	}
 	if err := checkPolicies(w, pols, opts); err != nil {
@@ -231,7 +251,8 @@ func Simulate(w *Workload, opts Options) (*Report, error) {
 		return nil, err
 	}
 	rep := newReport(w, opts, scale)
-	if err := runPolicies(rep, w, opts, pols, scale); err != nil {
+	rep.EngineScheduling = w.Engine.SchedulingPolicy
+	if err := runPolicies(rep, w, opts, pols, variants, scale); err != nil {
 		return nil, err
 	}
 	rep.VirtualSeconds = span.Seconds()
@@ -337,9 +358,9 @@ func newReport(w *Workload, opts Options, scale []scaleAt) *Report {
 
 // runPolicies runs every policy of pols over w, opts.Parallel at once, and
 // the pooled bound beside them, into rep.
-func runPolicies(rep *Report, w *Workload, opts Options, pols []string, scale []scaleAt) error {
+func runPolicies(rep *Report, w *Workload, opts Options, pols, variants []string, scale []scaleAt) error {
 	var done atomic.Int64
-	total := len(w.Requests) * (len(pols) + 1)
+	total := len(w.Requests) * (len(pols) + len(variants) + 1)
 	progress := func() {
 		if opts.Progress != nil {
 			opts.Progress(int(done.Add(1)), total)
@@ -350,7 +371,7 @@ func runPolicies(rep *Report, w *Workload, opts Options, pols []string, scale []
 		par = runtime.GOMAXPROCS(0)
 	}
 	results := make([]PolicyResult, len(pols))
-	errs := make([]error, len(pols)+1)
+	errs := make([]error, len(pols)+2)
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
 	for i, p := range pols {
@@ -374,6 +395,7 @@ func runPolicies(rep *Report, w *Workload, opts Options, pols []string, scale []
 		defer func() { <-sem }()
 		rep.PooledBoundHit, errs[len(pols)] = pooledBound(w, opts.Replicas, progress)
 	}()
+	rep.FlowControl, errs[len(pols)+1] = runVariants(w, opts, variants, scale, progress, sem)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -395,6 +417,8 @@ type flight struct {
 	queued  bool
 	now     time.Time // virtual time of the pick
 	peer    any       // a peer router's per-request state
+	engID   vllmsim.RequestID
+	gate    any // the flow-control variant's per-request state
 }
 
 func (f *flight) prompt() []vllmsim.Token {
@@ -483,6 +507,10 @@ type fleet struct {
 	// onFinish, if set, sees every request that finished and when (tests).
 	onFinish func(fl *flight, at time.Time)
 	placedOn map[*Request]int // first replica of each request
+
+	// gate is the flow-control variant in front of the routers, nil for a
+	// plain policy run (flows_gate.go).
+	gate flowGate
 }
 
 func newFleet(w *Workload, opts Options, policy string, scale []scaleAt, progress func()) (*fleet, error) {
@@ -566,6 +594,12 @@ func (f *fleet) run() (PolicyResult, error) {
 		if haveS {
 			ts = epoch.Add(f.scale[si].at)
 		}
+		if f.gate != nil {
+			if tg, ok := f.gate.next(); ok && (ei < 0 || tg.Before(te)) && (!haveA || tg.Before(ta)) && (!haveS || tg.Before(ts)) {
+				f.gate.timer(tg)
+				continue
+			}
+		}
 		if f.opts.LoadHintInterval > 0 && (ei >= 0 || haveA || haveS) {
 			th := epoch.Add(f.nextHint)
 			if (ei < 0 || !te.Before(th)) && (!haveA || !ta.Before(th)) && (!haveS || !ts.Before(th)) {
@@ -636,6 +670,16 @@ func (f *fleet) arrive(fl *flight, ta time.Time) {
 	if f.first < 0 {
 		f.first = fl.at
 	}
+	if f.gate != nil {
+		f.gate.arrive(fl, ta)
+		return
+	}
+	f.route(fl, ta)
+}
+
+// route hands fl to its router at ta: behind the requests already queued
+// there, else to a replica, else into the queue.
+func (f *fleet) route(fl *flight, ta time.Time) {
 	if len(f.queues[fl.router]) > 0 {
 		f.enqueue(fl)
 	} else if !f.dispatch(fl, ta) {
@@ -708,6 +752,9 @@ func (f *fleet) dispatch(fl *flight, now time.Time) bool {
 	if f.w.Salted {
 		er.CacheSalt = fl.req.Group
 	}
+	if f.gate != nil {
+		er.Priority = f.gate.enginePriority(fl)
+	}
 	id, err := rep.eng.Submit(f.engineTime(rep, now), er)
 	if err != nil {
 		f.release(fl)
@@ -718,6 +765,10 @@ func (f *fleet) dispatch(fl *flight, now time.Time) bool {
 	}
 	fl.tokens, fl.hashes = nil, nil // the engine holds the prompt now
 	rep.flights[id] = fl
+	fl.engID = id
+	if d, ok := f.gate.(dispatchWatcher); ok {
+		d.dispatched(fl)
+	}
 	// Submit may have produced events at now; look at the engine again.
 	wasBusy := rep.busy
 	f.setNext(rep, f.engineTime(rep, now), true)
@@ -760,6 +811,9 @@ func (f *fleet) engineEvents(i int, now time.Time) {
 			if ft, ok := f.pickers[fl.router].(firstTokener); ok {
 				ft.firstToken(fl, ev.CachedTokens, ev.PromptTokens)
 			}
+			if f.gate != nil {
+				f.gate.firstToken(fl, f.fleetTime(rep, ev.FirstToken))
+			}
 			b := f.bucket(fl.at)
 			f.bucketC[b] += int64(ev.CachedTokens)
 			f.bucketP[b] += int64(ev.PromptTokens)
@@ -779,6 +833,9 @@ func (f *fleet) engineEvents(i int, now time.Time) {
 			f.releaseNext(fl, ev.Time)
 			f.progress()
 			retry[fl.router] = true
+			if f.gate != nil {
+				f.gate.finished(fl, ev.Time, ev.OutputTokens)
+			}
 		}
 	}
 	wasBusy := rep.busy
@@ -791,6 +848,9 @@ func (f *fleet) engineEvents(i int, now time.Time) {
 		if retry[r] {
 			f.drain(r, now)
 		}
+	}
+	if f.gate != nil && len(evs) > 0 {
+		f.gate.wake(now)
 	}
 }
 

@@ -31,7 +31,7 @@ type Workload struct {
 }
 
 // Workloads lists the synthetic workload names; "trace:FILE" replays a file.
-var Workloads = []string{"long-context", "sharegpt", "multitenant", "zipf", "agent", "shared-prefix", "multi-turn"}
+var Workloads = []string{"long-context", "sharegpt", "multitenant", "zipf", "agent", "shared-prefix", "multi-turn", "noisy-neighbor"}
 
 // Long-context calibration (see docs/simulation.md): 84 distinct 8,000-token
 // documents; each replica's KV cache (11,000 blocks) holds about 22 of them,
@@ -91,6 +91,8 @@ func BuildWorkloadRate(name string, n int, seed uint64, x float64) (*Workload, e
 		g.sharedPrefix(w, n, x, seed)
 	case "multi-turn":
 		g.multiTurn(w, n, x, seed)
+	case "noisy-neighbor":
+		g.noisyNeighbor(w, n, x, seed)
 	default:
 		return nil, fmt.Errorf("sim: unknown workload %q (have %s, trace:FILE)", name, strings.Join(Workloads, ", "))
 	}

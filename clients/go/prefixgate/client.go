@@ -18,11 +18,14 @@ import (
 // Client calls a prefixgate router. It has a method for every RPC of the
 // three services (Chat, ChatStream, Complete, CompleteStream, Invoke;
 // NormalizeBody, Lint; ListBackends, Explain); the generated clients are
-// fields, for headers and per-call options. Errors from the router are
-// *connect.Error values, returned unchanged: branch with connect.CodeOf(err)
-// or Code(err) (InvalidArgument for a rejected body, ResourceExhausted when
-// every backend is at its bound, Unavailable when none serves the model);
-// RetryAfter and IsRetryable read them.
+// fields, for headers and per-call options. The inference calls and Explain
+// take CallOptions: WithFairnessID and WithObjective name the call's flow.
+// Errors from the router are *connect.Error values, returned unchanged:
+// branch with connect.CodeOf(err) or Code(err) (InvalidArgument for a
+// rejected body, ResourceExhausted when every backend is at its bound or
+// the request was shed, Unavailable when none serves the model); RetryAfter
+// and IsRetryable read them. A refused call option is an *OptionError,
+// returned before anything is sent.
 type Client struct {
 	Inference prefixgatev1connect.InferenceServiceClient
 	Normalize prefixgatev1connect.NormalizeServiceClient
@@ -44,12 +47,16 @@ func NewClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.Cl
 }
 
 // Chat sends the prompt the spec describes and waits for the answer.
-func (c *Client) Chat(ctx context.Context, spec PromptSpec) (*pb.ChatResponse, error) {
+func (c *Client) Chat(ctx context.Context, spec PromptSpec, opts ...CallOption) (*pb.ChatResponse, error) {
 	in, err := spec.ChatInput()
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.Inference.Chat(ctx, connect.NewRequest(&pb.ChatRequest{Input: in}))
+	req, err := newRequest(&pb.ChatRequest{Input: in}, opts)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.Inference.Chat(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -58,22 +65,30 @@ func (c *Client) Chat(ctx context.Context, spec PromptSpec) (*pb.ChatResponse, e
 
 // ChatStream sends the prompt the spec describes and streams the answer.
 // The caller must Close the stream.
-func (c *Client) ChatStream(ctx context.Context, spec PromptSpec) (*connect.ServerStreamForClient[pb.ChatStreamResponse], error) {
+func (c *Client) ChatStream(ctx context.Context, spec PromptSpec, opts ...CallOption) (*connect.ServerStreamForClient[pb.ChatStreamResponse], error) {
 	in, err := spec.ChatInput()
 	if err != nil {
 		return nil, err
 	}
-	return c.Inference.ChatStream(ctx, connect.NewRequest(&pb.ChatStreamRequest{Input: in}))
+	req, err := newRequest(&pb.ChatStreamRequest{Input: in}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.Inference.ChatStream(ctx, req)
 }
 
 // Complete sends the completion the spec describes and waits for the
 // answer. Routing.Key equals BuildCompletionKey's key.
-func (c *Client) Complete(ctx context.Context, spec CompletionSpec) (*pb.CompleteResponse, error) {
+func (c *Client) Complete(ctx context.Context, spec CompletionSpec, opts ...CallOption) (*pb.CompleteResponse, error) {
 	in, err := spec.CompletionInput()
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.Inference.Complete(ctx, connect.NewRequest(&pb.CompleteRequest{Input: in}))
+	req, err := newRequest(&pb.CompleteRequest{Input: in}, opts)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.Inference.Complete(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -83,23 +98,23 @@ func (c *Client) Complete(ctx context.Context, spec CompletionSpec) (*pb.Complet
 // CompleteStream sends the completion the spec describes and streams the
 // answer; the first message carries the routing. The caller must Close the
 // stream.
-func (c *Client) CompleteStream(ctx context.Context, spec CompletionSpec) (*connect.ServerStreamForClient[pb.CompleteStreamResponse], error) {
+func (c *Client) CompleteStream(ctx context.Context, spec CompletionSpec, opts ...CallOption) (*connect.ServerStreamForClient[pb.CompleteStreamResponse], error) {
 	in, err := spec.CompletionInput()
 	if err != nil {
 		return nil, err
 	}
-	return c.Inference.CompleteStream(ctx, connect.NewRequest(&pb.CompleteStreamRequest{Input: in}))
+	req, err := newRequest(&pb.CompleteStreamRequest{Input: in}, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.Inference.CompleteStream(ctx, req)
 }
 
 // Invoke sends a raw JSON body on the native path (/invocations), routed on
 // the first bytes of its canonical form, and returns the backend's raw JSON
 // answer. group may be empty.
-func (c *Client) Invoke(ctx context.Context, body []byte, group string) (*pb.InvokeResponse, error) {
-	res, err := c.Inference.Invoke(ctx, connect.NewRequest(&pb.InvokeRequest{Body: body, Group: group}))
-	if err != nil {
-		return nil, err
-	}
-	return res.Msg, nil
+func (c *Client) Invoke(ctx context.Context, body []byte, group string, opts ...CallOption) (*pb.InvokeResponse, error) {
+	return c.InvokePath(ctx, "", body, group, opts...)
 }
 
 // InvokePath sends a raw JSON body to one of the router's JSON paths
@@ -107,8 +122,12 @@ func (c *Client) Invoke(ctx context.Context, body []byte, group string) (*pb.Inv
 // /invocations when path is empty), normalized and routed as that REST
 // path does, and returns the backend's raw JSON answer. group may be
 // empty.
-func (c *Client) InvokePath(ctx context.Context, path string, body []byte, group string) (*pb.InvokeResponse, error) {
-	res, err := c.Inference.Invoke(ctx, connect.NewRequest(&pb.InvokeRequest{Path: path, Body: body, Group: group}))
+func (c *Client) InvokePath(ctx context.Context, path string, body []byte, group string, opts ...CallOption) (*pb.InvokeResponse, error) {
+	req, err := newRequest(&pb.InvokeRequest{Path: path, Body: body, Group: group}, opts)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.Inference.Invoke(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -166,10 +185,14 @@ func (c *Client) ListBackends(ctx context.Context) (*pb.ListBackendsResponse, er
 }
 
 // Explain asks where body would go and why, without sending it.
-func (c *Client) Explain(ctx context.Context, body []byte, opts KeyOptions) (*pb.ExplainResponse, error) {
-	res, err := c.Admin.Explain(ctx, connect.NewRequest(&pb.ExplainRequest{
+func (c *Client) Explain(ctx context.Context, body []byte, opts KeyOptions, callOpts ...CallOption) (*pb.ExplainResponse, error) {
+	req, err := newRequest(&pb.ExplainRequest{
 		Body: body, Mode: ModeProto(opts.Mode), Group: opts.Group, PrefixLength: int32(opts.PrefixLength),
-	}))
+	}, callOpts)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.Admin.Explain(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -352,3 +352,52 @@ func TestLiveAdmin(t *testing.T) {
 		t.Errorf("Chat went to %s on affinity, Explain said home %s", r.GetBackend(), ex.GetHome())
 	}
 }
+
+// TestLiveFlowOptions sends the flow call options to a live router, on a
+// unary and a streamed call and over gRPC: the router takes them.
+func TestLiveFlowOptions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a router")
+	}
+	url := routerURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts := []prefixgate.CallOption{prefixgate.WithFairnessID("sdk-go-tenant")}
+	for _, c := range []*prefixgate.Client{prefixgate.NewClient(nil, url), prefixgate.NewClient(nil, url, connect.WithGRPC())} {
+		res, err := c.Chat(ctx, liveSpec(), opts...)
+		if err != nil || res.GetContent() == "" {
+			t.Fatalf("Chat with flow options: %v %v", res, err)
+		}
+		st, err := c.ChatStream(ctx, liveSpec(), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for st.Receive() {
+			n++
+		}
+		if err := st.Err(); err != nil || n == 0 {
+			t.Errorf("ChatStream with flow options: %d messages, %v", n, err)
+		}
+		st.Close()
+	}
+}
+
+// TestLiveUnknownObjective: the router refuses an objective its
+// configuration does not define with InvalidArgument naming the header, on
+// Connect and gRPC; the option reached it as metadata.
+func TestLiveUnknownObjective(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a router")
+	}
+	url := routerURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range []*prefixgate.Client{prefixgate.NewClient(nil, url), prefixgate.NewClient(nil, url, connect.WithGRPC())} {
+		_, err := c.Chat(ctx, liveSpec(), prefixgate.WithObjective("sdk-undefined-objective"))
+		if prefixgate.Code(err) != connect.CodeInvalidArgument || !strings.Contains(strings.ToLower(err.Error()), "x-llm-d-inference-objective") ||
+			!strings.Contains(err.Error(), "sdk-undefined-objective") {
+			t.Errorf("undefined objective: %v, want InvalidArgument naming the header and the objective", err)
+		}
+	}
+}

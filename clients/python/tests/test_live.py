@@ -190,3 +190,21 @@ def test_list_backends_and_explain(client: Client) -> None:
     assert res.routing is not None
     if res.routing.decision == Decision.AFFINITY:
         assert res.routing.backend == ex.home
+
+
+def test_flow_options_reach_the_router(client: Client) -> None:
+    # A fairness id is taken on unary and streamed calls, over gRPC too.
+    res = client.chat(SPEC, fairness_id="sdk-python-tenant")
+    assert res.content
+    assert list(client.chat_stream(SPEC, fairness_id="sdk-python-tenant"))
+    with Client(URL, protocol=ProtocolType.GRPC, timeout_ms=30000) as g:
+        assert g.chat(SPEC, fairness_id="sdk-python-tenant").content
+
+
+def test_undefined_objective_is_invalid_argument(client: Client) -> None:
+    # The router's configuration defines no objectives: it names the header.
+    with pytest.raises(RPCError) as ei:
+        client.chat(SPEC, objective="sdk-undefined-objective")
+    assert ei.value.code == Code.INVALID_ARGUMENT
+    assert "x-llm-d-inference-objective" in ei.value.message.lower()
+    assert "sdk-undefined-objective" in ei.value.message

@@ -15,6 +15,7 @@ import { CallOptions, Client, Code, ConnectError, Transport, createClient } from
 import { CompletionSpec, PromptSpec, completionExtra, renderMessages, validateCompletion, validateSpec } from "./builder.js";
 import { JSONValue, Mode, encode, isObject, newObject, quoteName } from "./canonical.js";
 import { SpecError } from "./errors.js";
+import { FlowCallOptions, withFlow } from "./flow.js";
 import { AdminService, ExplainResponse, ListBackendsResponse } from "./gen/prefixgate/v1/admin_pb.js";
 import {
   ChatInput,
@@ -84,7 +85,9 @@ function bytesOf(body: Uint8Array | string): Uint8Array {
 /**
  * A client for a prefixgate router on a given transport: one method per RPC
  * of the three services. Every method takes connect's CallOptions last
- * (signal, timeoutMs, headers). The generated clients are fields.
+ * (signal, timeoutMs, headers); the inference calls and explain also take the
+ * call's flow there (FlowCallOptions: fairnessId, objective), checked before
+ * anything is sent. The generated clients are fields.
  */
 export class BaseClient {
   readonly inference: Client<typeof InferenceService>;
@@ -100,23 +103,27 @@ export class BaseClient {
   // InferenceService
 
   /** Send the prompt the spec describes; wait for the answer. */
-  chat(spec: PromptSpec, options?: CallOptions): Promise<ChatResponse> {
-    return this.inference.chat({ input: chatInput(spec) }, options);
+  chat(spec: PromptSpec, options?: FlowCallOptions): Promise<ChatResponse> {
+    const input = chatInput(spec);
+    return this.inference.chat({ input }, withFlow(options));
   }
 
   /** Send the prompt the spec describes; the first chunk carries the routing. */
-  chatStream(spec: PromptSpec, options?: CallOptions): AsyncIterable<ChatStreamResponse> {
-    return this.inference.chatStream({ input: chatInput(spec) }, options);
+  chatStream(spec: PromptSpec, options?: FlowCallOptions): AsyncIterable<ChatStreamResponse> {
+    const input = chatInput(spec);
+    return this.inference.chatStream({ input }, withFlow(options));
   }
 
   /** Send the completion the spec describes; routing.key equals buildCompletionKey's. */
-  complete(spec: CompletionSpec, options?: CallOptions): Promise<CompleteResponse> {
-    return this.inference.complete({ input: completionInput(spec) }, options);
+  complete(spec: CompletionSpec, options?: FlowCallOptions): Promise<CompleteResponse> {
+    const input = completionInput(spec);
+    return this.inference.complete({ input }, withFlow(options));
   }
 
   /** Send the completion the spec describes; the first chunk carries the routing. */
-  completeStream(spec: CompletionSpec, options?: CallOptions): AsyncIterable<CompleteStreamResponse> {
-    return this.inference.completeStream({ input: completionInput(spec) }, options);
+  completeStream(spec: CompletionSpec, options?: FlowCallOptions): AsyncIterable<CompleteStreamResponse> {
+    const input = completionInput(spec);
+    return this.inference.completeStream({ input }, withFlow(options));
   }
 
   /**
@@ -124,8 +131,8 @@ export class BaseClient {
    * /invocations when empty), normalized and routed as that REST path does;
    * body of the answer is the backend's raw JSON.
    */
-  invoke(body: Uint8Array | string, opts: InvokeOptions = {}, options?: CallOptions): Promise<InvokeResponse> {
-    return this.inference.invoke({ body: bytesOf(body), group: opts.group ?? "", path: opts.path ?? "" }, options);
+  invoke(body: Uint8Array | string, opts: InvokeOptions = {}, options?: FlowCallOptions): Promise<InvokeResponse> {
+    return this.inference.invoke({ body: bytesOf(body), group: opts.group ?? "", path: opts.path ?? "" }, withFlow(options));
   }
 
   // NormalizeService
@@ -171,7 +178,8 @@ export class BaseClient {
   }
 
   /** Where a body would go and why, without sending it. */
-  explain(body: Uint8Array | string, opts: BodyOptions = {}, options?: CallOptions): Promise<ExplainResponse> {
+  explain(body: Uint8Array | string, opts: BodyOptions = {}, options?: FlowCallOptions): Promise<ExplainResponse> {
+    const callOptions = withFlow(options);
     return this.admin.explain(
       {
         body: bytesOf(body),
@@ -179,7 +187,7 @@ export class BaseClient {
         group: opts.group ?? "",
         prefixLength: opts.prefixLength ?? 0,
       },
-      options,
+      callOptions,
     );
   }
 }

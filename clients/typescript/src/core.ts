@@ -38,6 +38,15 @@ export {
 } from "./builder.js";
 export { CanonicalError, OptionError, SpecError } from "./errors.js";
 export {
+  FAIRNESS_ID_HEADER,
+  MAX_FLOW_VALUE_BYTES,
+  OBJECTIVE_HEADER,
+  checkFairnessId,
+  checkObjective,
+  flowHeaders,
+  type FlowCallOptions,
+} from "./flow.js";
+export {
   BaseClient,
   Code,
   ConnectError,

@@ -16,7 +16,7 @@ export class CanonicalError extends Error {
   }
 }
 
-/** An out-of-range option: prefix length, group id or mode. */
+/** An out-of-range option: prefix length, group id, mode, or a call's fairness id or objective. */
 export class OptionError extends Error {
   constructor(
     readonly code: string,

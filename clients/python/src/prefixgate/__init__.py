@@ -30,9 +30,18 @@ from .builder import (
 from .canonical import Mode, Number, canonicalize, encode, format_number, parse
 from .client import AsyncClient, Client, chat_input, completion_input
 from .errors import CanonicalError, OptionError, PrefixgateError, RPCError, SpecError
+from .flow import (
+    FAIRNESS_ID_HEADER,
+    OBJECTIVE_HEADER,
+    check_fairness_id,
+    check_objective,
+    flow_headers,
+)
 from .key import RouteInfo, format_key, routing_key
 
 __all__ = [
+    "FAIRNESS_ID_HEADER",
+    "OBJECTIVE_HEADER",
     "AsyncClient",
     "CanonicalError",
     "Client",
@@ -58,8 +67,11 @@ __all__ = [
     "build_responses",
     "canonicalize",
     "chat_input",
+    "check_fairness_id",
+    "check_objective",
     "completion_input",
     "encode",
+    "flow_headers",
     "format_key",
     "format_number",
     "parse",

@@ -4,8 +4,10 @@
 :class:`AsyncClient` the asynchronous ones, with the same methods (``async``,
 and async iterators for streams): one per RPC. Both turn ``ConnectError``
 into :class:`~prefixgate.errors.RPCError`, which carries the Connect code and
-the router's Retry-After. The generated clients stay reachable as attributes
-for headers and per-call options.
+the router's Retry-After. The inference calls and ``explain`` take the
+call's flow as keyword arguments ``fairness_id`` and ``objective`` (see
+:mod:`prefixgate.flow`). The generated clients stay reachable as attributes
+for other headers and per-call options.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from connectrpc.protocol import ProtocolType
 from .builder import CompletionSpec, PromptSpec
 from .canonical import Mode, encode, quote_name
 from .errors import RPCError, SpecError
+from .flow import flow_headers
 from .gen.prefixgate.v1.admin_connect import AdminServiceClient, AdminServiceClientSync
 from .gen.prefixgate.v1.admin_pb import (
     ExplainRequest,
@@ -259,36 +262,57 @@ class Client:
 
     # InferenceService
 
-    def chat(self, spec: PromptSpec) -> ChatResponse:
+    def chat(
+        self, spec: PromptSpec, *, fairness_id: str | None = None, objective: str | None = None
+    ) -> ChatResponse:
         """Send the prompt the spec describes; wait for the answer."""
         req = ChatRequest(input=chat_input(spec))
-        return _call(lambda: self.inference.chat(req))
+        hd = flow_headers(fairness_id, objective)
+        return _call(lambda: self.inference.chat(req, headers=hd))
 
-    def chat_stream(self, spec: PromptSpec) -> Iterator[ChatStreamResponse]:
+    def chat_stream(
+        self, spec: PromptSpec, *, fairness_id: str | None = None, objective: str | None = None
+    ) -> Iterator[ChatStreamResponse]:
         """Send the prompt the spec describes; yield the answer's chunks.
         The first chunk carries the routing."""
         req = ChatStreamRequest(input=chat_input(spec))
-        return _stream(_call(lambda: self.inference.chat_stream(req)))
+        hd = flow_headers(fairness_id, objective)
+        return _stream(_call(lambda: self.inference.chat_stream(req, headers=hd)))
 
-    def complete(self, spec: CompletionSpec) -> CompleteResponse:
+    def complete(
+        self, spec: CompletionSpec, *, fairness_id: str | None = None, objective: str | None = None
+    ) -> CompleteResponse:
         """Send the completion the spec describes; wait for the answer.
         ``routing.key`` equals :func:`~prefixgate.builder.build_completion_key`'s."""
         req = CompleteRequest(input=completion_input(spec))
-        return _call(lambda: self.inference.complete(req))
+        hd = flow_headers(fairness_id, objective)
+        return _call(lambda: self.inference.complete(req, headers=hd))
 
-    def complete_stream(self, spec: CompletionSpec) -> Iterator[CompleteStreamResponse]:
+    def complete_stream(
+        self, spec: CompletionSpec, *, fairness_id: str | None = None, objective: str | None = None
+    ) -> Iterator[CompleteStreamResponse]:
         """Send the completion the spec describes; yield the answer's chunks.
         The first chunk carries the routing."""
         req = CompleteStreamRequest(input=completion_input(spec))
-        return _stream(_call(lambda: self.inference.complete_stream(req)))
+        hd = flow_headers(fairness_id, objective)
+        return _stream(_call(lambda: self.inference.complete_stream(req, headers=hd)))
 
-    def invoke(self, body: bytes | str, group: str = "", path: str = "") -> InvokeResponse:
+    def invoke(
+        self,
+        body: bytes | str,
+        group: str = "",
+        path: str = "",
+        *,
+        fairness_id: str | None = None,
+        objective: str | None = None,
+    ) -> InvokeResponse:
         """Send a raw JSON body to one of the router's JSON paths (``path``:
         ``/v1/responses``, ``/v1/messages``, ``/rerank``, ...; the native
         ``/invocations`` when empty), normalized and routed as that REST path
         does; ``.body`` is the backend's raw JSON answer."""
         req = InvokeRequest(body=_bytes(body), group=group, path=path)
-        return _call(lambda: self.inference.invoke(req))
+        hd = flow_headers(fairness_id, objective)
+        return _call(lambda: self.inference.invoke(req, headers=hd))
 
     # NormalizeService
 
@@ -335,10 +359,14 @@ class Client:
         mode: Mode = Mode.AUTO,
         group: str = "",
         prefix_length: int = 0,
+        *,
+        fairness_id: str | None = None,
+        objective: str | None = None,
     ) -> ExplainResponse:
         """Where a body would go and why, without sending it."""
         req = _explain_request(body, mode, group, prefix_length)
-        return _call(lambda: self.admin.explain(req))
+        hd = flow_headers(fairness_id, objective)
+        return _call(lambda: self.admin.explain(req, headers=hd))
 
 
 class AsyncClient:
@@ -376,34 +404,55 @@ class AsyncClient:
 
     # InferenceService
 
-    async def chat(self, spec: PromptSpec) -> ChatResponse:
+    async def chat(
+        self, spec: PromptSpec, *, fairness_id: str | None = None, objective: str | None = None
+    ) -> ChatResponse:
         """Send the prompt the spec describes; wait for the answer."""
         req = ChatRequest(input=chat_input(spec))
-        return await _acall(lambda: self.inference.chat(req))
+        hd = flow_headers(fairness_id, objective)
+        return await _acall(lambda: self.inference.chat(req, headers=hd))
 
-    def chat_stream(self, spec: PromptSpec) -> AsyncIterator[ChatStreamResponse]:
+    def chat_stream(
+        self, spec: PromptSpec, *, fairness_id: str | None = None, objective: str | None = None
+    ) -> AsyncIterator[ChatStreamResponse]:
         """Send the prompt the spec describes; an async iterator of the
         answer's chunks (``async for``). The first chunk carries the routing.
         The spec is checked here, before iteration."""
         req = ChatStreamRequest(input=chat_input(spec))
-        return _astream(lambda: self.inference.chat_stream(req))
+        hd = flow_headers(fairness_id, objective)
+        return _astream(lambda: self.inference.chat_stream(req, headers=hd))
 
-    async def complete(self, spec: CompletionSpec) -> CompleteResponse:
+    async def complete(
+        self, spec: CompletionSpec, *, fairness_id: str | None = None, objective: str | None = None
+    ) -> CompleteResponse:
         """Send the completion the spec describes; wait for the answer."""
         req = CompleteRequest(input=completion_input(spec))
-        return await _acall(lambda: self.inference.complete(req))
+        hd = flow_headers(fairness_id, objective)
+        return await _acall(lambda: self.inference.complete(req, headers=hd))
 
-    def complete_stream(self, spec: CompletionSpec) -> AsyncIterator[CompleteStreamResponse]:
+    def complete_stream(
+        self, spec: CompletionSpec, *, fairness_id: str | None = None, objective: str | None = None
+    ) -> AsyncIterator[CompleteStreamResponse]:
         """Send the completion the spec describes; an async iterator of the
         answer's chunks. The first chunk carries the routing."""
         req = CompleteStreamRequest(input=completion_input(spec))
-        return _astream(lambda: self.inference.complete_stream(req))
+        hd = flow_headers(fairness_id, objective)
+        return _astream(lambda: self.inference.complete_stream(req, headers=hd))
 
-    async def invoke(self, body: bytes | str, group: str = "", path: str = "") -> InvokeResponse:
+    async def invoke(
+        self,
+        body: bytes | str,
+        group: str = "",
+        path: str = "",
+        *,
+        fairness_id: str | None = None,
+        objective: str | None = None,
+    ) -> InvokeResponse:
         """Send a raw JSON body to one of the router's JSON paths
         (``/invocations`` when ``path`` is empty)."""
         req = InvokeRequest(body=_bytes(body), group=group, path=path)
-        return await _acall(lambda: self.inference.invoke(req))
+        hd = flow_headers(fairness_id, objective)
+        return await _acall(lambda: self.inference.invoke(req, headers=hd))
 
     # NormalizeService
 
@@ -443,7 +492,11 @@ class AsyncClient:
         mode: Mode = Mode.AUTO,
         group: str = "",
         prefix_length: int = 0,
+        *,
+        fairness_id: str | None = None,
+        objective: str | None = None,
     ) -> ExplainResponse:
         """Where a body would go and why, without sending it."""
         req = _explain_request(body, mode, group, prefix_length)
-        return await _acall(lambda: self.admin.explain(req))
+        hd = flow_headers(fairness_id, objective)
+        return await _acall(lambda: self.admin.explain(req, headers=hd))

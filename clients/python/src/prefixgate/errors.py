@@ -28,7 +28,8 @@ class CanonicalError(PrefixgateError, ValueError):
 
 
 class OptionError(PrefixgateError, ValueError):
-    """An out-of-range option: prefix length, group id or mode."""
+    """An out-of-range option: prefix length, group id, mode, or a call's
+    fairness id or objective."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)

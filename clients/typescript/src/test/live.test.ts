@@ -224,3 +224,23 @@ for (const protocol of ["connect", "grpc-web"] as const) {
     });
   });
 }
+
+test("flow call options reach the router, unary and streamed, Connect and gRPC", { skip }, async () => {
+  for (const c of [new PrefixgateClient(URL_), new PrefixgateClient(URL_, { protocol: "grpc" })]) {
+    const res = await c.chat(SPEC, { fairnessId: "sdk-typescript-tenant" });
+    assert.ok(res.content);
+    let n = 0;
+    for await (const _ of c.chatStream(SPEC, { fairnessId: "sdk-typescript-tenant" })) n++;
+    assert.ok(n > 0);
+  }
+});
+
+test("an objective the router does not define is InvalidArgument naming the header", { skip }, async () => {
+  const c = new PrefixgateClient(URL_, { protocol: "grpc" });
+  await assert.rejects(c.chat(SPEC, { objective: "sdk-undefined-objective" }), (e: unknown) => {
+    assert.ok(e instanceof ConnectError);
+    assert.equal(e.code, Code.InvalidArgument);
+    assert.match(e.rawMessage.toLowerCase(), /x-llm-d-inference-objective/);
+    return e.rawMessage.includes("sdk-undefined-objective");
+  });
+});

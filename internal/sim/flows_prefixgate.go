@@ -1,0 +1,221 @@
+package sim
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prefixgate/prefixgate/internal/flowcontrol"
+)
+
+// prefixgateGate is serve's flow control, on package flowcontrol: a
+// request goes on at once while the queue is empty and some replica is
+// free for it — flowcontrol.Judge on prefixgate's in-flight count, its
+// predicted pending prefill (prompt tokens the prefix index does not
+// expect the replica to hold, of requests without a first token) against
+// pgTokenLimit, and the engine's scraped waiting requests and KV use —
+// with headroom (flowcontrol.Headroom, in requests and in pending prefill)
+// for the bands above that asked recently. Otherwise it waits in the
+// flow-control queue (strict priority across bands, virtual token counters
+// across flows, FCFS within a flow; a full band evicts its longest flow's
+// newest request for a shorter flow's arrival). A sheddable request is refused at
+// once only when the fleet is saturated — no replica free by the in-flight
+// bound and the engines' signals; held back by the prefill budget alone it
+// waits (Queue.Hold). Whenever an engine event may have freed a replica,
+// the queue's head goes on while a replica is free for it; the replica is
+// picked then, by the default routing policy. Priorities reach the engines
+// in vLLM's field (lower first) when they schedule by priority.
+type prefixgateGate struct {
+	gateLog
+	q     *flowcontrol.Queue
+	th    flowcontrol.Thresholds
+	hr    *flowcontrol.Headroom
+	limit int
+
+	scrapeAt time.Time
+	scraped  bool
+	waiting  []int
+	kv       []float64
+	freed    []int // requests finished on each replica since the scrape
+	// pending is each replica's predicted prefill (prompt tokens the
+	// prefix index does not expect it to hold) of requests sent there
+	// whose first token has not come back.
+	pending    []int
+	tokenLimit int
+}
+
+// pgPending is what a dispatched request added to its replica's pending
+// prefill.
+type pgPending struct{ tokens int }
+
+// pgTokenLimit is Member.TokenLimit: the predicted pending prefill, in
+// prompt tokens, at which a replica takes no more work. About two seconds
+// of a noisy-neighbor replica's prefill (15,000 tokens/s): enough to keep
+// it busy between engine events and to absorb the workload's bursts below
+// saturation untouched, little enough that a short prompt shares the
+// engine with few long ones.
+const pgTokenLimit = 32768
+
+// pgScrapeInterval is how often serve scrapes each replica's metrics.
+const pgScrapeInterval = 2 * time.Second
+
+// pgObjectives are the workload's bands as flow_control.objectives.
+var pgObjectives = map[string]int{"interactive": PriorityInteractive, "standard": PriorityStandard, "batch": PriorityBatch}
+
+func newPrefixgateGate(f *fleet) (flowGate, error) {
+	pol, err := flowcontrol.NewPolicy(flowcontrol.Config{Objectives: pgObjectives})
+	if err != nil {
+		return nil, err
+	}
+	hr, err := flowcontrol.NewHeadroom(flowcontrol.HeadroomConfig{})
+	if err != nil {
+		return nil, err
+	}
+	g := &prefixgateGate{gateLog: newGateLog(f), q: flowcontrol.NewQueue(pol), th: flowcontrol.DefaultThresholds(), hr: hr, limit: f.opts.Threshold,
+		tokenLimit: pgTokenLimit}
+	g.q.OnEvict(func(it *flowcontrol.Item) { g.shed(it.Value.(*flight), g.now) })
+	return g, nil
+}
+
+func flowOf(fl *flight) flowcontrol.Flow {
+	return flowcontrol.Flow{FairnessID: fl.req.Flow, Priority: fl.req.Priority}
+}
+
+func (g *prefixgateGate) arrive(fl *flight, now time.Time) {
+	g.at(now)
+	flow := flowOf(fl)
+	g.hr.Saw(flow.Priority, now)
+	if g.q.Len() == 0 && g.canTake(flow.Priority, fl.req.est, now) {
+		g.q.Charge(flow, fl.req.est, 0)
+		g.f.route(fl, now)
+		return
+	}
+	it := &flowcontrol.Item{Flow: flow, PromptTokens: fl.req.est, Bytes: int64(fl.req.est) * charsPerTok, Value: fl}
+	push := g.q.Hold // paced, not saturated: every band waits
+	if g.saturated(now) {
+		push = g.q.Push // saturated: sheddable requests are refused
+	}
+	g.l.held++
+	if err := push(it, now); err != nil {
+		if !errors.Is(err, flowcontrol.ErrShed) {
+			panic(err) // a fresh item is never queued twice
+		}
+		g.shed(fl, now)
+	}
+}
+
+// canTake reports whether some replica is free at now for a request of
+// band priority with the given prompt tokens: flowcontrol.Judge finds it
+// free, and the headroom of the bands above leaves room for it both in
+// requests and in pending prefill (an idle replica takes any prompt).
+func (g *prefixgateGate) canTake(priority, tokens int, now time.Time) bool {
+	g.scrape(now)
+	for _, a := range g.f.active {
+		m := flowcontrol.Member{
+			InFlight: g.f.inflight[a], Limit: g.limit, QueuedTokens: g.pending[a], TokenLimit: g.tokenLimit,
+			Engine: flowcontrol.Engine{Known: true, Age: now.Sub(g.scrapeAt), Waiting: g.waiting[a], KVUtil: g.kv[a], Freed: g.freed[a]},
+		}
+		if flowcontrol.Judge(m, g.th) != flowcontrol.Free || !g.hr.Admits(priority, m.InFlight, m.Limit, now) {
+			continue
+		}
+		if g.paced(m.QueuedTokens, tokens, priority, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// paced reports whether a replica with pending predicted prefill may take
+// a request of band priority with the given prompt tokens: an idle one
+// takes any; otherwise the prompt must fit under the token limit less the
+// headroom kept for the bands above.
+func (g *prefixgateGate) paced(pending, tokens, priority int, now time.Time) bool {
+	if g.tokenLimit <= 0 || pending == 0 {
+		return true
+	}
+	return pending+tokens <= g.tokenLimit-g.hr.Reserved(priority, g.tokenLimit, now)
+}
+
+// saturated reports whether no replica can take a request without it
+// queueing in the engine, by flowcontrol.Judge on the in-flight bound and
+// the engines' signals; the pending-prefill budget paces dispatch but does
+// not make the fleet saturated.
+func (g *prefixgateGate) saturated(now time.Time) bool {
+	g.scrape(now)
+	for _, a := range g.f.active {
+		m := flowcontrol.Member{
+			InFlight: g.f.inflight[a], Limit: g.limit,
+			Engine: flowcontrol.Engine{Known: true, Age: now.Sub(g.scrapeAt), Waiting: g.waiting[a], KVUtil: g.kv[a], Freed: g.freed[a]},
+		}
+		if flowcontrol.Judge(m, g.th) == flowcontrol.Free {
+			return false
+		}
+	}
+	return true
+}
+
+// scrape reads every replica's metrics if pgScrapeInterval has passed.
+func (g *prefixgateGate) scrape(now time.Time) {
+	if g.scraped && now.Sub(g.scrapeAt) < pgScrapeInterval && len(g.waiting) == len(g.f.reps) {
+		return
+	}
+	g.scraped, g.scrapeAt = true, now
+	g.waiting, g.kv, g.freed = g.waiting[:0], g.kv[:0], g.freed[:0]
+	for _, r := range g.f.reps {
+		st := r.eng.Stats()
+		g.waiting = append(g.waiting, st.Waiting)
+		g.kv = append(g.kv, st.KVCacheUsage)
+		g.freed = append(g.freed, 0)
+	}
+	for len(g.pending) < len(g.f.reps) {
+		g.pending = append(g.pending, 0)
+	}
+}
+
+func (g *prefixgateGate) dispatched(fl *flight) {
+	g.scrape(fl.now)
+	p := &pgPending{tokens: max(0, fl.req.est-fl.dec.MatchedTokens)}
+	fl.gate = p
+	g.pending[fl.replica] += p.tokens
+}
+
+func (g *prefixgateGate) firstToken(fl *flight, at time.Time) {
+	g.gateLog.firstToken(fl, at)
+	if p, ok := fl.gate.(*pgPending); ok {
+		g.pending[fl.replica] -= p.tokens
+		p.tokens = 0
+	}
+}
+
+func (g *prefixgateGate) wake(now time.Time) {
+	g.at(now)
+	g.q.Expire(now, func(it *flowcontrol.Item) { g.shed(it.Value.(*flight), now) })
+	for {
+		it := g.q.Peek()
+		if it == nil || !g.canTake(it.Flow.Priority, it.PromptTokens, now) {
+			return
+		}
+		g.q.Pop()
+		g.f.route(it.Value.(*flight), now)
+	}
+}
+
+func (g *prefixgateGate) next() (time.Time, bool) {
+	if g.q.Len() == 0 {
+		return time.Time{}, false
+	}
+	t := g.scrapeAt.Add(pgScrapeInterval)
+	if e, ok := g.q.NextExpiry(); ok && e.Before(t) {
+		t = e
+	}
+	return g.later(t), true
+}
+
+func (g *prefixgateGate) timer(now time.Time) { g.wake(now) }
+
+func (g *prefixgateGate) finished(fl *flight, at time.Time, out int) {
+	g.gateLog.finished(fl, at, out)
+	g.q.Charge(flowOf(fl), 0, out)
+	if fl.replica < len(g.freed) {
+		g.freed[fl.replica]++
+	}
+}

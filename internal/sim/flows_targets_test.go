@@ -1,0 +1,222 @@
+package sim
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/prefixgate/prefixgate/backends/vllmsim"
+)
+
+// nnTestRequests scales the noisy-neighbor workload down for tests: the
+// same rates over a shorter span (docs/simulation.md's figures come from
+// the default 20,000 requests).
+const nnTestRequests = 5000
+
+var nnLightFlows = []string{"light-1", "light-2", "light-3", "light-4", "light-5"}
+
+func runNN(t *testing.T, o Options) *Report {
+	t.Helper()
+	o.Workload, o.Requests = "noisy-neighbor", nnTestRequests
+	if o.Policies == nil {
+		o.Policies = []string{"random"} // cheap; the variants are under test
+	}
+	rep, err := Run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func variant(t *testing.T, rep *Report, name string) FlowVariant {
+	t.Helper()
+	for _, v := range rep.FlowControl {
+		if v.Name == name {
+			return v
+		}
+	}
+	t.Fatalf("no variant %s in the report", name)
+	return FlowVariant{}
+}
+
+func flow(t *testing.T, v FlowVariant, id string) FlowResult {
+	t.Helper()
+	for _, f := range v.Flows {
+		if f.FairnessID == id {
+			return f
+		}
+	}
+	t.Fatalf("%s: no flow %s", v.Name, id)
+	return FlowResult{}
+}
+
+// TestNoisyNeighborFlowControl checks the flow-control targets on the
+// noisy-neighbor workload (seed 1) that the simulated fleet reaches, and
+// bounds those it does not (see docs/flow-control-sim.md).
+func TestNoisyNeighborFlowControl(t *testing.T) {
+	main := runNN(t, Options{})
+	chatAlone := variant(t, runNN(t, Options{Flows: []string{"chat"}, Variants: []string{VariantFCFS}}), VariantFCFS)
+	lightAlone := variant(t, runNN(t, Options{Flows: nnLightFlows, Variants: []string{VariantFCFS}}), VariantFCFS)
+	pg, fc := variant(t, main, VariantPrefixgate), variant(t, main, VariantFCFS)
+	for _, id := range append([]string{"chat"}, nnLightFlows...) {
+		t.Logf("%-8s TTFT p90/p99 ms: prefixgate %.0f/%.0f, fcfs %.0f/%.0f, gie %.0f/%.0f, smg %.0f/%.0f", id,
+			flow(t, pg, id).P90, flow(t, pg, id).P99, flow(t, fc, id).P90, flow(t, fc, id).P99,
+			flow(t, variant(t, main, VariantGIE), id).P90, flow(t, variant(t, main, VariantGIE), id).P99,
+			flow(t, variant(t, main, VariantSMG), id).P90, flow(t, variant(t, main, VariantSMG), id).P99)
+	}
+
+	// Interactive: far below what fcfs gives it (the issue's 1.2× alone is
+	// out of reach while the engines share prefill among running
+	// requests: docs/flow-control-sim.md).
+	alone := flow(t, chatAlone, "chat").P99
+	if got, ff := flow(t, pg, "chat").P99, flow(t, fc, "chat").P99; got > ff/8 || got > 15*alone {
+		t.Errorf("interactive TTFT p99 %.0f ms: want at most fcfs's %.0f / 8 and 15× alone (%.0f ms)", got, ff, alone)
+	}
+	for _, id := range nnLightFlows {
+		f := flow(t, pg, id)
+		if f.Shed != 0 {
+			t.Errorf("light tenant %s: %d requests shed", id, f.Shed)
+		}
+		a, ff := flow(t, lightAlone, id).P90, flow(t, fc, id).P90
+		if f.P90 > ff/4 || f.P90 > 25*a {
+			t.Errorf("%s TTFT p90 %.0f ms: want at most fcfs's %.0f / 4 and 25× alone (%.0f ms)", id, f.P90, ff, a)
+		}
+		for _, peer := range []string{VariantGIE, VariantSMG} {
+			if p := flow(t, variant(t, main, peer), id).P90; f.P90 >= p {
+				t.Errorf("%s TTFT p90 %.0f ms, not better than %s's %.0f ms", id, f.P90, peer, p)
+			}
+		}
+	}
+	checkFairness(t, main)
+	// Work conservation: output tokens/s and hit rate no worse than fcfs's
+	// by more than 3% and a point (both come out higher: flow control
+	// serves fewer of the long uncached prompts within the run).
+	if pg.OutputTokensPerSec < 0.97*fc.OutputTokensPerSec {
+		t.Errorf("output %.0f tokens/s, below 97%% of fcfs's %.0f", pg.OutputTokensPerSec, fc.OutputTokensPerSec)
+	}
+	if pg.HitRate < fc.HitRate-0.01 {
+		t.Errorf("hit rate %.4f, more than a point below fcfs's %.4f", pg.HitRate, fc.HitRate)
+	}
+}
+
+// checkFairness checks the standard band: the heavy tenant gets at least
+// its equal share, Jain's index over served / min(demand, max-min share)
+// is at least 0.95 and above the peers'.
+func checkFairness(t *testing.T, rep *Report) {
+	t.Helper()
+	pg := variant(t, rep, VariantPrefixgate)
+	_, jain, equal := BandFairness(pg.Flows, PriorityStandard)
+	heavy := flow(t, pg, "heavy")
+	if want := 0.98 * min(heavy.DemandTokens, equal); heavy.ServedTokens < want {
+		t.Errorf("heavy tenant served %.0f tokens, below its equal share (%.0f of demand %.0f)", heavy.ServedTokens, equal, heavy.DemandTokens)
+	}
+	t.Logf("standard band: Jain %.4f, heavy served %.0f of equal share %.0f", jain, heavy.ServedTokens, equal)
+	if jain < 0.95 {
+		t.Errorf("standard band Jain index %.3f < 0.95", jain)
+	}
+	for _, peer := range []string{VariantGIE, VariantSMG} {
+		if _, pj, _ := BandFairness(variant(t, rep, peer).Flows, PriorityStandard); jain <= pj {
+			t.Errorf("standard band Jain index %.4f, not above %s's %.4f", jain, peer, pj)
+		}
+	}
+}
+
+// TestNoisyNeighborFCFSEngines runs the replicas first come first served:
+// prefixgate sends no priority (vLLM would refuse it) and keeps its gains.
+func TestNoisyNeighborFCFSEngines(t *testing.T) {
+	rep := runNN(t, Options{EngineScheduling: vllmsim.SchedulingFCFS, Variants: []string{VariantPrefixgate, VariantFCFS}})
+	if rep.EngineScheduling != vllmsim.SchedulingFCFS {
+		t.Fatalf("replicas schedule %q", rep.EngineScheduling)
+	}
+	pg, fc := variant(t, rep, VariantPrefixgate), variant(t, rep, VariantFCFS)
+	if pg.Preempted != 0 {
+		t.Errorf("%d preemptions on first-come-first-served engines", pg.Preempted)
+	}
+	if got, ff := flow(t, pg, "chat").P99, flow(t, fc, "chat").P99; got > ff/8 {
+		t.Errorf("interactive TTFT p99 %.0f ms, want at most fcfs's %.0f / 8", got, ff)
+	}
+	for _, id := range nnLightFlows {
+		if got, ff := flow(t, pg, id).P90, flow(t, fc, id).P90; got > ff/4 {
+			t.Errorf("%s TTFT p90 %.0f ms, want at most fcfs's %.0f / 4", id, got, ff)
+		}
+	}
+}
+
+// TestNoisyNeighborBelowSaturation: at 0.15× the base rate (fcfs meets
+// its 2 s SLO up to 0.5×) flow control holds nothing back, so every
+// request goes where and when it would without it.
+func TestNoisyNeighborBelowSaturation(t *testing.T) {
+	rep := runNN(t, Options{Rate: 0.15, Variants: []string{VariantPrefixgate, VariantFCFS}})
+	pg, fc := variant(t, rep, VariantPrefixgate), variant(t, rep, VariantFCFS)
+	if pg.Held != 0 {
+		t.Errorf("%d requests held below saturation", pg.Held)
+	}
+	for i := range pg.Replicas {
+		if pg.Replicas[i] != fc.Replicas[i] {
+			t.Fatalf("request %d placed on replica %d, %d without flow control", i, pg.Replicas[i], fc.Replicas[i])
+		}
+		if a, b := pg.TTFTs[i], fc.TTFTs[i]; math.Abs(a-b) > 0.01*b {
+			t.Fatalf("request %d TTFT %.1f ms, %.1f ms without flow control", i, a, b)
+		}
+	}
+	if d := math.Abs(pg.HitRate - fc.HitRate); d > 0.001 {
+		t.Errorf("hit rate %.4f, %.4f without flow control", pg.HitRate, fc.HitRate)
+	}
+}
+
+func TestFlowsOption(t *testing.T) {
+	full, err := BuildWorkload("noisy-neighbor", 2000, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chats []*Request
+	for _, r := range full.Requests {
+		if r.Flow == "chat" {
+			chats = append(chats, r)
+		}
+	}
+	w, _ := BuildWorkload("noisy-neighbor", 2000, 1)
+	if err := applyFlowOptions(w, Options{Flows: []string{"chat"}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Requests) != len(chats) || len(chats) == 0 {
+		t.Fatalf("--flows chat kept %d requests, the workload has %d", len(w.Requests), len(chats))
+	}
+	for i, r := range w.Requests {
+		if r.At != chats[i].At || r.Output != chats[i].Output || r.Priority != PriorityInteractive {
+			t.Fatalf("request %d differs from the full workload's", i)
+		}
+	}
+	for _, tc := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{Flows: []string{"nobody"}}, `no flow "nobody"`},
+		{Options{EngineScheduling: "lifo"}, `"lifo"`},
+	} {
+		w, _ := BuildWorkload("noisy-neighbor", 100, 1)
+		if err := applyFlowOptions(w, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want %q", tc.opts, err, tc.want)
+		}
+	}
+	w, _ = BuildWorkload("zipf", 100, 1)
+	if err := applyFlowOptions(w, Options{Flows: []string{"chat"}}); err == nil || !strings.Contains(err.Error(), "has no flows") {
+		t.Errorf("--flows on a workload without flows: %v", err)
+	}
+}
+
+func TestFairShares(t *testing.T) {
+	got := FairShares([]float64{10, 50, 100}, 120)
+	want := []float64{10, 50, 60}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1e-9 {
+			t.Fatalf("FairShares = %v, want %v", got, want)
+		}
+	}
+	if j := JainIndex([]float64{1, 1, 1}); j != 1 {
+		t.Errorf("Jain of equal values %v", j)
+	}
+	if j := JainIndex([]float64{1, 0}); j != 0.5 {
+		t.Errorf("Jain of 1, 0 = %v, want 0.5", j)
+	}
+}
