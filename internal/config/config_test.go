@@ -225,6 +225,8 @@ func TestLoadErrorsNameKeyAndLine(t *testing.T) {
 		{"tls: x\n", `:1: tls: "x" is not a mapping`},
 		{"cors:\n  allowed_origins: x\n", `:2: cors.allowed_origins: "x" is not a list of strings`},
 		{"limits: &l\n  max_depth: 9\nrouting: *l\n", ":2: routing.max_depth: unknown key"},
+		{"backends: [a]\nflow_control:\n  objectives:\n    x: high\n", `:3: flow_control.objectives.x: "high" is not an integer priority`},
+		{"backends: [a]\nflow_control:\n  objectives: {hi: 5}\n  tenant_objectives: {t: mid}\n", `:4: flow_control.tenant_objectives.t: flowcontrol: unknown objective "mid" (flow_control.objectives defines [hi])`},
 	} {
 		_, err := load(t, tc.yaml, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

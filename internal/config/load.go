@@ -203,7 +203,7 @@ var fieldPrefix = regexp.MustCompile(`^([A-Z][A-Za-z0-9.]*): `)
 func explain(err error, given map[string]origin) error {
 	m := fieldPrefix.FindStringSubmatch(err.Error())
 	if m == nil {
-		return err
+		return explainKey(err, given)
 	}
 	rest := strings.TrimPrefix(err.Error(), m[0])
 	if o, ok := given[m[1]]; ok {
@@ -213,6 +213,28 @@ func explain(err error, given map[string]origin) error {
 		if e.Field == m[1] {
 			return fmt.Errorf("%s: %s", cmp.Or(e.Key, "--"+e.Flag), rest)
 		}
+	}
+	return err
+}
+
+// explainKey rewrites an error that starts with a file key (a package
+// that names its settings by key, as flow control does: "Server." and
+// then flow_control.objectives.x: ...) to start with where the value came
+// from.
+func explainKey(err error, given map[string]origin) error {
+	msg := strings.TrimPrefix(err.Error(), "Server.")
+	for _, e := range Table {
+		if e.Key == "" || !strings.HasPrefix(msg, e.Key) || len(msg) == len(e.Key) || (msg[len(e.Key)] != '.' && msg[len(e.Key)] != ':') {
+			continue
+		}
+		o, ok := given[e.Field]
+		switch {
+		case !ok:
+			return errors.New(msg)
+		case o.path != "":
+			return fmt.Errorf("%s:%d: %s", o.path, o.line, msg)
+		}
+		return fmt.Errorf("%s: %s", o.name(), msg)
 	}
 	return err
 }

@@ -137,7 +137,7 @@ var Table = []Entry{
 	{Key: "flow_control.max_kv_utilization", Field: "Server.FlowControl.MaxKVUtilization", Default: ftoa(flowcontrol.DefaultMaxKVUtil), Doc: "an engine whose KV cache is this full is full (above 1: ignore the signal)"},
 	{Key: "flow_control.max_signal_age", Field: "Server.FlowControl.MaxSignalAge", Default: flowcontrol.DefaultMaxSignalAge.String(), Doc: "an engine whose scraped signals are older than this is full"},
 	{Key: "flow_control.max_queued_tokens", Field: "Server.FlowControl.MaxQueuedTokens", Default: "0",
-		Doc: "a backend with this much predicted prefill work (prompt tokens not yet answering; prefix-index) is full (0: no bound)"},
+		Doc: "a backend on which the prefix-index policy counts this many prompt tokens queued is full (0: no bound)"},
 	{Key: "flow_control.headroom_window", Field: "Server.FlowControl.HeadroomWindow", Default: flowcontrol.DefaultHeadroomWindow.String(), Doc: "a band that had a request this recently keeps its headroom on every backend"},
 	{Key: "flow_control.headroom_fraction", Field: "Server.FlowControl.HeadroomFraction", Default: ftoa(flowcontrol.DefaultHeadroomFraction), Doc: "share of each backend's slots kept free for each active higher band (negative: none)"},
 	{Key: "flow_control.engine_priority", Field: "Server.FlowControl.EnginePriority", Default: "false", Doc: "send each request's priority in its engine's own field (vLLM with --scheduling-policy priority, SGLang with --enable-priority-scheduling)"},

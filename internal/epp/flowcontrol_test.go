@@ -139,3 +139,22 @@ func sendBuffered(t *testing.T, s extprocv3.ExternalProcessor_ProcessClient, bod
 		t.Fatal(err)
 	}
 }
+
+func TestOutputTokensFromTheAnswer(t *testing.T) {
+	plain := []byte(`{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":12}}`)
+	sse := []byte("data: {\"choices\":[]}\n\ndata: {\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":7}}\n\ndata: [DONE]\n\n")
+	for _, tc := range []struct {
+		tail       []byte
+		sse, whole bool
+		want       int
+	}{
+		{plain, false, true, 12},
+		{plain, false, false, 0}, // only a tail: not read
+		{sse, true, false, 7},
+		{[]byte(`{"choices":[]}`), false, true, 0},
+	} {
+		if got := outputTokens(tc.tail, tc.sse, tc.whole); got != tc.want {
+			t.Errorf("outputTokens(%q) = %d; want %d", tc.tail, got, tc.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,10 +71,10 @@ type Config struct {
 	MaxWaiting       int
 	MaxKVUtilization float64
 	MaxSignalAge     time.Duration
-	// MaxQueuedTokens bounds the predicted prefill work (prompt tokens of
-	// requests whose first byte has not come back) on a member: at it the
-	// member is full. 0 turns the bound off. The prefix-index policy
-	// predicts the work; with other policies it is 0.
+	// MaxQueuedTokens bounds the prompt tokens the prefix-index policy
+	// counts as queued on a member (route.Load.QueuedTokens): at it the
+	// member is full. 0 turns the bound off; with other policies the count
+	// is 0.
 	MaxQueuedTokens int
 	// HeadroomWindow and HeadroomFraction keep slots for active higher
 	// bands (flowcontrol.HeadroomConfig).
@@ -157,14 +158,34 @@ func (c Config) policyConfig() (flowcontrol.Config, error) {
 		}
 		pc.Objectives[name] = p
 	}
-	for id, obj := range c.TenantObjectives {
-		t := pc.Tenants[id]
-		t.Objective = obj
-		pc.Tenants[id] = t
+	if err := c.checkObjectiveNames(pc.Objectives); err != nil {
+		return pc, err
 	}
-	for id, obj := range c.TenantMaxObjectives {
-		t := pc.Tenants[id]
-		t.MaxObjective = obj
+	// A tenant named in one map takes the defaults for the other.
+	for id := range c.TenantObjectives {
+		pc.Tenants[id] = c.tenant(id)
+	}
+	for id := range c.TenantMaxObjectives {
+		pc.Tenants[id] = c.tenant(id)
+	}
+	above := func(t flowcontrol.Tenant) bool {
+		return t.Objective != "" && t.MaxObjective != "" && pc.Objectives[t.Objective] > pc.Objectives[t.MaxObjective]
+	}
+	if above(pc.DefaultTenant) {
+		return pc, fmt.Errorf("flow_control.default_objective: %q (priority %d) is above flow_control.max_objective %q (priority %d)",
+			c.DefaultObjective, pc.Objectives[c.DefaultObjective], c.MaxObjective, pc.Objectives[c.MaxObjective])
+	}
+	for id, t := range pc.Tenants {
+		if !above(t) {
+			continue
+		}
+		if _, own := c.TenantObjectives[id]; own {
+			return pc, fmt.Errorf("flow_control.tenant_objectives.%s: objective %q (priority %d) is above its max objective %q (priority %d)",
+				id, t.Objective, pc.Objectives[t.Objective], t.MaxObjective, pc.Objectives[t.MaxObjective])
+		}
+		// The default objective is above this tenant's own ceiling: the
+		// ceiling is its default.
+		t.Objective = t.MaxObjective
 		pc.Tenants[id] = t
 	}
 	for name, v := range c.BandTTLs {
@@ -198,6 +219,57 @@ func checkField(name string) error {
 		c := name[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
 			return fmt.Errorf("flow_control.engine_priority_field: %q is not a JSON field name (letters, digits, '_')", name)
+		}
+	}
+	return nil
+}
+
+// tenant is fairness id's policy: its own objective and ceiling, else the
+// defaults.
+func (c Config) tenant(id string) flowcontrol.Tenant {
+	t := flowcontrol.Tenant{Objective: c.DefaultObjective, MaxObjective: c.MaxObjective}
+	if o, ok := c.TenantObjectives[id]; ok {
+		t.Objective = o
+	}
+	if o, ok := c.TenantMaxObjectives[id]; ok {
+		t.MaxObjective = o
+	}
+	return t
+}
+
+// checkObjectiveNames reports an objective name that objectives does not
+// define, under the key that names it.
+func (c Config) checkObjectiveNames(objectives map[string]int) error {
+	check := func(key, name string) error {
+		if _, ok := objectives[name]; ok || name == "" {
+			return nil
+		}
+		names := make([]string, 0, len(objectives))
+		for n := range objectives {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return fmt.Errorf("%s: %w %q (flow_control.objectives defines %v)", key, flowcontrol.ErrUnknownObjective, name, names)
+	}
+	if err := check("flow_control.default_objective", c.DefaultObjective); err != nil {
+		return err
+	}
+	if err := check("flow_control.max_objective", c.MaxObjective); err != nil {
+		return err
+	}
+	for _, m := range []struct {
+		key   string
+		names map[string]string
+	}{{"flow_control.tenant_objectives", c.TenantObjectives}, {"flow_control.tenant_max_objectives", c.TenantMaxObjectives}} {
+		for id, name := range m.names {
+			if err := check(m.key+"."+id, name); err != nil {
+				return err
+			}
+		}
+	}
+	for name := range c.BandTTLs {
+		if err := check("flow_control.band_ttls."+name, name); err != nil {
+			return err
 		}
 	}
 	return nil

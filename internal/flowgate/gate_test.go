@@ -137,8 +137,8 @@ func TestTTLAnswers429(t *testing.T) {
 }
 
 func TestIdentify(t *testing.T) {
-	g, _ := newGate(t, Config{Objectives: objectives, TenantObjectives: map[string]string{"acme": "interactive"},
-		MaxObjective: "standard", FairnessHeader: "x-team"})
+	g, _ := newGate(t, Config{Objectives: objectives, TenantObjectives: map[string]string{"acme": "interactive", "beta": "batch"},
+		TenantMaxObjectives: map[string]string{"acme": "interactive"}, MaxObjective: "standard", FairnessHeader: "x-team"})
 	for _, tc := range []struct {
 		h             http.Header
 		tenant, group string
@@ -151,6 +151,8 @@ func TestIdentify(t *testing.T) {
 		{http.Header{FairnessHeader: {"ll"}, GatewayFairnessHeader: {"gw"}}, "acme", "", Identity{Flow: flowcontrol.Flow{FairnessID: "acme", Priority: 10}, Objective: "interactive"}},
 		{http.Header{ObjectiveHeader: {"batch"}}, "acme", "", Identity{Flow: flowcontrol.Flow{FairnessID: "acme", Priority: -1}, Objective: "batch"}},
 		{http.Header{GatewayObjectiveHeader: {"interactive"}}, "", "", Identity{Flow: flowcontrol.Flow{FairnessID: "default"}, Objective: "interactive", Capped: true}},
+		{http.Header{}, "beta", "", Identity{Flow: flowcontrol.Flow{FairnessID: "beta", Priority: -1}, Objective: "batch"}},
+		{http.Header{ObjectiveHeader: {"interactive"}}, "beta", "", Identity{Flow: flowcontrol.Flow{FairnessID: "beta"}, Objective: "interactive", Capped: true}},
 	} {
 		got, err := g.Identify(tc.h, tc.tenant, tc.group)
 		if err != nil || got != tc.want {
@@ -174,11 +176,17 @@ func TestConfigErrors(t *testing.T) {
 		want string
 	}{
 		{Config{Objectives: map[string]string{"x": "high"}}, "flow_control.objectives.x"},
-		{Config{BandTTLs: map[string]string{"x": "soon"}}, "flow_control.band_ttls.x"},
+		{Config{Objectives: map[string]string{"x": "1"}, BandTTLs: map[string]string{"x": "soon"}}, "flow_control.band_ttls.x"},
 		{Config{FairnessHeader: "a b"}, "flow_control.fairness_header"},
 		{Config{EnginePriorityField: "pri-ority"}, "flow_control.engine_priority_field"},
 		{Config{MetricFlows: -1}, "flow_control.metric_flows"},
-		{Config{TenantObjectives: map[string]string{"t": "nope"}}, "flow_control.tenants.t.objective"},
+		{Config{TenantObjectives: map[string]string{"t": "nope"}}, `flow_control.tenant_objectives.t: flowcontrol: unknown objective "nope"`},
+		{Config{Objectives: objectives, TenantMaxObjectives: map[string]string{"t": "nope"}}, "flow_control.tenant_max_objectives.t"},
+		{Config{Objectives: objectives, MaxObjective: "nope"}, "flow_control.max_objective"},
+		{Config{Objectives: objectives, BandTTLs: map[string]string{"nope": "5s"}}, "flow_control.band_ttls.nope: flowcontrol: unknown objective"},
+		{Config{Objectives: objectives, TenantObjectives: map[string]string{"t": "interactive"}, TenantMaxObjectives: map[string]string{"t": "standard"}},
+			"flow_control.tenant_objectives.t: objective \"interactive\""},
+		{Config{Objectives: objectives, DefaultObjective: "interactive", MaxObjective: "batch"}, "flow_control.default_objective"},
 	} {
 		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Validate(%+v) = %v; want %q", tc.cfg, err, tc.want)

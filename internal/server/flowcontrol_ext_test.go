@@ -149,4 +149,8 @@ func TestEnginePriorityField(t *testing.T) {
 	if got := <-bodies; st != 200 || strings.Contains(got, "priority") {
 		t.Errorf("priority 0: %d, backend got %s", st, got)
 	}
+	// Each answer's usage.completion_tokens (1) is charged to its flow.
+	if got := metricSum(t, router.URL, "prefixgate_flow_served_tokens_total", `flow="default",kind="output"`); got != 2 {
+		t.Errorf("output tokens served %v; want 2", got)
+	}
 }
