@@ -8,7 +8,8 @@
 // when one of that router's requests completes.
 //
 // It owns the synthetic workloads (long-context, sharegpt, multitenant, zipf,
-// agent, shared-prefix, multi-turn), the replay of Mooncake-format traces,
+// agent, shared-prefix, multi-turn, and noisy-neighbor, whose requests carry
+// flows that the flow-control variants of flows*.go run on), the replay of Mooncake-format traces,
 // the peer references of other routers (peer_*.go: SGLang Model Gateway's
 // cache_aware, vLLM production-stack's prefixaware, Dynamo's approximate KV
 // router, the Gateway API Inference Extension's default scorers) and an

@@ -28,12 +28,6 @@ type flowGate interface {
 	finished(fl *flight, at time.Time, outputTokens int)
 }
 
-// dispatchWatcher is a gate that sees each request submitted to its
-// replica.
-type dispatchWatcher interface {
-	dispatched(fl *flight)
-}
-
 // gateBuilders make each variant's gate over fleet f.
 var gateBuilders = map[string]func(f *fleet) (flowGate, error){
 	VariantPrefixgate: newPrefixgateGate,

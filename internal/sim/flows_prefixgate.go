@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/prefixgate/prefixgate/internal/flowcontrol"
+	"github.com/prefixgate/prefixgate/route"
 )
 
 // prefixgateGate is serve's flow control, on package flowcontrol: a
 // request goes on at once while the queue is empty and some replica is
 // free for it — flowcontrol.Judge on prefixgate's in-flight count, its
-// predicted pending prefill (prompt tokens the prefix index does not
-// expect the replica to hold, of requests without a first token) against
+// prefix index's queued prefill (prompt tokens it does not expect the
+// replica to hold, of requests without a first token; route.Load) against
 // pgTokenLimit, and the engine's scraped waiting requests and KV use —
 // with headroom (flowcontrol.Headroom, in requests and in pending prefill)
 // for the bands above that asked recently. Otherwise it waits in the
@@ -26,26 +27,18 @@ import (
 // in vLLM's field (lower first) when they schedule by priority.
 type prefixgateGate struct {
 	gateLog
-	q     *flowcontrol.Queue
-	th    flowcontrol.Thresholds
-	hr    *flowcontrol.Headroom
-	limit int
+	q  *flowcontrol.Queue
+	th flowcontrol.Thresholds
+	hr *flowcontrol.Headroom
 
-	scrapeAt time.Time
-	scraped  bool
-	waiting  []int
-	kv       []float64
-	freed    []int // requests finished on each replica since the scrape
-	// pending is each replica's predicted prefill (prompt tokens the
-	// prefix index does not expect it to hold) of requests sent there
-	// whose first token has not come back.
-	pending    []int
+	scrapeAt   time.Time
+	scraped    bool
+	waiting    []int
+	kv         []float64
+	freed      []int // requests finished on each replica since the scrape
 	tokenLimit int
+	rp         *routePicker // the router, whose loads flow control reads
 }
-
-// pgPending is what a dispatched request added to its replica's pending
-// prefill.
-type pgPending struct{ tokens int }
 
 // pgTokenLimit is Member.TokenLimit: the predicted pending prefill, in
 // prompt tokens, at which a replica takes no more work. About two seconds
@@ -70,8 +63,12 @@ func newPrefixgateGate(f *fleet) (flowGate, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &prefixgateGate{gateLog: newGateLog(f), q: flowcontrol.NewQueue(pol), th: flowcontrol.DefaultThresholds(), hr: hr, limit: f.opts.Threshold,
-		tokenLimit: pgTokenLimit}
+	rp, ok := f.pickers[0].(*routePicker)
+	if !ok || len(f.pickers) != 1 {
+		return nil, errors.New("sim: the prefixgate flow-control variant needs one router of a route policy")
+	}
+	g := &prefixgateGate{gateLog: newGateLog(f), q: flowcontrol.NewQueue(pol), th: flowcontrol.DefaultThresholds(), hr: hr,
+		tokenLimit: pgTokenLimit, rp: rp}
 	g.q.OnEvict(func(it *flowcontrol.Item) { g.shed(it.Value.(*flight), g.now) })
 	return g, nil
 }
@@ -108,20 +105,28 @@ func (g *prefixgateGate) arrive(fl *flight, now time.Time) {
 // free, and the headroom of the bands above leaves room for it both in
 // requests and in pending prefill (an idle replica takes any prompt).
 func (g *prefixgateGate) canTake(priority, tokens int, now time.Time) bool {
+	ok := false
+	g.each(now, func(m flowcontrol.Member) bool {
+		ok = flowcontrol.Judge(m, g.th) == flowcontrol.Free && g.hr.Admits(priority, m.InFlight, m.Limit, now) &&
+			g.paced(m.QueuedTokens, tokens, priority, now)
+		return !ok
+	})
+	return ok
+}
+
+// each calls fn with every candidate as flow control sees it — the
+// router's load (route.Router.EachLoad: in-flight count, threshold, the
+// prefix index's queued prefill) and the engine's last scrape — until fn
+// returns false.
+func (g *prefixgateGate) each(now time.Time, fn func(flowcontrol.Member) bool) {
 	g.scrape(now)
-	for _, a := range g.f.active {
-		m := flowcontrol.Member{
-			InFlight: g.f.inflight[a], Limit: g.limit, QueuedTokens: g.pending[a], TokenLimit: g.tokenLimit,
+	g.rp.r.EachLoad("", func(l route.Load) bool {
+		a := g.rp.idx[l.Member.ID()]
+		return fn(flowcontrol.Member{
+			InFlight: l.Hinted, Limit: l.Threshold, QueuedTokens: l.QueuedTokens, TokenLimit: g.tokenLimit,
 			Engine: flowcontrol.Engine{Known: true, Age: now.Sub(g.scrapeAt), Waiting: g.waiting[a], KVUtil: g.kv[a], Freed: g.freed[a]},
-		}
-		if flowcontrol.Judge(m, g.th) != flowcontrol.Free || !g.hr.Admits(priority, m.InFlight, m.Limit, now) {
-			continue
-		}
-		if g.paced(m.QueuedTokens, tokens, priority, now) {
-			return true
-		}
-	}
-	return false
+		})
+	})
 }
 
 // paced reports whether a replica with pending predicted prefill may take
@@ -140,17 +145,13 @@ func (g *prefixgateGate) paced(pending, tokens, priority int, now time.Time) boo
 // the engines' signals; the pending-prefill budget paces dispatch but does
 // not make the fleet saturated.
 func (g *prefixgateGate) saturated(now time.Time) bool {
-	g.scrape(now)
-	for _, a := range g.f.active {
-		m := flowcontrol.Member{
-			InFlight: g.f.inflight[a], Limit: g.limit,
-			Engine: flowcontrol.Engine{Known: true, Age: now.Sub(g.scrapeAt), Waiting: g.waiting[a], KVUtil: g.kv[a], Freed: g.freed[a]},
-		}
-		if flowcontrol.Judge(m, g.th) == flowcontrol.Free {
-			return false
-		}
-	}
-	return true
+	free := false
+	g.each(now, func(m flowcontrol.Member) bool {
+		m.TokenLimit = 0
+		free = flowcontrol.Judge(m, g.th) == flowcontrol.Free
+		return !free
+	})
+	return !free
 }
 
 // scrape reads every replica's metrics if pgScrapeInterval has passed.
@@ -165,24 +166,6 @@ func (g *prefixgateGate) scrape(now time.Time) {
 		g.waiting = append(g.waiting, st.Waiting)
 		g.kv = append(g.kv, st.KVCacheUsage)
 		g.freed = append(g.freed, 0)
-	}
-	for len(g.pending) < len(g.f.reps) {
-		g.pending = append(g.pending, 0)
-	}
-}
-
-func (g *prefixgateGate) dispatched(fl *flight) {
-	g.scrape(fl.now)
-	p := &pgPending{tokens: max(0, fl.req.est-fl.dec.MatchedTokens)}
-	fl.gate = p
-	g.pending[fl.replica] += p.tokens
-}
-
-func (g *prefixgateGate) firstToken(fl *flight, at time.Time) {
-	g.gateLog.firstToken(fl, at)
-	if p, ok := fl.gate.(*pgPending); ok {
-		g.pending[fl.replica] -= p.tokens
-		p.tokens = 0
 	}
 }
 

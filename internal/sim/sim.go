@@ -766,9 +766,6 @@ func (f *fleet) dispatch(fl *flight, now time.Time) bool {
 	fl.tokens, fl.hashes = nil, nil // the engine holds the prompt now
 	rep.flights[id] = fl
 	fl.engID = id
-	if d, ok := f.gate.(dispatchWatcher); ok {
-		d.dispatched(fl)
-	}
 	// Submit may have produced events at now; look at the engine again.
 	wasBusy := rep.busy
 	f.setNext(rep, f.engineTime(rep, now), true)
