@@ -23,7 +23,8 @@ func TestEndpointSlices(t *testing.T) {
 	var changes atomic.Int64
 	cfg := kubedisco.Config{REST: c.srv.Config()}
 	byName := open(t, cfg, "k8s://"+c.ns+"/vllm:http", &changes)
-	byNumber := open(t, cfg, "k8s://"+c.ns+"/vllm:8001", &changes)
+	// Without a namespace: Config.Namespace's.
+	byNumber := open(t, kubedisco.Config{REST: c.srv.Config(), Namespace: c.ns}, "k8s://vllm:8001", &changes)
 	eventually(t, byName, "http://192.0.2.10:8000", "http://192.0.2.12:8001")
 	eventually(t, byNumber, "http://192.0.2.12:8001")
 
@@ -82,14 +83,14 @@ func TestInferencePool(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	open := kubedisco.Opener(kubedisco.Config{Kubeconfig: "/nonexistent"})
 	for spec, want := range map[string]string{
-		"k8s://vllm:http":             "no namespace",
+		"k8s://a/b/vllm:http":         "too many path segments",
 		"k8s://ns/vllm":               "no port",
 		"k8s://ns/vllm:0":             "port 0 is not 1..65535",
 		"k8s://ns/vllm:Not_A_Name":    "port name",
 		"k8s://NS/vllm:http":          `namespace "NS"`,
 		"k8s://ns/vllm:http?x=1":      "unexpected characters",
-		"inferencepool://ns":          "no namespace",
-		"inferencepool://ns/a/b":      "no namespace",
+		"inferencepool://":            `name ""`,
+		"inferencepool://ns/a/b":      "too many path segments",
 		"inferencepool://ns/Bad_Name": `name "Bad_Name"`,
 		"consul://ns/x":               `scheme "consul"`,
 	} {
