@@ -166,45 +166,16 @@ func freeAddr(t *testing.T) string {
 // router is a running `prefixgate serve`.
 type router struct {
 	base, admin string
-	logs        *bytes.Buffer
+	logs        *syncBuffer
 }
 
 // serve starts `prefixgate serve` with args and waits until it is ready;
 // it is killed at the test's end.
 func serve(t *testing.T, args ...string) *router {
 	t.Helper()
-	r := &router{base: "http://" + freeAddr(t), admin: "http://" + freeAddr(t), logs: &bytes.Buffer{}}
-	cmd := exec.Command(binary(t), append([]string{"serve", "--listen", strings.TrimPrefix(r.base, "http://"),
-		"--admin-listen", strings.TrimPrefix(r.admin, "http://"), "--log-level", "warn"}, args...)...)
-	pr, pw := io.Pipe()
-	cmd.Stderr = pw
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	wg.Go(func() {
-		b := make([]byte, 4096)
-		for {
-			n, err := pr.Read(b)
-			mu.Lock()
-			r.logs.Write(b[:n])
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	})
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		pw.Close()
-		wg.Wait()
-		if t.Failed() {
-			t.Logf("prefixgate serve's log:\n%s", r.logs.String())
-		}
-	})
-	until(t, "prefixgate serve ready", func() bool {
+	r := &router{base: "http://" + freeAddr(t), admin: "http://" + freeAddr(t)}
+	r.logs = run(t, append([]string{"serve", "--listen", strings.TrimPrefix(r.base, "http://"),
+		"--admin-listen", strings.TrimPrefix(r.admin, "http://"), "--log-level", "warn"}, args...), func() bool {
 		resp, err := http.Get(r.base + "/readyz")
 		if err != nil {
 			return false
@@ -213,6 +184,46 @@ func serve(t *testing.T, args ...string) *router {
 		return resp.StatusCode == http.StatusOK
 	})
 	return r
+}
+
+// run starts the prefixgate binary with args and waits until ready says
+// so; it is killed at the test's end, and its log shown if the test
+// failed.
+func run(t *testing.T, args []string, ready func() bool) *syncBuffer {
+	t.Helper()
+	logs := &syncBuffer{}
+	cmd := exec.Command(binary(t), args...)
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("prefixgate %s's log:\n%s", args[0], logs.String())
+		}
+	})
+	until(t, "prefixgate "+args[0]+" ready", ready)
+	return logs
+}
+
+// syncBuffer collects a process's stderr while the test may read it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // backends is the set of backend addresses prefixgate's pool holds.
