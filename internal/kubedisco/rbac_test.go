@@ -66,7 +66,7 @@ func TestLeastPrivilege(t *testing.T) {
 		out := make([]bool, len(specs))
 		for i, spec := range specs {
 			d := open(t, kubedisco.Config{REST: c.srv.ConfigFor(token)}, spec, &changes)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			_, err := d.Discover(ctx)
 			cancel()
 			if err != nil && (!strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), spec)) {

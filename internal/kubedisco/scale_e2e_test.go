@@ -75,6 +75,7 @@ func TestScaleUnderLoad(t *testing.T) {
 		}
 	}
 	apiServerAway(t, c, r, l, func() { ready(3) }, name(3))
+	t.Logf("%d requests answered through the scaling and the API server's absence, %d failed", l.done.Load(), l.failed.Load())
 	if l.failed.Load() > 0 {
 		t.Errorf("%d of %d requests failed: %v", l.failed.Load(), l.done.Load(), l.errs)
 	}
