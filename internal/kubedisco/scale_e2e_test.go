@@ -37,7 +37,7 @@ func TestScaleUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := serve(t, "--backend", "vllm+k8s://"+c.ns+"/vllm:http", "--kubeconfig", kubeconfig)
-	l := newLoad(r.base, 6*phaseRequests)
+	l := newLoad(r.base, 12*phaseRequests)
 	l.start()
 	defer l.halt()
 
