@@ -262,18 +262,19 @@ func until(t *testing.T, what string, cond func() bool) {
 // stopped or max requests are sent. Most share one of a few long
 // prefixes; the rest have their own.
 type load struct {
-	base    string
-	seq     atomic.Int64
-	max     int64
-	done    atomic.Int64
-	failed  atomic.Int64
-	errMu   sync.Mutex
-	errs    []string
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	client  *http.Client
-	prefix  []string
-	workers int
+	base     string
+	seq      atomic.Int64
+	max      int64
+	done     atomic.Int64
+	failed   atomic.Int64
+	errMu    sync.Mutex
+	errs     []string
+	stop     chan struct{}
+	haltOnce sync.Once
+	wg       sync.WaitGroup
+	client   *http.Client
+	prefix   []string
+	workers  int
 }
 
 func newLoad(base string, max int64) *load {
@@ -333,7 +334,9 @@ func (l *load) waitDone(t *testing.T, n int64) {
 	until(t, fmt.Sprintf("%d requests answered", n), func() bool { return l.done.Load() >= target })
 }
 
+// halt stops the workers and waits for their requests; a second call
+// does nothing.
 func (l *load) halt() {
-	close(l.stop)
+	l.haltOnce.Do(func() { close(l.stop) })
 	l.wg.Wait()
 }

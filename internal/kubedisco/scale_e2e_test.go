@@ -37,7 +37,7 @@ func TestScaleUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := serve(t, "--backend", "vllm+k8s://"+c.ns+"/vllm:http", "--kubeconfig", kubeconfig)
-	l := newLoad(r.base, 12*phaseRequests)
+	l := newLoad(r.base, 40*phaseRequests)
 	l.start()
 	defer l.halt()
 
@@ -75,6 +75,7 @@ func TestScaleUnderLoad(t *testing.T) {
 		}
 	}
 	apiServerAway(t, c, r, l, func() { ready(3) }, name(3))
+	l.halt()
 	t.Logf("%d requests answered through the scaling and the API server's absence, %d failed", l.done.Load(), l.failed.Load())
 	if l.failed.Load() > 0 {
 		t.Errorf("%d of %d requests failed: %v", l.failed.Load(), l.done.Load(), l.errs)
