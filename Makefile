@@ -21,7 +21,7 @@ GO_TEST_FLAGS ?= -race -timeout 30m
 # image layout in a tar archive, built without Docker from an empty base.
 IMAGE    := .bin/prefixgate-image.tar
 
-.PHONY: image llamafleet demo build tools generate checkgenerate test test-go test-sdk test-python test-typescript test-go-sdk clean
+.PHONY: image llamafleet kubetest demo build tools generate checkgenerate test test-go test-sdk test-python test-typescript test-go-sdk clean
 
 demo:
 	go run ./cmd/prefixgate demo
@@ -103,11 +103,19 @@ LLAMAFLEET_ENV := .bin/llamafleet.env
 llamafleet:
 	mkdir -p .bin && bash internal/llamafleet/build.sh > $(LLAMAFLEET_ENV)
 
-test-go: llamafleet
+# etcd and kube-apiserver for the tests against a real API server
+# (internal/kubetest/build.sh), built once into the same cache directory;
+# with PREFIXGATE_REQUIRE_KUBE set those tests fail instead of skipping.
+KUBETEST_ENV := .bin/kubetest.env
+kubetest:
+	mkdir -p .bin && bash internal/kubetest/build.sh > $(KUBETEST_ENV)
+
+test-go: export PREFIXGATE_REQUIRE_KUBE := 1
+test-go: llamafleet kubetest
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' | grep -v '^gen/'))"; \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
-	env $$(cat $(LLAMAFLEET_ENV)) go test $(GO_TEST_FLAGS) ./...
+	env $$(cat $(LLAMAFLEET_ENV) $(KUBETEST_ENV)) go test $(GO_TEST_FLAGS) ./...
 	# The portable string scan that non-amd64 machines build, here too.
 	go test -tags purego ./normalize
 

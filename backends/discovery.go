@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Discovery names the backends a source currently holds.
@@ -168,35 +170,105 @@ type source struct {
 	d      Discovery
 	static bool
 	engine Engine // from the spec's ENGINE+ prefix; every target gets it
+	spec   string // as given, prefix included
+	opened bool   // by Options.Open
 
 	mu   sync.Mutex
 	last []target
 	err  error
 }
 
-func parseSources(specs []string, r Resolver) ([]*source, error) {
+// parseSources reads specs into sources; a spec the pool opens with
+// Options.Open reuses old's source of the same spec.
+func (p *Pool) parseSources(specs []string, old []*source) ([]*source, error) {
 	var out []*source
 	seen := map[string]bool{}
 	for _, spec := range specs {
-		engine, spec, err := SplitEngine(spec)
+		engine, rest, err := SplitEngine(spec)
 		if err != nil {
+			closeSources(out, old)
 			return nil, err
 		}
-		d, err := ParseDiscovery(spec, r)
-		if err != nil {
-			return nil, err
-		}
-		_, static := d.(staticList)
-		if static {
-			_, name, _ := ParseBackendURL(spec)
+		s, err := p.parseSource(spec, rest, engine, old)
+		if err == nil && s.static {
+			_, name, _ := ParseBackendURL(rest)
 			if seen[name] {
-				return nil, fmt.Errorf("backend %q is listed twice", name)
+				err = fmt.Errorf("backend %q is listed twice", name)
 			}
 			seen[name] = true
 		}
-		out = append(out, &source{d: d, static: static, engine: engine})
+		if err != nil {
+			closeSources(out, old)
+			return nil, err
+		}
+		out = append(out, s)
 	}
 	return out, nil
+}
+
+func (p *Pool) parseSource(spec, rest string, engine Engine, old []*source) (*source, error) {
+	scheme, _, _ := strings.Cut(rest, "://")
+	switch strings.ToLower(scheme) {
+	case "http", "https", "dns", "srv", "file":
+	default:
+		if !strings.Contains(rest, "://") || p.opts.Open == nil {
+			break
+		}
+		for _, s := range old {
+			if s.opened && s.spec == spec {
+				return s, nil
+			}
+		}
+		d, err := p.opts.Open(rest, p.rediscoverSoon)
+		if err != nil {
+			return nil, err
+		}
+		return &source{d: d, engine: engine, spec: spec, opened: true}, nil
+	}
+	d, err := ParseDiscovery(rest, p.opts.Resolver)
+	if err != nil {
+		return nil, err
+	}
+	_, static := d.(staticList)
+	return &source{d: d, static: static, engine: engine, spec: spec}, nil
+}
+
+// rediscoverSoon asks Run for a round of discovery now.
+func (p *Pool) rediscoverSoon() {
+	select {
+	case p.rekick <- struct{}{}:
+	default:
+	}
+}
+
+// resolveAll asks every source once and joins their answers.
+func resolveAll(srcs []*source, timeout time.Duration) ([]target, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for _, s := range srcs {
+		if err := s.refresh(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return union(srcs)
+}
+
+// closeSources closes the opened sources of srcs that keep does not hold.
+func closeSources(srcs, keep []*source) {
+	for _, s := range srcs {
+		if c, ok := s.d.(io.Closer); ok && s.opened && !slices.Contains(keep, s) {
+			_ = c.Close()
+		}
+	}
+}
+
+// Close stops the pool's watching discovery sources (Options.Open's).
+func (p *Pool) Close() {
+	p.applyMu.Lock()
+	srcs := p.sources
+	p.sources = nil
+	p.applyMu.Unlock()
+	closeSources(srcs, nil)
 }
 
 // refresh asks the source again. On error the last good answer stays.
@@ -217,11 +289,20 @@ func (s *source) refresh(ctx context.Context) error {
 func targets(addrs []string, sorted bool, engine Engine) ([]target, error) {
 	ts := make([]target, 0, len(addrs))
 	for _, a := range addrs {
+		// A discovered address may carry its own ENGINE+ prefix (a pod's
+		// engine label, say), which wins over the spec's.
+		e, a, err := SplitEngine(a)
+		if err != nil {
+			return nil, err
+		}
+		if e == EngineAuto {
+			e = engine
+		}
 		u, name, err := ParseBackendURL(a)
 		if err != nil {
 			return nil, err
 		}
-		ts = append(ts, target{name: name, url: u, engine: engine})
+		ts = append(ts, target{name: name, url: u, engine: e})
 	}
 	if sorted {
 		// DNS answers come in any order; membership should not churn.

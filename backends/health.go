@@ -235,7 +235,7 @@ func (p *Pool) Run(ctx context.Context) {
 		// At once: engine and cache capacity from the start.
 		wg.Go(func() { every(ctx, p.opts.ScrapeInterval, true, nil, p.ScrapeAll) })
 	}
-	wg.Go(func() { every(ctx, p.opts.DiscoveryInterval, false, nil, p.Rediscover) })
+	wg.Go(func() { every(ctx, p.opts.DiscoveryInterval, false, p.rekick, p.Rediscover) })
 	wg.Wait()
 }
 

@@ -146,6 +146,12 @@ type Options struct {
 	ResolveTimeout time.Duration
 	// Resolver answers dns:// and srv:// lookups (net.DefaultResolver).
 	Resolver Resolver
+	// Open opens backend specs of schemes the pool does not know itself
+	// (such as k8s:// and inferencepool://, internal/kubedisco); nil: such
+	// specs are an error. A source that watches calls changed after each
+	// change, and the pool asks it again at once. A source that is an
+	// io.Closer is closed when SetBackends drops it or the pool closes.
+	Open func(spec string, changed func()) (Discovery, error)
 
 	// OnState is called when a backend's State changes; the backend's
 	// lock is not held, so it may call back into the pool. Calls are
@@ -215,6 +221,7 @@ type Pool struct {
 
 	discoveryErr atomic.Pointer[error]
 	kick         chan struct{} // asks Run to probe new backends now
+	rekick       chan struct{} // asks Run to rediscover now (Options.Open's changed)
 	now          func() time.Time
 }
 
@@ -253,7 +260,7 @@ func ParseBackendURL(raw string) (*url.URL, string, error) {
 // Backends start healthy; Run starts probing, scraping and re-resolving.
 func NewPool(specs []string, opts Options) (*Pool, error) {
 	opts.defaults()
-	p := &Pool{opts: opts, kick: make(chan struct{}, 1), now: time.Now}
+	p := &Pool{opts: opts, kick: make(chan struct{}, 1), rekick: make(chan struct{}, 1), now: time.Now}
 	p.members.Store(&members{byName: map[string]*Backend{}})
 	dialer := &net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}
 	transport := &http.Transport{
@@ -310,28 +317,26 @@ func (p *Pool) setBackends(specs []string, notify bool) error {
 	if len(specs) == 0 {
 		return errors.New("no backends: give at least one --backend URL")
 	}
-	srcs, err := parseSources(specs, p.opts.Resolver)
+	p.applyMu.Lock()
+	old := p.sources
+	p.applyMu.Unlock()
+	srcs, err := p.parseSources(specs, old)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.opts.ResolveTimeout)
-	defer cancel()
-	for _, s := range srcs {
-		if err := s.refresh(ctx); err != nil {
-			return err
-		}
+	targets, err := resolveAll(srcs, p.opts.ResolveTimeout)
+	if err == nil && len(targets) == 0 {
+		err = fmt.Errorf("no backends: %s resolved to nothing", strings.Join(specs, ", "))
 	}
-	targets, err := union(srcs)
 	if err != nil {
+		closeSources(srcs, old)
 		return err
-	}
-	if len(targets) == 0 {
-		return fmt.Errorf("no backends: %s resolved to nothing", strings.Join(specs, ", "))
 	}
 	p.applyMu.Lock()
 	p.sources = srcs
 	changed := p.applyLocked(targets)
 	p.applyMu.Unlock()
+	closeSources(old, srcs)
 	if changed && notify {
 		p.notifyMembership()
 	}

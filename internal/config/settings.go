@@ -46,4 +46,8 @@ type Settings struct {
 	// changes (0: only on SIGHUP).
 	ConfigPath string
 	ConfigPoll time.Duration
+	// Kubeconfig is the kubeconfig file k8s:// and inferencepool://
+	// backends reach the API server with; empty: the pod's service
+	// account (internal/kubedisco).
+	Kubeconfig string
 }

@@ -119,6 +119,8 @@ var Table = []Entry{
 	{Key: "epp.listen", Flag: "listen", Field: "EPPListen", Default: ":9002", Cmds: EPP, Doc: "epp: address of the ext_proc gRPC service (and gRPC health)"},
 	{Key: "epp.health_listen", Flag: "health-listen", Field: "EPPHealthListen", Default: ":9003", Cmds: EPP, Doc: "epp: address of the gRPC health service alone"},
 	{Key: "epp.metrics_listen", Flag: "metrics-listen", Field: "EPPMetricsListen", Default: ":9090", Cmds: EPP, Doc: "epp: address of /metrics over HTTP, or off"},
+	{Key: "kubernetes.kubeconfig", Flag: "kubeconfig", Env: "PREFIXGATE_KUBECONFIG", Field: "Kubeconfig", Cmds: Both,
+		Doc: "kubeconfig file for k8s:// and inferencepool:// backends (default: the pod's service account)"},
 }
 
 // Internal lists the Settings fields no entry sets, and why.
@@ -142,6 +144,7 @@ var Internal = map[string]string{
 	"Server.Pool.DiscoveryInterval":  "the pool's default",
 	"Server.Pool.ResolveTimeout":     "the pool's default",
 	"Server.Pool.Resolver":           "for tests",
+	"Server.Pool.Open":               "the command's k8s:// and inferencepool:// opener (kubernetes.kubeconfig)",
 	"Server.Pool.OnState":            "the server's callback",
 	"Server.Pool.OnMembership":       "the server's callback",
 	"Server.Pool.OnScrape":           "the server's callback",

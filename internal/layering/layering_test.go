@@ -36,7 +36,7 @@ func TestImportGraph(t *testing.T) {
 		{
 			why:       "backends owns the replicas and satisfies route's interface without importing it",
 			pkgs:      []string{mod + "backends"},
-			forbidden: []string{"github.com/klauspost/compress", "google.golang.org/grpc", mod + "internal/", mod + "route", mod + "normalize"},
+			forbidden: []string{"github.com/klauspost/compress", "google.golang.org/grpc", mod + "internal/", mod + "route", mod + "normalize", "k8s.io/"},
 		},
 		{
 			why:       "a user of the SDK must not compile the server, the ring, the pool, the body decoder or grpc-go",

@@ -1,0 +1,91 @@
+package kubedisco
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+)
+
+// sliceSource is k8s://NAMESPACE/SERVICE:PORT: the ready endpoints of the
+// Service's EndpointSlices (label kubernetes.io/service-name), at the
+// port of that name or number.
+type sliceSource struct {
+	*watched
+	ns, port string
+	lister   discoverylisters.EndpointSliceNamespaceLister
+}
+
+func openSlices(c *clients, spec, ns, svc, port string, changed func()) *sliceSource {
+	f := informers.NewSharedInformerFactoryWithOptions(c.typed, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = discoveryv1.LabelServiceName + "=" + svc
+		}))
+	inf := f.Discovery().V1().EndpointSlices()
+	s := &sliceSource{watched: newWatched(spec), ns: ns, port: port, lister: inf.Lister().EndpointSlices(ns)}
+	informer := inf.Informer()
+	_ = informer.SetTransform(dropManagedFields)
+	_, _ = informer.AddEventHandler(onChange(changed))
+	s.synced = append(s.synced, informer.HasSynced)
+	f.Start(s.stop)
+	return s
+}
+
+// Discover lists the ready, not terminating endpoints that serve the port.
+func (s *sliceSource) Discover(ctx context.Context) ([]string, error) {
+	if err := s.waitSynced(ctx); err != nil {
+		return nil, err
+	}
+	list, err := s.lister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.spec, err)
+	}
+	var out []string
+	for _, es := range list {
+		port, ok := s.portOf(es)
+		if !ok {
+			continue
+		}
+		for _, ep := range es.Endpoints {
+			if !endpointReady(ep) || len(ep.Addresses) == 0 {
+				continue
+			}
+			// Consumers use the first address (the API's rule).
+			out = append(out, "http://"+net.JoinHostPort(ep.Addresses[0], port))
+		}
+		if len(out) > MaxBackends {
+			return nil, fmt.Errorf("%s: more than %d endpoints", s.spec, MaxBackends)
+		}
+	}
+	return out, nil
+}
+
+// portOf finds the source's port among the slice's: by name, or by number.
+func (s *sliceSource) portOf(es *discoveryv1.EndpointSlice) (string, bool) {
+	for _, p := range es.Ports {
+		if p.Port == nil {
+			continue
+		}
+		num := strconv.Itoa(int(*p.Port))
+		if (p.Name != nil && *p.Name == s.port) || num == s.port {
+			return num, true
+		}
+	}
+	return "", false
+}
+
+// endpointReady: ready (unset counts as ready, as the API says) and not
+// terminating.
+func endpointReady(ep discoveryv1.Endpoint) bool {
+	c := ep.Conditions
+	if c.Terminating != nil && *c.Terminating {
+		return false
+	}
+	return c.Ready == nil || *c.Ready
+}

@@ -1,0 +1,80 @@
+package kubedisco
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/cache"
+)
+
+// watched is what every source shares: its informers' sync state and the
+// channel that stops them.
+type watched struct {
+	spec   string
+	synced []cache.InformerSynced
+	stop   chan struct{}
+	once   sync.Once
+}
+
+func newWatched(spec string) *watched { return &watched{spec: spec, stop: make(chan struct{})} }
+
+func (w *watched) String() string { return w.spec }
+
+// Close stops the source's informers.
+func (w *watched) Close() error {
+	w.once.Do(func() { close(w.stop) })
+	return nil
+}
+
+// waitSynced waits until every informer has listed once, ctx ends or the
+// source is closed.
+func (w *watched) waitSynced(ctx context.Context) error {
+	all := true
+	for _, s := range w.synced {
+		all = all && s()
+	}
+	if all {
+		return nil
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-w.stop:
+		case <-done:
+			return
+		}
+		close(stop)
+	}()
+	if !cache.WaitForCacheSync(stop, w.synced...) {
+		select {
+		case <-w.stop:
+			return fmt.Errorf("%s: source closed", w.spec)
+		default:
+		}
+		return fmt.Errorf("%s: the API server has not answered a list yet: %w", w.spec, ctx.Err())
+	}
+	return nil
+}
+
+// onChange is an event handler that calls changed on every add, update
+// and delete.
+func onChange(changed func()) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { changed() },
+		UpdateFunc: func(any, any) { changed() },
+		DeleteFunc: func(any) { changed() },
+	}
+}
+
+// dropManagedFields keeps informers' caches small: discovery never reads
+// managedFields.
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
