@@ -14,6 +14,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
+	"github.com/prefixgate/prefixgate/backends"
 	helmchart "github.com/prefixgate/prefixgate/deploy/helm"
 	"github.com/prefixgate/prefixgate/internal/config"
 )
@@ -105,5 +106,30 @@ func checkConfigFile(t *testing.T, mode, content string) config.Settings {
 	if err != nil {
 		t.Fatalf("the rendered %s configuration is refused by prefixgate: %s\n%s", mode, strings.ReplaceAll(err.Error(), path, "prefixgate.yaml"), content)
 	}
+	for _, spec := range s.Server.Backends {
+		checkBackendSpec(t, spec)
+	}
 	return s
+}
+
+// checkBackendSpec parses a backend spec as the pool does: discovery
+// from the API server in the release's namespace (the Role's), any other
+// through backends.ParseDiscovery. The API server test opens the
+// Kubernetes ones for real.
+func checkBackendSpec(t *testing.T, spec string) {
+	t.Helper()
+	_, rest, err := backends.SplitEngine(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme, ref, _ := strings.Cut(rest, "://")
+	if scheme == "k8s" || scheme == "inferencepool" {
+		if !strings.HasPrefix(ref, namespace+"/") {
+			t.Errorf("backend %q is not in the release's namespace %s, where the Role is", spec, namespace)
+		}
+		return
+	}
+	if _, err := backends.ParseDiscovery(rest, nil); err != nil {
+		t.Errorf("backend %q: %v", spec, err)
+	}
 }

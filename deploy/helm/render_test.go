@@ -3,6 +3,7 @@ package helmchart_test
 import (
 	"net"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	helmchart "github.com/prefixgate/prefixgate/deploy/helm"
 	"github.com/prefixgate/prefixgate/internal/config"
 	"github.com/prefixgate/prefixgate/internal/image"
+	"github.com/prefixgate/prefixgate/internal/kubedisco"
 )
 
 const (
@@ -255,13 +257,12 @@ func servicePort(svc *corev1.Service, name string) int32 {
 	return 0
 }
 
-// checkRole checks the Role against what discovery reads.
+// checkRole checks that the Role grants exactly what discovery reads.
 func checkRole(t *testing.T, role *rbacv1.Role) {
 	t.Helper()
-	b, _ := yaml.Marshal(role.Rules)
-	for _, rule := range role.Rules {
-		if slices.ContainsFunc(rule.Verbs, func(v string) bool { return v != "list" && v != "watch" }) {
-			t.Errorf("Role grants more than list and watch:\n%s", b)
-		}
+	if want := kubedisco.Rules(); !reflect.DeepEqual(role.Rules, want) {
+		got, _ := yaml.Marshal(role.Rules)
+		w, _ := yaml.Marshal(want)
+		t.Errorf("the Role's rules are\n%s\nwant discovery's (kubedisco.Rules)\n%s", got, w)
 	}
 }

@@ -62,7 +62,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* The backend source that discovers an InferencePool's pods. */}}
 {{- define "prefixgate.poolBackend" -}}
-{{- printf "k8s://inferencepool/%s/%s" .Release.Namespace (include "prefixgate.poolName" .) }}
+{{- printf "inferencepool://%s/%s" .Release.Namespace (include "prefixgate.poolName" .) }}
+{{- end }}
+
+{{/* The backend source that discovers a Service's endpoints. */}}
+{{- define "prefixgate.serviceBackend" -}}
+{{- printf "k8s://%s/%s:%v" .Release.Namespace .Values.discovery.service .Values.discovery.port }}
 {{- end }}
 
 {{/*
@@ -78,6 +83,9 @@ The configuration file: .Values.config with the keys the chart owns
 {{- $cfg := deepCopy .Values.config }}
 {{- if eq (include "prefixgate.mode" .) "serve" }}
 {{- $_ := set $cfg "listen" (printf ":%d" (int .Values.ports.http)) }}
+{{- if .Values.discovery.service }}
+{{- $_ := set $cfg "backends" (append (default (list) (get $cfg "backends")) (include "prefixgate.serviceBackend" .)) }}
+{{- end }}
 {{- else }}
 {{- $_ := set $cfg "epp" (dict "listen" (printf ":%d" (int .Values.ports.grpc)) "health_listen" (printf ":%d" (int .Values.ports.health)) "metrics_listen" (printf ":%d" (int .Values.ports.metrics))) }}
 {{- if and .Values.inferencePool.create (empty (get $cfg "backends")) }}
@@ -85,7 +93,7 @@ The configuration file: .Values.config with the keys the chart owns
 {{- end }}
 {{- end }}
 {{- if empty (get $cfg "backends") }}
-{{- fail "config.backends: no backends (list the replicas, or in epp mode set inferencePool.create)" }}
+{{- fail "config.backends: no backends (list the replicas, set discovery.service, or in epp mode set inferencePool.create)" }}
 {{- end }}
 {{- $_ := set $cfg "drain_timeout" (printf "%ds" (int .Values.drain.timeoutSeconds)) }}
 {{- toYaml $cfg }}
