@@ -2,6 +2,7 @@ package helmchart_test
 
 import (
 	"net"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -96,9 +97,16 @@ func TestProfilesRenderAndDecodeStrictly(t *testing.T) {
 	for _, f := range files {
 		names = append(names, strings.TrimSuffix(filepath.Base(f), ".yaml"))
 	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "kubernetes.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name := range profiles {
 		if !slices.Contains(names, name) {
 			t.Errorf("profile %s is listed but profiles/%s.yaml is missing", name, name)
+		}
+		if !strings.Contains(string(doc), "`"+name+".yaml`") {
+			t.Errorf("docs/kubernetes.md does not describe the profile %s.yaml", name)
 		}
 	}
 	for _, name := range names {
