@@ -48,7 +48,7 @@ func runEPP(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(s, stderr)
-	srv, err := server.New(withKubernetes(s).Server, log)
+	srv, err := server.New(withKubernetes(s, log).Server, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "epp: %v\n", err)
 		return 2

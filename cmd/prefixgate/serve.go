@@ -58,7 +58,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	stderr = logOut
 	log := newLogger(s, logOut)
 	collectLessOften()
-	srv, err := server.New(withKubernetes(s).Server, log)
+	srv, err := server.New(withKubernetes(s, log).Server, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "prefixgate serve: %v\n", err)
 		return 2

@@ -24,6 +24,10 @@ type Config struct {
 	Kubeconfig string
 	// REST, when set, is used as it is (tests); Kubeconfig is then unused.
 	REST *rest.Config
+	// Namespace is the namespace of specs that name none; empty means the
+	// kubeconfig context's, or in a pod its own (POD_NAMESPACE, else its
+	// service account's).
+	Namespace string
 }
 
 // MaxBackends bounds the backends one source yields; a Service or pool
@@ -54,6 +58,9 @@ func Opener(cfg Config) func(spec string, changed func()) (backends.Discovery, e
 		if err != nil {
 			return nil, fmt.Errorf("backend %q: %w", spec, err)
 		}
+		if ns == "" {
+			ns = c.namespace
+		}
 		if strings.EqualFold(scheme, "k8s") {
 			return openSlices(c, spec, ns, name, port, changed), nil
 		}
@@ -62,25 +69,33 @@ func Opener(cfg Config) func(spec string, changed func()) (backends.Discovery, e
 }
 
 type clients struct {
-	typed   kubernetes.Interface
-	dynamic dynamic.Interface
+	typed     kubernetes.Interface
+	dynamic   dynamic.Interface
+	namespace string // of specs that name none
 }
 
 func newClients(cfg Config) (*clients, error) {
-	rc := cfg.REST
+	rc, ns := cfg.REST, cfg.Namespace
 	if rc == nil {
+		// Only the file given, or else the pod's own configuration.
+		cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+			&clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.Kubeconfig}, &clientcmd.ConfigOverrides{})
 		var err error
-		if cfg.Kubeconfig != "" {
-			rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
-		} else {
-			rc, err = rest.InClusterConfig()
-			if errors.Is(err, rest.ErrNotInCluster) {
-				err = errors.New("not running in a Kubernetes pod and no kubeconfig is set (--kubeconfig)")
-			}
+		rc, err = cc.ClientConfig()
+		if clientcmd.IsEmptyConfig(err) || errors.Is(err, rest.ErrNotInCluster) {
+			err = errors.New("not running in a Kubernetes pod and no kubeconfig is set (--kubeconfig)")
 		}
 		if err != nil {
 			return nil, err
 		}
+		if ns == "" {
+			if ns, _, err = cc.Namespace(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if ns == "" {
+		ns = "default"
 	}
 	rc = rest.CopyConfig(rc)
 	rc.UserAgent = "prefixgate"
@@ -92,48 +107,51 @@ func newClients(cfg Config) (*clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &clients{typed: typed, dynamic: dyn}, nil
+	return &clients{typed: typed, dynamic: dyn, namespace: ns}, nil
 }
 
-// parseRef reads NAMESPACE/NAME[:PORT] (k8s:// needs PORT, inferencepool://
-// has none).
+// parseRef reads [NAMESPACE/]NAME[:PORT] (k8s:// needs PORT,
+// inferencepool:// has none); ns is "" when the spec names none.
 func parseRef(spec, scheme, rest string) (ns, name, port string, err error) {
+	k8s := strings.EqualFold(scheme, "k8s")
 	bad := func(why string) error {
-		if strings.EqualFold(scheme, "k8s") {
-			return fmt.Errorf("backend %q: %s; want k8s://NAMESPACE/SERVICE:PORT (PORT a name or number)", spec, why)
+		if k8s {
+			return fmt.Errorf("backend %q: %s; want k8s://[NAMESPACE/]SERVICE:PORT (PORT a name or number)", spec, why)
 		}
-		return fmt.Errorf("backend %q: %s; want inferencepool://NAMESPACE/NAME", spec, why)
+		return fmt.Errorf("backend %q: %s; want inferencepool://[NAMESPACE/]NAME", spec, why)
 	}
 	if u, uerr := url.PathUnescape(rest); uerr != nil || u != rest || strings.ContainsAny(rest, "?#@") {
 		return "", "", "", bad("unexpected characters")
 	}
-	ns, ref, ok := strings.Cut(strings.TrimSuffix(rest, "/"), "/")
-	if !ok || strings.Contains(ref, "/") {
-		return "", "", "", bad("no namespace")
-	}
-	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-		return "", "", "", bad(fmt.Sprintf("namespace %q: %s", ns, errs[0]))
-	}
-	name = ref
-	if strings.EqualFold(scheme, "k8s") {
-		name, port, ok = strings.Cut(ref, ":")
-		if !ok || port == "" {
-			return "", "", "", bad("no port")
+	ref := strings.TrimSuffix(rest, "/")
+	if i := strings.IndexByte(ref, '/'); i >= 0 {
+		ns, ref = ref[:i], ref[i+1:]
+		if strings.Contains(ref, "/") {
+			return "", "", "", bad("too many path segments")
 		}
-		if n, perr := strconv.Atoi(port); perr == nil {
-			if n < 1 || n > 65535 {
-				return "", "", "", bad(fmt.Sprintf("port %d is not 1..65535", n))
-			}
-		} else if errs := validation.IsValidPortName(port); len(errs) > 0 {
-			return "", "", "", bad(fmt.Sprintf("port name %q: %s", port, errs[0]))
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return "", "", "", bad(fmt.Sprintf("namespace %q: %s", ns, errs[0]))
 		}
-		if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
-			return "", "", "", bad(fmt.Sprintf("service %q: %s", name, errs[0]))
+	}
+	if !k8s {
+		if errs := validation.IsDNS1123Subdomain(ref); len(errs) > 0 {
+			return "", "", "", bad(fmt.Sprintf("name %q: %s", ref, errs[0]))
 		}
-		return ns, name, port, nil
+		return ns, ref, "", nil
 	}
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return "", "", "", bad(fmt.Sprintf("name %q: %s", name, errs[0]))
+	name, port, ok := strings.Cut(ref, ":")
+	if !ok || port == "" {
+		return "", "", "", bad("no port")
 	}
-	return ns, name, "", nil
+	if n, perr := strconv.Atoi(port); perr == nil {
+		if n < 1 || n > 65535 {
+			return "", "", "", bad(fmt.Sprintf("port %d is not 1..65535", n))
+		}
+	} else if errs := validation.IsValidPortName(port); len(errs) > 0 {
+		return "", "", "", bad(fmt.Sprintf("port name %q: %s", port, errs[0]))
+	}
+	if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
+		return "", "", "", bad(fmt.Sprintf("service %q: %s", name, errs[0]))
+	}
+	return ns, name, port, nil
 }

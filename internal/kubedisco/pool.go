@@ -50,15 +50,8 @@ func openPool(c *clients, spec, ns, name string, changed func()) *poolSource {
 	kf := informers.NewSharedInformerFactoryWithOptions(c.typed, 0, informers.WithNamespace(ns))
 	ki := kf.Core().V1().Pods()
 	s.pods = ki.Lister().Pods(ns)
-	for _, inf := range []cache.SharedIndexInformer{pi.Informer(), ki.Informer()} {
-		transform := dropManagedFields
-		if inf == ki.Informer() {
-			transform = slimPod
-		}
-		_ = inf.SetTransform(transform)
-		_, _ = inf.AddEventHandler(onChange(changed))
-		s.synced = append(s.synced, inf.HasSynced)
-	}
+	s.watch(pi.Informer(), dropManagedFields, changed)
+	s.watch(ki.Informer(), slimPod, changed)
 	pf.Start(s.stop)
 	kf.Start(s.stop)
 	return s

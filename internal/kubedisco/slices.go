@@ -29,10 +29,7 @@ func openSlices(c *clients, spec, ns, svc, port string, changed func()) *sliceSo
 		}))
 	inf := f.Discovery().V1().EndpointSlices()
 	s := &sliceSource{watched: newWatched(spec), ns: ns, port: port, lister: inf.Lister().EndpointSlices(ns)}
-	informer := inf.Informer()
-	_ = informer.SetTransform(dropManagedFields)
-	_, _ = informer.AddEventHandler(onChange(changed))
-	s.synced = append(s.synced, informer.HasSynced)
+	s.watch(inf.Informer(), dropManagedFields, changed)
 	f.Start(s.stop)
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
@@ -16,6 +17,20 @@ type watched struct {
 	synced []cache.InformerSynced
 	stop   chan struct{}
 	once   sync.Once
+
+	lastErr atomic.Pointer[error] // the informers' last list or watch error
+}
+
+// watch registers inf's sync state and error with w, and calls changed on
+// each of its events.
+func (w *watched) watch(inf cache.SharedIndexInformer, transform cache.TransformFunc, changed func()) {
+	_ = inf.SetTransform(transform)
+	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		w.lastErr.Store(&err)
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	})
+	_, _ = inf.AddEventHandler(onChange(changed))
+	w.synced = append(w.synced, inf.HasSynced)
 }
 
 func newWatched(spec string) *watched { return &watched{spec: spec, stop: make(chan struct{})} }
@@ -54,6 +69,9 @@ func (w *watched) waitSynced(ctx context.Context) error {
 		case <-w.stop:
 			return fmt.Errorf("%s: source closed", w.spec)
 		default:
+		}
+		if e := w.lastErr.Load(); e != nil {
+			return fmt.Errorf("%s: the API server has not answered a list yet: %w", w.spec, *e)
 		}
 		return fmt.Errorf("%s: the API server has not answered a list yet: %w", w.spec, ctx.Err())
 	}
