@@ -21,6 +21,7 @@ func TestBadValuesAreRefusedWithTheirName(t *testing.T) {
 		{"config:\n  listen: 0.0.0.0:9000\n", "config.listen: the chart sets it"},
 		{"config:\n  drain_timeout: 10s\n", "config.drain_timeout: the chart sets it"},
 		{"config:\n  backends: []\n", "config.backends: no backends"},
+		{"discovery:\n  service: vllm\n", "config.backends: k8s://inference/vllm:http reads the API server"},
 		{"mode: epp\nconfig:\n  backends: []\ninferencePool:\n  create: false\n", "config.backends: no backends"},
 	} {
 		file := filepath.Join(t.TempDir(), "values.yaml")

@@ -95,6 +95,11 @@ The configuration file: .Values.config with the keys the chart owns
 {{- if empty (get $cfg "backends") }}
 {{- fail "config.backends: no backends (list the replicas, set discovery.service, or in epp mode set inferencePool.create)" }}
 {{- end }}
+{{- range (get $cfg "backends") }}
+{{- if and (kindIs "string" .) (regexMatch "^([a-z]+\\+)?(k8s|inferencepool)://" .) (not $.Values.serviceAccount.automount) (not (dig "kubernetes" "kubeconfig" "" $cfg)) }}
+{{- fail (printf "config.backends: %s reads the API server with the pod's service account token, which serviceAccount.automount: false leaves out" .) }}
+{{- end }}
+{{- end }}
 {{- $_ := set $cfg "drain_timeout" (printf "%ds" (int .Values.drain.timeoutSeconds)) }}
 {{- toYaml $cfg }}
 {{- end }}
