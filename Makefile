@@ -17,7 +17,11 @@ ENVOY_VENV := .cache/envoy-$(ENVOY_VERSION)
 ENVOY    := $(ENVOY_VENV)/bin/envoy
 GO_TEST_FLAGS ?= -race -timeout 30m
 
-.PHONY: llamafleet kubetest demo build tools generate checkgenerate test test-go test-sdk test-python test-typescript test-go-sdk clean
+# IMAGE is prefixgate's container image (docs/kubernetes.md, Image): an OCI
+# image layout in a tar archive, built without Docker from an empty base.
+IMAGE    := .bin/prefixgate-image.tar
+
+.PHONY: image llamafleet kubetest demo build tools generate checkgenerate test test-go test-sdk test-python test-typescript test-go-sdk clean
 
 demo:
 	go run ./cmd/prefixgate demo
@@ -28,6 +32,11 @@ $(BIN): FORCE
 	go build -o $(BIN) ./cmd/prefixgate
 
 FORCE:
+
+# The image's timestamps are the commit's time, so a commit gives one image.
+image:
+	mkdir -p .bin
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) go run ./internal/image/mkimage --out $(IMAGE)
 
 # --- tools, each pinned where it is installed ---------------------------
 

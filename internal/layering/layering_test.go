@@ -70,6 +70,11 @@ func TestImportGraph(t *testing.T) {
 			forbidden: []string{mod + "internal/server", mod + "backends/internal/", mod + "route", mod + "normalize", mod + "backends/vllmsim"},
 		},
 		{
+			why:       "the binary ships without the image builder and the chart renderer, which only make and the tests run",
+			pkgs:      []string{mod + "cmd/prefixgate"},
+			forbidden: []string{"helm.sh/", "github.com/google/go-containerregistry", mod + "internal/image", mod + "deploy/"},
+		},
+		{
 			why:       "the backend HTTP/1.1 client knows no front door, pool or router",
 			pkgs:      []string{mod + "backends/internal/h1client"},
 			forbidden: []string{mod + "internal/", mod + "route", mod + "normalize"},
