@@ -627,9 +627,11 @@ func TestEPPThroughEnvoySaturationAndFailOpen(t *testing.T) {
 		_, addr := startReplica(t, "s"+strconv.Itoa(i))
 		addrs = append(addrs, addr)
 	}
-	// Threshold 1 and no waiting: a third concurrent request is shed.
+	// Threshold 1 and no waiting: a third concurrent request is shed. Flow
+	// control is off, so the router's own bounded queue is what sheds
+	// (flowcontrol_epp_e2e_test.go covers shedding by flow control).
 	cfg := filepath.Join(t.TempDir(), "epp.yaml")
-	conf := "routing:\n  threshold: 1\n  queue_depth: -1\nbackends:\n"
+	conf := "routing:\n  threshold: 1\n  queue_depth: -1\nflow_control:\n  enabled: false\nbackends:\n"
 	for _, a := range addrs {
 		conf += "  - http://" + a + "\n"
 	}

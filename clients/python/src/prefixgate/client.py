@@ -12,6 +12,7 @@ for other headers and per-call options.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
@@ -369,6 +370,9 @@ class Client:
         return _call(lambda: self.admin.explain(req, headers=hd))
 
 
+# How long AsyncClient.close lets the HTTP runtime finish closing.
+_CLOSE_GRACE_S = 0.05
+
 class AsyncClient:
     """An asynchronous client for a prefixgate router, on the connectrpc
     async runtime: the methods of :class:`Client` as coroutines, and async
@@ -395,6 +399,11 @@ class AsyncClient:
         await self.inference.close()
         await self.normalize_service.close()
         await self.admin.close()
+        # The HTTP runtime's worker threads finish closing connections on
+        # their own and then call back into this event loop; give them a
+        # moment while the loop runs, so none calls into an interpreter
+        # that is shutting down (the process would abort).
+        await asyncio.sleep(_CLOSE_GRACE_S)
 
     async def __aenter__(self) -> Self:
         return self
