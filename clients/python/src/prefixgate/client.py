@@ -373,6 +373,7 @@ class Client:
 # How long AsyncClient.close lets the HTTP runtime finish closing.
 _CLOSE_GRACE_S = 0.05
 
+
 class AsyncClient:
     """An asynchronous client for a prefixgate router, on the connectrpc
     async runtime: the methods of :class:`Client` as coroutines, and async
