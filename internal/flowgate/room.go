@@ -52,10 +52,22 @@ func (g *Gate) roomLocked(req *route.Request, priority int, now time.Time) bool 
 	g.rt.EachLoad(req.Model, func(l route.Load) bool {
 		seen = true
 		m := g.member(&l, priority, now)
-		room = g.hr.Admits(priority, m.InFlight, m.Limit, now) && flowcontrol.Judge(m, g.c.th) == flowcontrol.Free
+		room = g.hr.Admits(priority, m.InFlight, m.Limit, now) && flowcontrol.Judge(m, g.c.th) == flowcontrol.Free &&
+			g.prefillRoom(l.QueuedTokens, priority, now)
 		return !room
 	})
 	return room || !seen
+}
+
+// prefillRoom reports whether a member with queued prefill tokens may
+// take a request of band priority: always, unless a band above it is
+// active and queued reaches flow_control.headroom_prefill_tokens. So a
+// lower band prefills about one long prompt at a time on each member
+// while a higher band is active, and a higher band's short prompt shares
+// the engine's prefill compute with few others.
+func (g *Gate) prefillRoom(queued, priority int, now time.Time) bool {
+	limit := g.c.cfg.HeadroomPrefillTokens
+	return limit <= 0 || queued < limit || g.hr.Reserved(priority, 2, now) == 0
 }
 
 // member is what flow control judges of one candidate: its load against
