@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -397,6 +398,59 @@ func TestPrefillHeadroom(t *testing.T) {
 		t.Fatalf("after the first bytes: %v %+v", r.err, r.adm)
 	}
 	for _, d := range []route.Decision{p1.d, p2.d, chat.d, r.d} {
+		d.Done()
+	}
+}
+
+// TestProbeCapacity: a member whose engine publishes load but whose
+// capacity is not known yet takes MinProbeStep requests, then holds the
+// next and asks for a fresh scrape; a scrape that shows them all running
+// with nothing waiting lets more go, in steps.
+func TestProbeCapacity(t *testing.T) {
+	rt, err := route.New(route.Config{Policy: "least-outstanding"}, []route.Member{{Name: "a", Threshold: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	scrape := Scrape{Known: true, At: time.Now()}
+	asked := 0
+	signals := func(route.Target) Scrape { mu.Lock(); defer mu.Unlock(); return scrape }
+	g, err := New(Config{}, rt, signals, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	g.SetRescrape(func(route.Target) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked++
+		scrape = Scrape{Known: true, At: scrape.At.Add(time.Second), Running: running}
+	})
+	ctx := context.Background()
+	var held []route.Decision
+	for i := range MinProbeStep {
+		r := <-acquire(g, ctx, "x", 0)
+		if r.err != nil || r.adm.Queued {
+			t.Fatalf("request %d of the first step: %v %+v", i, r.err, r.adm)
+		}
+		held = append(held, r.d)
+	}
+	next := acquire(g, ctx, "x", 0)
+	queuedCount(t, g, 1)
+	mu.Lock()
+	running = MinProbeStep // the scrape asked for shows them all running
+	mu.Unlock()
+	r := <-next
+	if r.err != nil || !r.adm.Queued {
+		t.Fatalf("after the confirming scrape: %v %+v", r.err, r.adm)
+	}
+	held = append(held, r.d)
+	mu.Lock()
+	if asked == 0 {
+		t.Error("no fresh scrape was asked for")
+	}
+	mu.Unlock()
+	for _, d := range held {
 		d.Done()
 	}
 }

@@ -20,6 +20,10 @@ import (
 type capacity struct {
 	at    time.Time // the scrape last read
 	slots int       // 0 while unknown
+	// ok is the most requests a scrape showed the engine running with
+	// nothing waiting; asked is when a fresh scrape was last asked for.
+	ok    int
+	asked time.Time
 }
 
 func (c *capacity) learn(s Scrape, maxWaiting int) {
@@ -27,6 +31,9 @@ func (c *capacity) learn(s Scrape, maxWaiting int) {
 		return
 	}
 	c.at = s.At
+	if s.Waiting == 0 && s.Running > c.ok {
+		c.ok = s.Running
+	}
 	switch {
 	case s.Running <= 0:
 	case maxWaiting >= 0 && s.Waiting > maxWaiting:
@@ -39,6 +46,15 @@ func (c *capacity) learn(s Scrape, maxWaiting int) {
 		c.slots++
 	}
 }
+
+// MinProbeStep is how many requests past the most it was seen running
+// with nothing waiting a member whose capacity is not known yet may hold
+// before a fresh scrape confirms it runs them (slow start): the step is
+// the larger of this and half that most.
+const MinProbeStep = 4
+
+// probe is the in-flight bound of a member whose capacity is not known.
+func (c *capacity) probe() int { return c.ok + max(MinProbeStep, c.ok/2) }
 
 // maxCaps bounds the members whose capacity is remembered.
 const maxCaps = 4096
@@ -74,8 +90,12 @@ func (g *Gate) prefillRoom(queued, priority int, now time.Time) bool {
 // the smaller of its threshold and its engine's learned capacity, and the
 // engine's signals. While the capacity is known, the engine's waiting
 // count (up to a scrape old) is left out: the in-flight count against the
-// capacity says the same, exactly and now. The capacity does not hold back
-// a request of the highest active band from an engine that is sent
+// capacity says the same, exactly and now. Until the capacity is known,
+// with a rescrape function set, the member holds at most its probe bound
+// (slow start): at it, a fresh scrape is asked for, at most every
+// DefaultPollInterval, and one that shows the engine running them all with
+// nothing waiting raises the bound. The capacity does not hold back a
+// request of the highest active band from an engine that is sent
 // priorities: the engine runs it before anything it holds, preempting
 // lower work.
 func (g *Gate) member(l *route.Load, priority int, now time.Time) flowcontrol.Member {
@@ -93,8 +113,20 @@ func (g *Gate) member(l *route.Load, priority int, now time.Time) flowcontrol.Me
 		g.caps[l.Member] = c
 	}
 	c.learn(s, g.c.th.MaxWaiting)
-	if c.slots > 0 && c.slots < m.Limit && !g.overtakes(s, priority, now) {
-		m.Limit = c.slots
+	switch {
+	case g.overtakes(s, priority, now):
+	case c.slots > 0:
+		m.Limit = min(m.Limit, c.slots)
+	case s.Known && g.rescrape != nil && (m.Limit <= 0 || c.probe() < m.Limit):
+		m.Limit = c.probe()
+		if m.InFlight >= m.Limit && now.Sub(c.asked) >= DefaultPollInterval {
+			c.asked = now
+			t := l.Member
+			go func() {
+				g.rescrape(t)
+				g.wake()
+			}()
+		}
 	}
 	if s.Known {
 		m.Engine = flowcontrol.Engine{Known: true, Age: now.Sub(s.At), Waiting: s.Waiting, KVUtil: s.KVUtil}
