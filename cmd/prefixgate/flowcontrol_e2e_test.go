@@ -345,10 +345,10 @@ func measureFlood(t *testing.T, base, model string, s floodSetup) floodFigures {
 // multiple of its p90 alone.
 const (
 	// fcfsRatioBound is the target for first-come-first-served replicas
-	// (prefixgate's queue and headroom alone): 3x. Measured 1.8-1.9x.
+	// (prefixgate's queue and headroom alone): 3x. Measured 1.68-1.95x.
 	fcfsRatioBound = 3.0
 	// priorityRatioBound is what replicas that schedule by priority are
-	// held to. The target is 1.5x; measured 1.7-1.9x (the same as fcfs):
+	// held to. The target is 1.5x; measured 1.51-1.86x (as fcfs):
 	// the flood's prefill on a replica is held to about one prompt while
 	// the interactive band is active (flow_control.headroom_prefill_tokens),
 	// and vllmsim shares its prefill rate equally between the prompts it
