@@ -20,8 +20,9 @@ import (
 type capacity struct {
 	at    time.Time // the scrape last read
 	slots int       // 0 while unknown
-	// ok is the most requests a scrape showed the engine running with
-	// nothing waiting; asked is when a fresh scrape was last asked for.
+	// ok is the most requests a scrape showed the engine running while
+	// it queued no more than the saturation threshold (max_waiting);
+	// asked is when a fresh scrape was last asked for.
 	ok    int
 	asked time.Time
 }
@@ -31,7 +32,7 @@ func (c *capacity) learn(s Scrape, maxWaiting int) {
 		return
 	}
 	c.at = s.At
-	if s.Waiting == 0 && s.Running > c.ok {
+	if (maxWaiting < 0 || s.Waiting <= maxWaiting) && s.Running > c.ok {
 		c.ok = s.Running
 	}
 	switch {
@@ -48,7 +49,7 @@ func (c *capacity) learn(s Scrape, maxWaiting int) {
 }
 
 // MinProbeStep is how many requests past the most it was seen running
-// with nothing waiting a member whose capacity is not known yet may hold
+// without queueing (more than max_waiting) a member whose capacity is not known yet may hold
 // before a fresh scrape confirms it runs them (slow start): the step is
 // the larger of this and half that most.
 const MinProbeStep = 4
@@ -93,8 +94,8 @@ func (g *Gate) prefillRoom(queued, priority int, now time.Time) bool {
 // capacity says the same, exactly and now. Until the capacity is known,
 // with a rescrape function set, the member holds at most its probe bound
 // (slow start): at it, a fresh scrape is asked for, at most every
-// DefaultPollInterval, and one that shows the engine running them all with
-// nothing waiting raises the bound. The capacity does not hold back a
+// DefaultPollInterval, and one that shows the engine running them all
+// without queueing raises the bound. The capacity does not hold back a
 // request of the highest active band from an engine that is sent
 // priorities: the engine runs it before anything it holds, preempting
 // lower work.
