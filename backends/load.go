@@ -92,6 +92,14 @@ func (p *Pool) ScrapeAll(ctx context.Context) {
 	}
 }
 
+// Rescrape reads b's /metrics (and its engine's info when due) now, as a
+// round of ScrapeAll does, without waiting for the next round.
+func (p *Pool) Rescrape(ctx context.Context, b *Backend) {
+	if p.scrapeOne(ctx, b) && ctx.Err() == nil {
+		p.notifyMembership()
+	}
+}
+
 // scrapeOne scrapes b and reports whether its cache capacity changed.
 func (p *Pool) scrapeOne(ctx context.Context, b *Backend) bool {
 	l, err := p.scrape(ctx, b)

@@ -156,6 +156,8 @@ var Table = []Entry{
 		Doc: "a backend on which the prefix-index policy counts this many prompt tokens queued is full (0: no bound)"},
 	{Key: "flow_control.headroom_window", Field: "Server.FlowControl.HeadroomWindow", Default: flowcontrol.DefaultHeadroomWindow.String(), Doc: "a band that had a request this recently keeps its headroom on every backend"},
 	{Key: "flow_control.headroom_fraction", Field: "Server.FlowControl.HeadroomFraction", Default: ftoa(flowcontrol.DefaultHeadroomFraction), Doc: "share of each backend's slots kept free for each active higher band (negative: none)"},
+	{Key: "flow_control.headroom_prefill_tokens", Field: "Server.FlowControl.HeadroomPrefillTokens", Default: strconv.Itoa(flowgate.DefaultHeadroomPrefillTokens),
+		Doc: "while a higher band is active, a backend on which the prefix-index policy counts this many prompt tokens not yet prefilled takes no request of a lower band (negative: no bound)"},
 	{Key: "flow_control.engine_priority", Field: "Server.FlowControl.EnginePriority", Default: "false", Doc: "send each request's priority in its engine's own field (vLLM with --scheduling-policy priority, SGLang with --enable-priority-scheduling)"},
 	{Key: "flow_control.engine_priority_field", Field: "Server.FlowControl.EnginePriorityField", Doc: "the body field priorities go in, for every engine (empty: each engine's own)"},
 	{Key: "flow_control.metric_flows", Field: "Server.FlowControl.MetricFlows", Default: strconv.Itoa(flowgate.DefaultMetricFlows), Doc: "fairness ids with a metrics label of their own besides the configured tenants; the rest count as other"},

@@ -19,7 +19,9 @@ type Splitter interface {
 	Disaggregated() bool
 	// PickSplit picks the decode worker and, when the request is split,
 	// the prefill worker (route.PickSplit under the fleet's settings).
-	PickSplit(ctx context.Context, req route.Request) (route.SplitPick, error)
+	// acquire picks the decode worker (flow control); nil: the router's
+	// own bounded wait.
+	PickSplit(ctx context.Context, req route.Request, acquire func(context.Context, route.Request) (route.Decision, error)) (route.SplitPick, error)
 }
 
 // splitter is the fleet's Splitter when the request may be split: a
@@ -41,7 +43,14 @@ func (x *exchange) splitter() (Splitter, bool) {
 // prefill worker (when split) is kept for PrefillerHeader and released
 // when the decode worker's answer begins.
 func (x *exchange) pickSplit(ctx context.Context, s Splitter) (route.Decision, error) {
-	sp, err := s.PickSplit(ctx, x.req)
+	var acquire func(context.Context, route.Request) (route.Decision, error)
+	if x.flowOn {
+		acquire = func(ctx context.Context, req route.Request) (route.Decision, error) {
+			d, _, err := x.p.gate().Acquire(ctx, x.flow.Flow, req, len(x.body))
+			return d, err
+		}
+	}
+	sp, err := s.PickSplit(ctx, x.req, acquire)
 	if err != nil {
 		return route.Decision{}, x.p.pipe.PickError(err, x.req.Model)
 	}

@@ -31,6 +31,13 @@ const (
 	MaxMetricFlows      = 1000
 	DefaultRetryAfter   = time.Second
 	DefaultPollInterval = 50 * time.Millisecond
+	// DefaultHeadroomPrefillTokens: while a higher band is active, a
+	// member with this much prefill work queued takes no request of a
+	// lower band. Engines share their prefill compute among the prompts
+	// they prefill at once, so a short high-priority prompt beside several
+	// long ones waits for all of them; about one long prompt at a time
+	// keeps the engine's prefill busy and the short prompt's share large.
+	DefaultHeadroomPrefillTokens = 4096
 	// DefaultFairnessID is the flow of a request that names none.
 	DefaultFairnessID = "default"
 )
@@ -80,6 +87,12 @@ type Config struct {
 	// bands (flowcontrol.HeadroomConfig).
 	HeadroomWindow   time.Duration
 	HeadroomFraction float64
+	// HeadroomPrefillTokens: while a band above a request's is active, a
+	// member on which the prefix-index policy counts this many prompt
+	// tokens whose first byte has not come (route.Load.QueuedTokens) takes
+	// no request of the lower band. 0 means
+	// DefaultHeadroomPrefillTokens; negative turns it off.
+	HeadroomPrefillTokens int
 	// EnginePriority sends each request's priority to engines that
 	// schedule by it, in the engine's own field; EnginePriorityField
 	// overrides the field's name for every engine.
@@ -131,6 +144,7 @@ func (c Config) compile() (compiled, error) {
 		return compiled{}, fmt.Errorf("flow_control.metric_flows: %d is outside 0..%d", c.MetricFlows, MaxMetricFlows)
 	}
 	c.MetricFlows = cmp.Or(c.MetricFlows, DefaultMetricFlows)
+	c.HeadroomPrefillTokens = cmp.Or(c.HeadroomPrefillTokens, DefaultHeadroomPrefillTokens)
 	if err := checkHeaderName("flow_control.fairness_header", c.FairnessHeader); err != nil {
 		return compiled{}, err
 	}

@@ -8,6 +8,14 @@ import (
 	"github.com/prefixgate/prefixgate/route"
 )
 
+// Wake tells the dispatcher to look again: a backend's load changed
+// (an answer's first byte released its prefill work).
+func (g *Gate) Wake() {
+	if g.Enabled() {
+		g.wake()
+	}
+}
+
 // wake tells the dispatcher to look again (a new request may fit where the
 // head did not: headroom).
 func (g *Gate) wake() {

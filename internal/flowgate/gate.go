@@ -48,8 +48,10 @@ type Gate struct {
 	c       compiled
 	rt      *route.Router
 	signals SignalFunc
-	log     *slog.Logger
-	m       *metrics
+	// rescrape scrapes a member's engine at once (SetRescrape).
+	rescrape func(route.Target)
+	log      *slog.Logger
+	m        *metrics
 
 	mu      sync.Mutex
 	queues  map[string]*flowcontrol.Queue
@@ -82,6 +84,13 @@ func New(cfg Config, rt *route.Router, signals SignalFunc, log *slog.Logger, reg
 	}
 	return g, nil
 }
+
+// SetRescrape gives the gate a function that scrapes a member's engine at
+// once and returns when the scrape is read; call it before the gate is
+// used. With it, a member whose capacity is not known yet is loaded step
+// by step, each step confirmed by a fresh scrape, so a burst cannot fill
+// an engine's queue before the gate has seen it queue.
+func (g *Gate) SetRescrape(f func(route.Target)) { g.rescrape = f }
 
 // Enabled reports whether flow control is on; when it is not, callers use
 // the router directly.

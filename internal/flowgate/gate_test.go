@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -343,4 +344,113 @@ func TestQueuedTokensBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	first.Done()
+}
+
+// TestPrefillHeadroom: while a higher band is active, a member whose
+// prefill work queued (prefix-index's charge, released at the answer's
+// first byte) reaches flow_control.headroom_prefill_tokens takes no
+// request of a lower band; the higher band still goes, and the lower one
+// goes once the first byte comes. With no higher band active the bound
+// does not apply.
+func TestPrefillHeadroom(t *testing.T) {
+	rt, err := route.New(route.Config{Policy: "prefix-index"}, []route.Member{{Name: "a", Threshold: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(Config{Objectives: objectives, HeadroomPrefillTokens: 1000}, rt, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	prompt := func(key uint64, tokens int) route.Request {
+		return route.Request{Key: key, PromptTokens: tokens, Blocks: []uint64{key<<8 | 1, key<<8 | 2}}
+	}
+	get := func(id string, prio int, req route.Request) chan pickOut {
+		out := make(chan pickOut, 1)
+		go func() {
+			d, adm, err := g.Acquire(ctx, flowcontrol.Flow{FairnessID: id, Priority: prio}, req, 100)
+			out <- pickOut{d, adm, err}
+		}()
+		return out
+	}
+	// No higher band yet: two long prompts go at once.
+	p1, p2 := <-get("flood", 0, prompt(7, 6000)), <-get("flood", 0, prompt(8, 6000))
+	if p1.err != nil || p2.err != nil || p1.adm.Queued || p2.adm.Queued {
+		t.Fatalf("no higher band: %v %v %+v %+v", p1.err, p2.err, p1.adm, p2.adm)
+	}
+	chat := <-get("chat", 10, prompt(9, 60))
+	if chat.err != nil || chat.adm.Queued {
+		t.Fatalf("the higher band waited: %v %+v", chat.err, chat.adm)
+	}
+	low := get("flood", 0, prompt(10, 6000))
+	queuedCount(t, g, 1)
+	p1.d.Report(route.Outcome{FirstByte: true})
+	g.Wake()
+	select {
+	case r := <-low:
+		t.Fatalf("went with 6,000 prefill tokens still queued: %+v", r.adm)
+	case <-time.After(20 * time.Millisecond):
+	}
+	p2.d.Report(route.Outcome{FirstByte: true})
+	g.Wake()
+	r := <-low
+	if r.err != nil || !r.adm.Queued {
+		t.Fatalf("after the first bytes: %v %+v", r.err, r.adm)
+	}
+	for _, d := range []route.Decision{p1.d, p2.d, chat.d, r.d} {
+		d.Done()
+	}
+}
+
+// TestProbeCapacity: a member whose engine publishes load but whose
+// capacity is not known yet takes MinProbeStep requests, then holds the
+// next and asks for a fresh scrape; a scrape that shows them all running
+// with nothing waiting lets more go, in steps.
+func TestProbeCapacity(t *testing.T) {
+	rt, err := route.New(route.Config{Policy: "least-outstanding"}, []route.Member{{Name: "a", Threshold: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	scrape := Scrape{Known: true, At: time.Now()}
+	asked := 0
+	signals := func(route.Target) Scrape { mu.Lock(); defer mu.Unlock(); return scrape }
+	g, err := New(Config{}, rt, signals, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	g.SetRescrape(func(route.Target) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked++
+		scrape = Scrape{Known: true, At: scrape.At.Add(time.Second), Running: running}
+	})
+	ctx := context.Background()
+	var held []route.Decision
+	for i := range MinProbeStep {
+		r := <-acquire(g, ctx, "x", 0)
+		if r.err != nil || r.adm.Queued {
+			t.Fatalf("request %d of the first step: %v %+v", i, r.err, r.adm)
+		}
+		held = append(held, r.d)
+	}
+	next := acquire(g, ctx, "x", 0)
+	queuedCount(t, g, 1)
+	mu.Lock()
+	running = MinProbeStep // the scrape asked for shows them all running
+	mu.Unlock()
+	r := <-next
+	if r.err != nil || !r.adm.Queued {
+		t.Fatalf("after the confirming scrape: %v %+v", r.err, r.adm)
+	}
+	held = append(held, r.d)
+	mu.Lock()
+	if asked == 0 {
+		t.Error("no fresh scrape was asked for")
+	}
+	mu.Unlock()
+	for _, d := range held {
+		d.Done()
+	}
 }

@@ -212,7 +212,9 @@ func (s *Server) dispatchPD(ctx context.Context, path string, p pipeline.Prepare
 	}
 	req := p.RouteRequest()
 	start := time.Now()
-	sp, err := s.pd.pickPinned(ctx, s.rt(), req, pn.backend)
+	sp, err := s.pd.pickPinned(ctx, s.rt(), req, pn.backend, func(ctx context.Context, req route.Request) (route.Decision, error) {
+		return s.acquire(ctx, req, pn)
+	})
 	if err != nil {
 		s.pipe.ObservePick(time.Since(start), nil)
 		return nil, nil, s.pipe.PickError(err, p.Info.Model)
@@ -259,17 +261,23 @@ func (s *Server) dispatchPD(ctx context.Context, path string, p pipeline.Prepare
 // prefill router (route.PickSplit). With Split "always" every request is
 // split while a prefill worker has room. A prefill pick that lands on the
 // decode worker itself (a backend of role both) runs aggregated.
-func (pd *disagg) pick(ctx context.Context, decode *route.Router, req route.Request) (route.SplitPick, error) {
-	if pd.cfg.Split != SplitAlways {
-		sp, err := route.PickSplit(ctx, decode, pd.prefill, req)
-		sameWorker(&sp)
-		return sp, err
+//
+// acquire picks the decode worker (Server.acquire: through flow control
+// when it is on); nil picks it with decode.Pick.
+func (pd *disagg) pick(ctx context.Context, decode *route.Router, req route.Request, acquire func(context.Context, route.Request) (route.Decision, error)) (route.SplitPick, error) {
+	if acquire == nil {
+		acquire = decode.Pick
 	}
-	d, err := decode.Pick(ctx, req)
+	d, err := acquire(ctx, req)
 	if err != nil {
 		return route.SplitPick{}, err
 	}
-	return pd.always(d, req), nil
+	if pd.cfg.Split == SplitAlways {
+		return pd.always(d, req), nil
+	}
+	sp := route.SplitFor(d, decode, pd.prefill, req)
+	sameWorker(&sp)
+	return sp, nil
 }
 
 // always is the split of Split "always" for a request picked onto d.
@@ -287,13 +295,14 @@ func (pd *disagg) always(d route.Decision, req route.Request) route.SplitPick {
 // (member; "" for none): that worker while it is healthy and below its
 // bound, else the policy's, with the prefill placed and the split decided
 // as for any request.
-func (pd *disagg) pickPinned(ctx context.Context, decode *route.Router, req route.Request, member string) (route.SplitPick, error) {
+func (pd *disagg) pickPinned(ctx context.Context, decode *route.Router, req route.Request, member string,
+	acquire func(context.Context, route.Request) (route.Decision, error)) (route.SplitPick, error) {
 	if member == "" {
-		return pd.pick(ctx, decode, req)
+		return pd.pick(ctx, decode, req, acquire)
 	}
 	d, err := decode.PickMember(member, req, true)
 	if err != nil {
-		return pd.pick(ctx, decode, req)
+		return pd.pick(ctx, decode, req, acquire)
 	}
 	if pd.cfg.Split == SplitAlways {
 		return pd.always(d, req), nil

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/prefixgate/prefixgate/backends/vllmsim"
+	"github.com/prefixgate/prefixgate/internal/flowgate"
 	"github.com/prefixgate/prefixgate/internal/server"
+	"github.com/prefixgate/prefixgate/route"
 )
 
 // startPD starts a prefill and a decode replica (prefill faults as given)
@@ -337,5 +339,62 @@ func TestHungPrefillRunsAggregated(t *testing.T) {
 				t.Errorf("%v legs still in flight", got)
 			}
 		})
+	}
+}
+
+// TestSplitRequestsGoThroughFlowControl: a request that may be split picks
+// its decode worker through flow control: with the decode worker's one
+// place taken by an open stream, a sheddable request is refused by flow
+// control at once (429, flow_control_sheddable, Retry-After), and a
+// request of priority 0 waits in flow control's queue until the stream
+// ends, then is split and answered.
+func TestSplitRequestsGoThroughFlowControl(t *testing.T) {
+	base, _, decode := startPD(t, server.Config{
+		Route:       route.Config{DefaultThreshold: 1},
+		Disagg:      server.DisaggConfig{Split: server.SplitAlways, Protocol: server.ProtocolVLLM, BootstrapPort: -1},
+		FlowControl: flowgate.Config{Objectives: map[string]string{"batch": "-1"}},
+	}, vllmsim.Faults{})
+	long := strings.Replace(pdBody("long", true), `"max_tokens":3`, `"max_tokens":400`, 1)
+	held, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.StatusCode != 200 || held.Header.Get(server.BackendHeader) != decode {
+		t.Fatalf("the long request: %d on %q", held.StatusCode, held.Header.Get(server.BackendHeader))
+	}
+	post := func(body string, hdr map[string]string) (*http.Response, []byte) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp, raw
+	}
+	resp, raw := post(pdBody("bulk", false), map[string]string{flowgate.ObjectiveHeader: "batch"})
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(raw), "flow_control_sheddable") {
+		t.Errorf("sheddable beside the held stream: %d, Retry-After %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), raw)
+	}
+	waited := make(chan *http.Response, 1)
+	go func() {
+		r, _ := post(pdBody("standard", false), nil)
+		waited <- r
+	}()
+	for i := 0; routerMetrics(t, base, "prefixgate_flow_queued_requests") < 1; i++ {
+		if i == 2000 {
+			t.Fatal("the request of priority 0 never waited in flow control's queue")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	_, _ = io.Copy(io.Discard, held.Body)
+	held.Body.Close()
+	r := <-waited
+	if r.StatusCode != 200 || r.Header.Get(flowgate.FlowHeader) == "" || r.Header.Get(server.PrefillBackendHeader) == "" {
+		t.Errorf("after the stream: %d, %s %q, prefill %q", r.StatusCode, flowgate.FlowHeader, r.Header.Get(flowgate.FlowHeader), r.Header.Get(server.PrefillBackendHeader))
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -27,6 +28,18 @@ func backendSignals(t route.Target) flowgate.Scrape {
 	_, _, takes := b.Engine().PriorityField()
 	return flowgate.Scrape{Known: l.Known, At: l.ScrapedAt, Running: int(l.Running), Waiting: int(l.Waiting), KVUtil: l.KVCacheUsage,
 		TakesPriority: takes}
+}
+
+// rescrapeTimeout bounds a scrape flow control asks for.
+const rescrapeTimeout = 2 * time.Second
+
+// rescrape scrapes one backend's engine at once, for flow control.
+func (s *Server) rescrape(t route.Target) {
+	if b, ok := t.(*backends.Backend); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), rescrapeTimeout)
+		defer cancel()
+		s.pool.Rescrape(ctx, b)
+	}
 }
 
 // identify is the request's flow: the tenant when API keys are

@@ -32,9 +32,11 @@ func (s *Server) RequestTimeout() time.Duration { return s.cfg.RequestTimeout }
 func (s *Server) Disaggregated() bool { return s.pd.active.Load() }
 
 // PickSplit picks a request's decode worker and, when the decision splits
-// it, its prefill worker, as serve's front door does.
-func (s *Server) PickSplit(ctx context.Context, req route.Request) (route.SplitPick, error) {
-	return s.pd.pick(ctx, s.rt(), req)
+// it, its prefill worker, as serve's front door does. acquire picks the
+// decode worker (the caller's flow control); nil picks it with the
+// router's own bounded wait.
+func (s *Server) PickSplit(ctx context.Context, req route.Request, acquire func(context.Context, route.Request) (route.Decision, error)) (route.SplitPick, error) {
+	return s.pd.pick(ctx, s.rt(), req, acquire)
 }
 
 // RunBackground probes the backends once, then keeps probing them and

@@ -119,6 +119,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if s.gate, err = flowgate.New(cfg.FlowControl, router, backendSignals, log, s.metrics.registry); err != nil {
 		return nil, err
 	}
+	s.gate.SetRescrape(s.rescrape)
 	s.handler = s.observe(s.cors(s.authenticate(s.routes())))
 	s.ready.Store(true)
 	s.applyDrain(cfg.Drain)

@@ -119,6 +119,8 @@ type answerStream struct {
 	// says the line in progress passed maxEventBytes and is not read.
 	line []byte
 	skip bool
+	// begun says the answer's first bytes came (exchange.firstByte ran).
+	begun bool
 }
 
 var answerStreams = sync.Pool{New: func() any { return new(answerStream) }}
@@ -129,7 +131,7 @@ func (x *exchange) readStream() *answerStream {
 	as.x, as.textPath, as.mode = x, textPath(x.info.Mode, true), x.info.Mode
 	as.learn = x.b != nil && len(x.info.Blocks) > 0 && learnsAnswers(x.info.Mode)
 	as.text, as.line, as.over, as.skip = as.text[:0], as.line[:0], false, false
-	as.part, as.ended = -1, false
+	as.part, as.ended, as.begun = -1, false, false
 	return as
 }
 
@@ -188,6 +190,10 @@ func (as *answerStream) finish() {
 // lines are read as they arrive, a line cut by the read is kept (up to
 // maxEventBytes) until its end comes.
 func (as *answerStream) feed(p []byte) {
+	if !as.begun && len(p) > 0 {
+		as.begun = true
+		as.x.firstByte()
+	}
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
@@ -267,4 +273,17 @@ func failedOutcome(err error) route.Outcome {
 		err = fmt.Errorf("no answer")
 	}
 	return route.Outcome{Err: err, PromptTokens: -1, CachedTokens: -1}
+}
+
+// firstByte tells the router that x's answer has begun: the prefill work
+// charged at the pick is done (a stream's first bytes come after the
+// engine's first token), so the router and flow control stop counting it
+// as queued on the backend while the answer streams.
+func (x *exchange) firstByte() {
+	if x.d != nil {
+		x.d.Report(route.Outcome{FirstByte: true})
+	}
+	if x.s != nil && x.s.gate.Enabled() {
+		x.s.gate.Wake()
+	}
 }
