@@ -52,7 +52,7 @@ func flow(t *testing.T, v FlowVariant, id string) FlowResult {
 
 // TestNoisyNeighborFlowControl checks the flow-control targets on the
 // noisy-neighbor workload (seed 1) that the simulated fleet reaches, and
-// bounds those it does not (see docs/flow-control-sim.md).
+// bounds those it does not (see docs/flow-control.md, "Simulation").
 func TestNoisyNeighborFlowControl(t *testing.T) {
 	main := runNN(t, Options{})
 	chatAlone := variant(t, runNN(t, Options{Flows: []string{"chat"}, Variants: []string{VariantFCFS}}), VariantFCFS)
@@ -67,7 +67,7 @@ func TestNoisyNeighborFlowControl(t *testing.T) {
 
 	// Interactive: far below what fcfs gives it (the 1.2× alone is
 	// out of reach while the engines share prefill among running
-	// requests: docs/flow-control-sim.md).
+	// requests: docs/flow-control.md, "Simulation").
 	alone := flow(t, chatAlone, "chat").P99
 	if got, ff := flow(t, pg, "chat").P99, flow(t, fc, "chat").P99; got > ff/8 || got > 15*alone {
 		t.Errorf("interactive TTFT p99 %.0f ms: want at most fcfs's %.0f / 8 and 15× alone (%.0f ms)", got, ff, alone)
