@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prefixgate/prefixgate/backends/internal/h1client"
 )
 
 // deadAddr returns an address nothing listens on: a listener's, closed.
@@ -86,6 +89,27 @@ func TestHealthRecordsRequestCause(t *testing.T) {
 	b.Observe(context.Canceled, 0) // says nothing of the backend
 	if h := b.Health(); h.LastError != "request: connection reset by peer" {
 		t.Fatalf("a client that left replaced the cause: %q", h.LastError)
+	}
+}
+
+// TestClosedOnReuseDoesNotEject: a reused keep-alive connection that the
+// backend ended as the request went out (h1client.ErrClosedOnReuse) says
+// nothing of the backend: it stays in, its streak and cause unchanged;
+// the same error without the mark ejects it.
+func TestClosedOnReuseDoesNotEject(t *testing.T) {
+	p, err := NewPool([]string{deadAddr(t)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := p.Backends()[0]
+	eof := fmt.Errorf("reading the response: %w", io.ErrUnexpectedEOF)
+	b.Observe(&UnreachableError{Backend: b.Name, Err: fmt.Errorf("POST http://x/v1/chat/completions: %w", errors.Join(eof, h1client.ErrClosedOnReuse)), Sent: true}, 0)
+	if h := b.Health(); h.State != StateHealthy || h.LastError != "" {
+		t.Fatalf("after a request on a connection closed on reuse: %+v, want healthy with no cause", h)
+	}
+	b.Observe(&UnreachableError{Backend: b.Name, Err: fmt.Errorf("POST http://x/v1/chat/completions: %w", eof), Sent: true}, 0)
+	if h := b.Health(); h.State != StateEjected {
+		t.Fatalf("after a request unanswered on its own connection: %+v, want ejected", h)
 	}
 }
 

@@ -5,6 +5,7 @@ package h1client
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -100,5 +101,44 @@ func TestH1RequestReadAndUnansweredIsNotSentAgain(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "EOF") {
 		t.Fatalf("err %v, want the connection's end before an answer", err)
+	}
+	if !errors.Is(err, ErrClosedOnReuse) {
+		t.Fatalf("err %v, want it marked ErrClosedOnReuse: a reused connection ended unanswered", err)
+	}
+}
+
+// TestH1StreamedAnswerThenCloseMarksTheNextRequest: a backend that, like
+// llama.cpp's server, announces keep-alive on a chunked answer, shuts its
+// side once the answer is written, and still reads the request that came
+// in the meantime. The request sent at once on that connection fails
+// marked ErrClosedOnReuse; a new connection that ends unanswered is not
+// marked, since that one says the backend fails.
+func TestH1StreamedAnswerThenCloseMarksTheNextRequest(t *testing.T) {
+	url := rawServer(t, func(c net.Conn, n int) {
+		br := bufio.NewReader(c)
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, req.Body)
+		if n == 1 {
+			return // the new connection: read, closed without an answer
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5, max=100\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n")
+		// The end goes out only once the next request is read.
+		http.ReadRequest(br)
+		c.(*net.TCPConn).CloseWrite()
+	})
+	p, b := newTestPool(t, url, Options{})
+	if got := forwardBody(t, p, b, "/", []byte("x"), nil); got != "ok" {
+		t.Fatalf("first request: %q", got)
+	}
+	_, err := p.Forward(context.Background(), b, http.MethodPost, "/", []byte("y"), nil)
+	if !errors.Is(err, ErrClosedOnReuse) {
+		t.Fatalf("request on the closing connection: %v, want ErrClosedOnReuse", err)
+	}
+	_, err = p.Forward(context.Background(), b, http.MethodPost, "/", []byte("z"), nil)
+	if err == nil || errors.Is(err, ErrClosedOnReuse) {
+		t.Fatalf("request on a new connection that ended unanswered: %v, want an error not marked ErrClosedOnReuse", err)
 	}
 }

@@ -216,6 +216,33 @@ func (e notSentError) Error() string { return e.err.Error() }
 
 func (e notSentError) Unwrap() []error { return []error{e.err, ErrNotSent} }
 
+// ErrClosedOnReuse is wrapped by an error of Forward or RoundTrip when
+// the backend ended a reused keep-alive connection without a byte of
+// answer after the request was written to it: the backend closed the
+// connection as the request went out (some servers, llama.cpp's among
+// them, close it after every streamed answer while announcing
+// keep-alive). It says nothing of the backend's health; the request may
+// have reached it, so only a caller that accepts running it twice sends
+// it again.
+var ErrClosedOnReuse = errors.New("backend closed the reused connection without answering")
+
+// closedOnReuseError marks err as ErrClosedOnReuse without changing its
+// message.
+type closedOnReuseError struct{ err error }
+
+func (e closedOnReuseError) Error() string { return e.err.Error() }
+
+func (e closedOnReuseError) Unwrap() []error { return []error{e.err, ErrClosedOnReuse} }
+
+// endedSilently reports whether err, of reading a response header on c,
+// is the connection's end (EOF or a reset) before any byte of it came.
+func (c *backendConn) endedSilently(err error) bool {
+	if c.lim.n != c.t.maxHeaderBytes() {
+		return false
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
 // errClosedBeforeWrite: the reused connection had ended (or held stray
 // bytes) before the request was written; nothing of it was sent.
 var errClosedBeforeWrite = errors.New("backend closed the idle connection before the request was written")
@@ -251,7 +278,11 @@ func (t *Transport) exchange(ctx context.Context, req *http.Request, msg []byte)
 	if rerr != nil {
 		hook.Stop()
 		c.conn.Close()
-		return nil, false, t.exchangeError(ctx, werr, rerr)
+		err := t.exchangeError(ctx, werr, rerr)
+		if c.reused && werr == nil && ctx.Err() == nil && c.endedSilently(rerr) {
+			err = closedOnReuseError{err}
+		}
+		return nil, false, err
 	}
 	c.keepDeadline(ctx, resp)
 	keep := werr == nil && !resp.Close && !req.Close
