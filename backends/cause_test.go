@@ -1,17 +1,18 @@
 package backends
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
-
-	"github.com/prefixgate/prefixgate/backends/internal/h1client"
 )
 
 // deadAddr returns an address nothing listens on: a listener's, closed.
@@ -92,25 +93,68 @@ func TestHealthRecordsRequestCause(t *testing.T) {
 	}
 }
 
-// TestClosedOnReuseDoesNotEject: a reused keep-alive connection that the
-// backend ended as the request went out (h1client.ErrClosedOnReuse) says
-// nothing of the backend: it stays in, its streak and cause unchanged;
-// the same error without the mark ejects it.
-func TestClosedOnReuseDoesNotEject(t *testing.T) {
-	p, err := NewPool([]string{deadAddr(t)}, Options{})
+// TestUnreachableSaysClosedOnReuse: a request written to a reused
+// keep-alive connection that the backend ends before a byte of answer (as
+// llama-server does after every streamed answer) is unreachable with
+// ClosedOnReuse set, so the server may send it once more; one whose own
+// new connection ends unanswered is not, and either ejects the backend.
+func TestUnreachableSaysClosedOnReuse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for n := 0; ; n++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { defer c.Close(); closeAfterStream(c, n) })
+		}
+	})
+	p, err := NewPool([]string{"http://" + ln.Addr().String()}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
 	b := p.Backends()[0]
-	eof := fmt.Errorf("reading the response: %w", io.ErrUnexpectedEOF)
-	b.Observe(&UnreachableError{Backend: b.Name, Err: fmt.Errorf("POST http://x/v1/chat/completions: %w", errors.Join(eof, h1client.ErrClosedOnReuse)), Sent: true}, 0)
-	if h := b.Health(); h.State != StateHealthy || h.LastError != "" {
-		t.Fatalf("after a request on a connection closed on reuse: %+v, want healthy with no cause", h)
+	resp, err := p.Forward(context.Background(), b, http.MethodPost, "/v1/completions", []byte("{}"), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	b.Observe(&UnreachableError{Backend: b.Name, Err: fmt.Errorf("POST http://x/v1/chat/completions: %w", eof), Sent: true}, 0)
-	if h := b.Health(); h.State != StateEjected {
-		t.Fatalf("after a request unanswered on its own connection: %+v, want ejected", h)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	for i, want := range []bool{true, false} {
+		_, err := p.Forward(context.Background(), b, http.MethodPost, "/v1/completions", []byte("{}"), nil)
+		var ue *UnreachableError
+		if !errors.As(err, &ue) || ue.ClosedOnReuse != want || !ue.Sent {
+			t.Fatalf("request %d: %#v, want unreachable, sent, ClosedOnReuse %v", i+2, err, want)
+		}
+		b.Observe(err, 0)
+		if h := b.Health(); h.State != StateEjected {
+			t.Fatalf("request %d: %+v, want ejected", i+2, h)
+		}
 	}
+}
+
+// closeAfterStream serves the first connection a chunked answer, then ends
+// it once the next request is read; any later connection reads its
+// request and ends without an answer.
+func closeAfterStream(c net.Conn, n int) {
+	br := bufio.NewReader(c)
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return
+	}
+	io.Copy(io.Discard, req.Body)
+	if n > 0 {
+		return
+	}
+	io.WriteString(c, "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5, max=100\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n")
+	http.ReadRequest(br)
+	c.(*net.TCPConn).CloseWrite()
 }
 
 func TestTruncateKeepsRunes(t *testing.T) {

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
-
-	"github.com/prefixgate/prefixgate/backends/internal/h1client"
 )
 
 // State is a backend's place in the candidate set.
@@ -51,11 +49,6 @@ func (s State) String() string {
 func (b *Backend) Observe(err error, status int) {
 	p := b.pool
 	if p == nil {
-		return
-	}
-	if errors.Is(err, h1client.ErrClosedOnReuse) {
-		// A keep-alive connection that ended as the request went out says
-		// nothing of b: the next request takes another connection.
 		return
 	}
 	var ue *UnreachableError

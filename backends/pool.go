@@ -538,7 +538,8 @@ func (p *Pool) forwarded(ctx context.Context, b *Backend, method string, u *url.
 		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
 			return nil, fmt.Errorf("backend %s: %w: %v", b.Name, context.DeadlineExceeded, err)
 		}
-		return nil, &UnreachableError{Backend: b.Name, Err: fmt.Errorf("%s %s: %w", method, u.Redacted(), err), Sent: mayHaveSent(err)}
+		return nil, &UnreachableError{Backend: b.Name, Err: fmt.Errorf("%s %s: %w", method, u.Redacted(), err), Sent: mayHaveSent(err),
+			ClosedOnReuse: errors.Is(err, h1client.ErrClosedOnReuse)}
 	}
 	if p.opts.IdleTimeout > 0 {
 		resp.Body = newIdleBody(resp.Body, p.opts.IdleTimeout)
@@ -588,6 +589,13 @@ type UnreachableError struct {
 	// be running it; false when it provably did not (the connection
 	// could not be made, or closed before a byte was written).
 	Sent bool
+	// ClosedOnReuse is true when the request went out on a reused
+	// keep-alive connection that the backend ended before a byte of
+	// answer: some servers (llama.cpp's) close after every streamed answer
+	// while announcing keep-alive, so the request meets a connection that
+	// is closing. Sending it once more on the same backend is worth a try
+	// before the failure counts against it.
+	ClosedOnReuse bool
 }
 
 func (e *UnreachableError) Error() string {

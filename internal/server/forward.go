@@ -102,7 +102,11 @@ func (s *Server) dispatch(ctx context.Context, path string, p pipeline.Prepared,
 			}
 			fctx = traced
 		}
-		resp, err := s.pool.Forward(fctx, b, http.MethodPost, path, s.withEnginePriority(b, p.Body, pn), hdr)
+		body := s.withEnginePriority(b, p.Body, pn)
+		resp, err := s.pool.Forward(fctx, b, http.MethodPost, path, body, hdr)
+		if s.resendOnReuse(ctx, err) {
+			resp, err = s.pool.Forward(fctx, b, http.MethodPost, path, body, hdr)
+		}
 		if err != nil {
 			// The outcome ejects b if nothing came back (Backend.Observe).
 			d.DoneWith(failedOutcome(err))
@@ -125,6 +129,16 @@ func (s *Server) dispatch(ctx context.Context, path string, p pipeline.Prepared,
 		return resp, nil
 	}
 	return nil, upstreamError(lastErr)
+}
+
+// resendOnReuse reports whether err is a backend's keep-alive connection
+// ending as the request went out on it (UnreachableError.ClosedOnReuse)
+// and the operator lets a request that may have been sent go again: then
+// it goes once more to the same backend, on another connection, before
+// the failure counts against the backend.
+func (s *Server) resendOnReuse(ctx context.Context, err error) bool {
+	var ue *backends.UnreachableError
+	return err != nil && errors.As(err, &ue) && ue.ClosedOnReuse && *s.cfg.RetrySent && ctx.Err() == nil
 }
 
 // pin places a request on one backend rather than by the policy alone.
