@@ -358,7 +358,7 @@ const (
 	priorityRatioBound = 2.5
 )
 
-// TestFlowControlInteractiveBesideFlood is the setup on real
+// TestFlowControlInteractiveBesideFlood is the flood-beside-interactive setup on real
 // processes: the interactive tenant's TTFT p90 beside the flood against
 // its p90 alone, on replicas that schedule by priority (priorityRatioBound)
 // and on first-come-first-served ones (fcfsRatioBound).

@@ -65,7 +65,7 @@ func TestNoisyNeighborFlowControl(t *testing.T) {
 			flow(t, variant(t, main, VariantSMG), id).P90, flow(t, variant(t, main, VariantSMG), id).P99)
 	}
 
-	// Interactive: far below what fcfs gives it (the 1.2× alone is
+	// Interactive: far below what fcfs gives it (the 1.2× alone target is
 	// out of reach while the engines share prefill among running
 	// requests: docs/flow-control.md, "Simulation").
 	alone := flow(t, chatAlone, "chat").P99
