@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -22,16 +21,12 @@ func startEmbedReplicas(t *testing.T, tl tools, n int) []*replica {
 	t.Helper()
 	rs := make([]*replica, n)
 	for i := range rs {
-		addr := freeAddr(t)
-		host, port, _ := net.SplitHostPort(addr)
-		p := startProc(t, fmt.Sprintf("llama-server-embed-%d", i), tl.server,
-			"-m", tl.embedModel, "--alias", embedModelName, "--host", host, "--port", port,
-			"-t", "1", "-tb", "1", "-np", "1", "-c", "2048", "--embeddings",
-			"--metrics", "--no-webui", "--no-warmup")
-		rs[i] = &replica{proc: p, url: "http://" + addr}
-	}
-	for _, r := range rs {
-		waitOK(t, r.proc, r.url+"/health")
+		p, url := startServer(t, fmt.Sprintf("llama-server-embed-%d", i), tl.server, "/health", func(host, port string) []string {
+			return []string{"-m", tl.embedModel, "--alias", embedModelName, "--host", host, "--port", port,
+				"-t", "1", "-tb", "1", "-np", "1", "-c", "2048", "--embeddings",
+				"--metrics", "--no-webui", "--no-warmup"}
+		})
+		rs[i] = &replica{proc: p, url: url}
 	}
 	return rs
 }

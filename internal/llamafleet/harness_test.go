@@ -209,25 +209,76 @@ func (p *proc) kill() {
 	<-p.done
 }
 
+// issuedPorts holds every port freeAddr has handed out in this test binary,
+// so two servers started before either has bound never get the same port.
+var issuedPorts = struct {
+	sync.Mutex
+	seen map[string]bool
+}{seen: map[string]bool{}}
+
+// freeAddr returns a loopback address whose port was free a moment ago and
+// was not handed out before in this test binary. Another process may still
+// take it first: startServer retries when its server cannot bind.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	issuedPorts.Lock()
+	defer issuedPorts.Unlock()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if !issuedPorts.seen[addr] {
+			issuedPorts.seen[addr] = true
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no loopback port that was not handed out before in 100 tries")
+	return ""
 }
 
-// waitOK polls url until it answers 200 or the process exits; the bound
-// keeps a broken start from hanging the run.
-func waitOK(t *testing.T, p *proc, url string) {
+// startServer starts a server process listening on a fresh loopback
+// address (args builds its arguments from host and port) and waits until
+// url+healthPath answers 200. A server that exits because its port was
+// taken in the meantime is started again on another port, at most 5 times.
+func startServer(t *testing.T, name, bin, healthPath string, args func(host, port string) []string) (*proc, string) {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		addr := freeAddr(t)
+		host, port, _ := net.SplitHostPort(addr)
+		p := startProc(t, name, bin, args(host, port)...)
+		url := "http://" + addr
+		err := waitHealthy(p, url+healthPath)
+		if err == nil {
+			return p, url
+		}
+		if errors.Is(err, errExited) && attempt < 5 && p.lostPort() {
+			t.Logf("%s could not bind %s; starting it again on another port", name, addr)
+			continue
+		}
+		t.Fatal(err)
+	}
+}
+
+var errExited = errors.New("exited before answering")
+
+// lostPort reports whether the process's log says its port was taken.
+func (p *proc) lostPort() bool {
+	out, _ := os.ReadFile(p.log)
+	out = bytes.ToLower(out)
+	return bytes.Contains(out, []byte("couldn't bind")) || bytes.Contains(out, []byte("address already in use"))
+}
+
+// waitHealthy polls url until it answers 200 or the process exits; the
+// bound keeps a broken start from hanging the run.
+func waitHealthy(p *proc, url string) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.done:
-			t.Fatalf("%s exited before answering %s", p.name, url)
+			return fmt.Errorf("%s %w %s", p.name, errExited, url)
 		default:
 		}
 		resp, err := http.Get(url)
@@ -235,12 +286,12 @@ func waitOK(t *testing.T, p *proc, url string) {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("%s did not answer %s with 200 within 60s", p.name, url)
+	return fmt.Errorf("%s did not answer %s with 200 within 60s", p.name, url)
 }
 
 // replicaCacheMiB is each replica's prompt cache in RAM (--cache-ram). The
@@ -264,16 +315,12 @@ func startReplicas(t *testing.T, tl tools, n int) []*replica {
 	t.Helper()
 	rs := make([]*replica, n)
 	for i := range rs {
-		addr := freeAddr(t)
-		host, port, _ := net.SplitHostPort(addr)
-		p := startProc(t, fmt.Sprintf("llama-server-%d", i), tl.server,
-			"-m", tl.model, "--alias", modelName, "--host", host, "--port", port,
-			"-t", "1", "-tb", "1", "-np", "1", "-c", "8192",
-			"--cache-ram", strconv.Itoa(replicaCacheMiB), "--metrics", "--no-webui", "--no-warmup")
-		rs[i] = &replica{proc: p, url: "http://" + addr}
-	}
-	for _, r := range rs {
-		waitOK(t, r.proc, r.url+"/health")
+		p, url := startServer(t, fmt.Sprintf("llama-server-%d", i), tl.server, "/health", func(host, port string) []string {
+			return []string{"-m", tl.model, "--alias", modelName, "--host", host, "--port", port,
+				"-t", "1", "-tb", "1", "-np", "1", "-c", "8192",
+				"--cache-ram", strconv.Itoa(replicaCacheMiB), "--metrics", "--no-webui", "--no-warmup"}
+		})
+		rs[i] = &replica{proc: p, url: url}
 	}
 	return rs
 }
@@ -282,14 +329,13 @@ func startReplicas(t *testing.T, tl tools, n int) []*replica {
 // given extra flags (none: the defaults) and waits until it is ready.
 func startRouter(t *testing.T, tl tools, rs []*replica, name string, flags ...string) string {
 	t.Helper()
-	addr := freeAddr(t)
-	args := []string{"serve", "--listen", addr, "--log-level", "warn"}
-	for _, r := range rs {
-		args = append(args, "--backend", r.url)
-	}
-	p := startProc(t, name, tl.prefixgate, append(args, flags...)...)
-	url := "http://" + addr
-	waitOK(t, p, url+"/readyz")
+	_, url := startServer(t, name, tl.prefixgate, "/readyz", func(host, port string) []string {
+		args := []string{"serve", "--listen", net.JoinHostPort(host, port), "--log-level", "warn"}
+		for _, r := range rs {
+			args = append(args, "--backend", r.url)
+		}
+		return append(args, flags...)
+	})
 	return url
 }
 
@@ -297,15 +343,13 @@ func startRouter(t *testing.T, tl tools, rs []*replica, name string, flags ...st
 // replicas with the given policy, for TestPeerSMG.
 func startSMG(t *testing.T, bin string, rs []*replica, policy string) string {
 	t.Helper()
-	addr := freeAddr(t)
-	host, port, _ := net.SplitHostPort(addr)
-	args := []string{"launch", "--host", host, "--port", port, "--policy", policy, "--worker-urls"}
-	for _, r := range rs {
-		args = append(args, r.url)
-	}
-	p := startProc(t, "smg-"+policy, bin, args...)
-	url := "http://" + addr
-	waitOK(t, p, url+"/health")
+	_, url := startServer(t, "smg-"+policy, bin, "/health", func(host, port string) []string {
+		args := []string{"launch", "--host", host, "--port", port, "--policy", policy, "--worker-urls"}
+		for _, r := range rs {
+			args = append(args, r.url)
+		}
+		return args
+	})
 	// smg answers /health before its workers are registered: wait until it
 	// lists the model (workers register a few seconds after start).
 	deadline := time.Now().Add(60 * time.Second)
