@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/prefixgate/prefixgate/backends/vllmsim"
 	"github.com/prefixgate/prefixgate/internal/server"
+	"github.com/prefixgate/prefixgate/internal/testport"
 )
 
 // These tests run the built binary as a real process: `prefixgate serve`
@@ -56,12 +56,11 @@ func binary(t *testing.T) string {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // startServe starts `prefixgate serve` with args and waits until it is

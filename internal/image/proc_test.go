@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prefixgate/prefixgate/internal/image"
+	"github.com/prefixgate/prefixgate/internal/testport"
 )
 
 // runAs is the command `path args...` run from the image's filesystem:
@@ -85,12 +85,11 @@ func stop(t *testing.T, cmd *exec.Cmd) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // waitReady polls /readyz every 20 ms for up to 20 s: it bounds the wait,

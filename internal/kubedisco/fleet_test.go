@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prefixgate/prefixgate/backends/vllmsim"
+	"github.com/prefixgate/prefixgate/internal/testport"
 )
 
 // hostIP is a non-loopback IPv4 address of this machine: the API server
@@ -155,12 +156,11 @@ func binary(t *testing.T) string {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // router is a running `prefixgate serve`.

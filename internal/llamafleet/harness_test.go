@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prefixgate/prefixgate/internal/testport"
 )
 
 // Environment that `make test` sets after build.sh; see the package doc.
@@ -209,34 +211,16 @@ func (p *proc) kill() {
 	<-p.done
 }
 
-// issuedPorts holds every port freeAddr has handed out in this test binary,
-// so two servers started before either has bound never get the same port.
-var issuedPorts = struct {
-	sync.Mutex
-	seen map[string]bool
-}{seen: map[string]bool{}}
-
-// freeAddr returns a loopback address whose port was free a moment ago and
-// was not handed out before in this test binary. Another process may still
-// take it first: startServer retries when its server cannot bind.
+// freeAddr returns a loopback address no other server of this test binary
+// was given. Another process may still take it first: startServer retries
+// when its server cannot bind.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	issuedPorts.Lock()
-	defer issuedPorts.Unlock()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		if !issuedPorts.seen[addr] {
-			issuedPorts.seen[addr] = true
-			return addr
-		}
+	addr, err := testport.Addr()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no loopback port that was not handed out before in 100 tries")
-	return ""
+	return addr
 }
 
 // startServer starts a server process listening on a fresh loopback

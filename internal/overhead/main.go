@@ -26,7 +26,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -37,6 +36,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prefixgate/prefixgate/internal/testport"
 )
 
 type options struct {
@@ -517,14 +518,7 @@ func moduleRoot() (string, error) {
 	}
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+func freeAddr() (string, error) { return testport.Addr() }
 
 // waitFor retries check for up to 30 s while p runs.
 func waitFor(ctx context.Context, p *proc, check func() error) error {
