@@ -55,6 +55,9 @@ type LoadSignals struct {
 	CacheTokens int
 	// ScrapedAt is when the scrape finished; zero before the first.
 	ScrapedAt time.Time
+	// Mark is what Options.ScrapeMark returned just before the scrape was
+	// sent; nil without it.
+	Mark any
 	// Err is why the last scrape failed, if it did.
 	Err error
 }
@@ -102,7 +105,12 @@ func (p *Pool) Rescrape(ctx context.Context, b *Backend) {
 
 // scrapeOne scrapes b and reports whether its cache capacity changed.
 func (p *Pool) scrapeOne(ctx context.Context, b *Backend) bool {
+	var mark any
+	if p.opts.ScrapeMark != nil {
+		mark = p.opts.ScrapeMark(b)
+	}
 	l, err := p.scrape(ctx, b)
+	l.Mark = mark
 	if ctx.Err() != nil {
 		return false
 	}

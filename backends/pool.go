@@ -169,6 +169,11 @@ type Options struct {
 	// OnScrape is called after each round of /metrics scrapes, when every
 	// backend's Load is as fresh as it gets.
 	OnScrape func()
+	// ScrapeMark is called just before each /metrics scrape of b is sent;
+	// what it returns is kept with that scrape's signals (LoadSignals.Mark),
+	// so the owner can tell what changed between the engine's count and
+	// its own (the router's completions since).
+	ScrapeMark func(b *Backend) any
 }
 
 func (o *Options) defaults() {

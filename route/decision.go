@@ -257,6 +257,7 @@ func (d *Decision) release() bool {
 		st.prefill.Add(-prefill)
 	}
 	st.inflight.Add(-1)
+	st.done.Add(1)
 	r.total.Add(-1)
 	if r.waiters.Load() > 0 {
 		r.wakeWaiters()

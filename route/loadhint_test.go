@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -170,5 +171,40 @@ func TestLoadHintConcurrent(t *testing.T) {
 	}
 	if x := r.Explain(Request{Key: 1}); x.TotalInFlight != 0 || r.InFlight() != 0 {
 		t.Fatalf("after the run: TotalInFlight %d, InFlight %d", x.TotalInFlight, r.InFlight())
+	}
+}
+
+// TestLoadHintSinceLeavesOutFinished: a load read while this router's
+// request ran, set after the request ended, does not count that request as
+// another router's: the member takes a new request at threshold 1.
+func TestLoadHintSinceLeavesOutFinished(t *testing.T) {
+	r := mustNew(t, Config{VirtualNodes: 8, DefaultThreshold: 1}, fleet(1))
+	name := fleet(1)[0].Name
+	d, err := r.TryPick(Request{Key: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := r.Completed(name) // the scrape is sent: the engine runs d's request
+	d.Done()                  // the request ends before the scrape is applied
+	r.SetLoadHintSince(name, 1, mark)
+	d, err = r.TryPick(Request{Key: 1})
+	if err != nil {
+		t.Fatalf("after the hint of a finished request: %v", err)
+	}
+	d.Done()
+
+	// Without the mark the same hint counts the finished request again.
+	mark = r.Completed(name)
+	r.SetLoadHint(name, 1)
+	if _, err := r.TryPick(Request{Key: 1}); !errors.Is(err, ErrSaturated) {
+		t.Fatalf("a hint of 1 with nothing in flight: %v, want saturated", err)
+	}
+	// Another router's request (no completion here since the mark) still counts.
+	r.SetLoadHintSince(name, 1, mark)
+	if _, err := r.TryPick(Request{Key: 1}); !errors.Is(err, ErrSaturated) {
+		t.Fatalf("another router's request: %v, want saturated", err)
+	}
+	if got := r.Completed("nobody"); got != -1 {
+		t.Fatalf("Completed of an unknown name = %d, want -1", got)
 	}
 }

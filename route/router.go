@@ -84,6 +84,9 @@ type memberState struct {
 	// prefill is the prompt tokens charged to the member by prefix-index
 	// picks whose first byte has not come back yet: queued prefill work.
 	prefill atomic.Int64
+	// done counts this router's requests on the member that have
+	// finished, ever: the completions between a scrape and its hint.
+	done atomic.Int64
 	// id is the member's stable small number (index bitsets, Decision
 	// slots); it lasts as long as the state, across SetTargets.
 	id int32
@@ -403,7 +406,29 @@ func (r *Router) Refresh() {
 // one. A negative load clears the hint (call it when the signal is unknown
 // or stale); unknown names are ignored. Without hints a router counts only
 // its own requests.
-func (r *Router) SetLoadHint(name string, load int) {
+//
+// A load read some time before it is set counted requests that may have
+// finished since; SetLoadHintSince takes those out.
+func (r *Router) SetLoadHint(name string, load int) { r.SetLoadHintSince(name, load, -1) }
+
+// Completed is how many of this router's requests on member name have
+// finished, ever (-1 for an unknown name). Read it just before asking the
+// member for its load, and pass it with that load to SetLoadHintSince.
+func (r *Router) Completed(name string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st := r.states[name]; st != nil {
+		return st.done.Load()
+	}
+	return -1
+}
+
+// SetLoadHintSince is SetLoadHint for a load read after Completed returned
+// completed: the requests of this router that finished since then are
+// taken out of load as well (the engine counted them; this router's
+// in-flight count no longer does), so a hint set just after a request
+// ended does not count it twice. A negative completed corrects nothing.
+func (r *Router) SetLoadHintSince(name string, load int, completed int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.states[name]
@@ -415,7 +440,11 @@ func (r *Router) SetLoadHint(name string, load int) {
 	}
 	var extra int64
 	if load >= 0 {
-		extra = max(0, int64(load)-st.inflight.Load())
+		finished := int64(0)
+		if completed >= 0 {
+			finished = max(0, st.done.Load()-completed)
+		}
+		extra = max(0, int64(load)-st.inflight.Load()-finished)
 	}
 	old := st.hint.Swap(extra)
 	r.hints.Add(extra - old)

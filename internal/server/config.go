@@ -54,7 +54,7 @@ type Config struct {
 	// validates it.
 	Route route.Config
 	// Pool tunes the backend pool; backends.Options documents its
-	// defaults. Its callbacks (OnState, OnMembership, OnScrape) are the
+	// defaults. Its callbacks (OnState, OnMembership, OnScrape, ScrapeMark) are the
 	// server's own and are replaced.
 	Pool backends.Options
 	// Pipeline configures what every front door does to a request before

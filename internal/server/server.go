@@ -97,7 +97,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.tracing = tr
 	opts := cfg.Pool
-	opts.OnState, opts.OnMembership, opts.OnScrape = s.onState, s.onMembership, s.onScrape
+	opts.OnState, opts.OnMembership, opts.OnScrape, opts.ScrapeMark = s.onState, s.onMembership, s.onScrape, s.scrapeMark
 	pool, err := backends.NewPool(cfg.Backends, opts)
 	if err != nil {
 		return nil, err
@@ -178,6 +178,18 @@ func (s *Server) onMembership(bs []*backends.Backend) {
 	s.updateReadiness()
 }
 
+// completions is what both routers had finished on a backend just before
+// its load was scraped (backends.Options.ScrapeMark): the hint leaves out
+// requests that ended between the scrape and onScrape.
+type completions struct{ main, prefill int64 }
+
+func (s *Server) scrapeMark(b *backends.Backend) any {
+	if s.router == nil {
+		return nil
+	}
+	return completions{main: s.router.Completed(b.Name), prefill: s.pd.prefill.Completed(b.Name)}
+}
+
 // onScrape follows a round of load scrapes: each backend's engine label,
 // and its scraped load (vLLM's running + waiting requests) as the router's
 // hint, so that several routers in front of one fleet bound the fleet's
@@ -191,8 +203,13 @@ func (s *Server) onScrape() {
 		s.publishEngine(b)
 		l := b.Load()
 		if l.Known && l.Err == nil && time.Since(l.ScrapedAt) <= loadHintMaxAge {
-			s.router.SetLoadHint(b.Name, int(math.Round(l.Running+l.Waiting)))
-			s.pd.prefill.SetLoadHint(b.Name, int(math.Round(l.Running+l.Waiting)))
+			m, ok := l.Mark.(completions)
+			if !ok {
+				m = completions{main: -1, prefill: -1}
+			}
+			load := int(math.Round(l.Running + l.Waiting))
+			s.router.SetLoadHintSince(b.Name, load, m.main)
+			s.pd.prefill.SetLoadHintSince(b.Name, load, m.prefill)
 		} else {
 			s.router.SetLoadHint(b.Name, -1)
 			s.pd.prefill.SetLoadHint(b.Name, -1)
