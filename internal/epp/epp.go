@@ -135,6 +135,9 @@ type exchange struct {
 	sse      bool
 	tail     []byte
 	respSize int
+	// textEvents counts the streamed answer's events that carry text:
+	// its output tokens when no usage states them (flowcontrol.go).
+	textEvents int
 
 	// The stored response the request names (responses.go): its id, the
 	// member that named it ("" for the path) and the endpoint that holds
@@ -652,6 +655,9 @@ func (x *exchange) responseHeaders(h *extprocv3.HttpHeaders) error {
 func (x *exchange) responseBody(b *extprocv3.HttpBody) error {
 	chunk := b.GetBody()
 	x.respSize += len(chunk)
+	if x.sse {
+		x.textEvents += textEvents(chunk)
+	}
 	x.tail = append(x.tail, chunk...)
 	if len(x.tail) > 2*usageTail {
 		x.tail = append(x.tail[:0], x.tail[len(x.tail)-usageTail:]...)

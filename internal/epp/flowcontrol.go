@@ -61,9 +61,32 @@ func (x *exchange) chargeFlow() {
 	if !x.flowOn {
 		return
 	}
-	if n := outputTokens(x.tail, x.sse, x.respSize == len(x.tail)); n > 0 {
+	n := outputTokens(x.tail, x.sse, x.respSize == len(x.tail))
+	if n == 0 {
+		n = x.textEvents
+	}
+	if n > 0 {
 		x.p.gate().Charge(x.req.Model, x.flow.Flow, 0, n)
 	}
+}
+
+// textEvents counts the lines of a server-sent event stream's piece that
+// are data events whose text ("content" or "text") is not empty: one
+// streamed token each, as vLLM and SGLang send them. A line cut by the
+// piece's end is not counted.
+func textEvents(chunk []byte) int {
+	n := 0
+	for line := range bytes.Lines(chunk) {
+		data, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok || !bytes.HasSuffix(line, []byte("\n")) {
+			continue
+		}
+		r := gjson.GetManyBytes(data, "choices.0.delta.content", "choices.0.text")
+		if r[0].String() != "" || r[1].String() != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // outputTokens reads usage.completion_tokens from the end of a response

@@ -158,3 +158,18 @@ func TestOutputTokensFromTheAnswer(t *testing.T) {
 		}
 	}
 }
+
+// textEvents counts the data events with text, and nothing else: not an
+// empty delta, a usage event, [DONE], a comment, or a line the piece cut.
+func TestTextEvents(t *testing.T) {
+	chunk := "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n" +
+		"data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n" +
+		": keep-alive\n\n" +
+		"data: {\"choices\":[{\"text\":\"lo\"}]}\n\n" +
+		"data: {\"choices\":[],\"usage\":{\"completion_tokens\":9}}\n\n" +
+		"data: [DONE]\n\n" +
+		"data: {\"choices\":[{\"delta\":{\"content\":\"cut"
+	if got := textEvents([]byte(chunk)); got != 2 {
+		t.Fatalf("textEvents = %d, want 2", got)
+	}
+}

@@ -154,3 +154,45 @@ func TestEnginePriorityField(t *testing.T) {
 		t.Errorf("output tokens served %v; want 2", got)
 	}
 }
+
+// A streamed answer is charged its usage's completion_tokens when an event
+// states them, else one token per event that carries text (how vLLM and
+// SGLang stream): a client that leaves include_usage off is not served
+// for free.
+func TestStreamOutputCharged(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, tok := range []string{"a", "b", "", "c"} {
+			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", tok)
+		}
+		if strings.Contains(string(b), "include_usage") {
+			io.WriteString(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":7}}\n\n")
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	defer backend.Close()
+	srv, err := server.New(server.Config{Backends: []string{"vllm+" + backend.URL}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	router := httptest.NewServer(srv.Handler())
+	defer router.Close()
+	for _, c := range []struct {
+		tenant, extra string
+		want          float64
+	}{
+		{"counted", "", 3}, // three events with text
+		{"stated", `,"stream_options":{"include_usage":true}`, 7}, // the usage wins
+	} {
+		body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]` + c.extra + `}`
+		st, _, raw := call(t, http.MethodPost, router.URL+"/v1/chat/completions", "application/json", []byte(body),
+			map[string]string{flowgate.FairnessHeader: c.tenant})
+		if st != 200 {
+			t.Fatalf("%s: %d %s", c.tenant, st, raw)
+		}
+		if got := metricSum(t, router.URL, "prefixgate_flow_served_tokens_total", `flow="`+c.tenant+`",kind="output"`); got != c.want {
+			t.Errorf("%s: output tokens served %v; want %v", c.tenant, got, c.want)
+		}
+	}
+}

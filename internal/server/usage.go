@@ -121,6 +121,11 @@ type answerStream struct {
 	skip bool
 	// begun says the answer's first bytes came (exchange.firstByte ran).
 	begun bool
+	// deltas counts events that carried text; usage says an event stated
+	// the output tokens. Until one does, x.outTokens is deltas: a streamed
+	// token per event, as vLLM and SGLang send them.
+	deltas int
+	usage  bool
 }
 
 var answerStreams = sync.Pool{New: func() any { return new(answerStream) }}
@@ -132,6 +137,7 @@ func (x *exchange) readStream() *answerStream {
 	as.learn = x.b != nil && len(x.info.Blocks) > 0 && learnsAnswers(x.info.Mode)
 	as.text, as.line, as.over, as.skip = as.text[:0], as.line[:0], false, false
 	as.part, as.ended, as.begun = -1, false, false
+	as.deltas, as.usage = 0, false
 	return as
 }
 
@@ -158,10 +164,14 @@ func (as *answerStream) event(data []byte) answer {
 			as.x.usage = u
 		}
 		if n := outputTokens(a.usage); n > 0 {
-			as.x.outTokens = n
+			as.x.outTokens, as.usage = n, true
 		} else if n := outputTokens(a.metaInfo); n > 0 {
-			as.x.outTokens = n
+			as.x.outTokens, as.usage = n, true
 		}
+	}
+	if a.text != "" && !as.usage {
+		as.deltas++
+		as.x.outTokens = as.deltas
 	}
 	if as.learn && !as.over && a.index == 0 {
 		if len(as.text)+len(a.text) > maxAnswerBytes {
