@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -69,7 +68,6 @@ func Opener(cfg Config) func(spec string, changed func()) (backends.Discovery, e
 }
 
 type clients struct {
-	typed     kubernetes.Interface
 	dynamic   dynamic.Interface
 	namespace string // of specs that name none
 }
@@ -99,15 +97,11 @@ func newClients(cfg Config) (*clients, error) {
 	}
 	rc = rest.CopyConfig(rc)
 	rc.UserAgent = "prefixgate"
-	typed, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, err
 	}
-	return &clients{typed: typed, dynamic: dyn, namespace: ns}, nil
+	return &clients{dynamic: dyn, namespace: ns}, nil
 }
 
 // parseRef reads [NAMESPACE/]NAME[:PORT] (k8s:// needs PORT,

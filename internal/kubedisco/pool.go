@@ -12,10 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/prefixgate/prefixgate/backends"
@@ -35,25 +33,21 @@ type poolSource struct {
 	*watched
 	ns, name string
 	pools    cache.GenericNamespaceLister
-	pods     corelisters.PodNamespaceLister
+	pods     cache.GenericNamespaceLister
 }
 
 func openPool(c *clients, spec, ns, name string, changed func()) *poolSource {
 	s := &poolSource{watched: newWatched(spec), ns: ns, name: name}
-	pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.dynamic, 0, ns, func(o *metav1.ListOptions) {
+	pi := informer(c.dynamic, InferencePools, ns, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	})
-	pi := pf.ForResource(InferencePools)
-	s.pools = pi.Lister().ByNamespace(ns)
+	s.pools = lister(pi, InferencePools, ns)
 	// Pods of the whole namespace: the pool's selector may change. Only
 	// what discovery reads is kept of each.
-	kf := informers.NewSharedInformerFactoryWithOptions(c.typed, 0, informers.WithNamespace(ns))
-	ki := kf.Core().V1().Pods()
-	s.pods = ki.Lister().Pods(ns)
-	s.watch(pi.Informer(), dropManagedFields, changed)
-	s.watch(ki.Informer(), slimPod, changed)
-	pf.Start(s.stop)
-	kf.Start(s.stop)
+	ki := informer(c.dynamic, pods, ns, func(*metav1.ListOptions) {})
+	s.pods = lister(ki, pods, ns)
+	s.watch(pi, dropManagedFields, changed)
+	s.watch(ki, slimPod, changed)
 	return s
 }
 
@@ -113,9 +107,15 @@ func (s *poolSource) Discover(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	pods, err := s.pods.List(ps.selector)
+	objs, err := s.pods.List(ps.selector)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.watched.spec, err)
+	}
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
 	}
 	if len(pods)*len(ps.ports) > MaxBackends {
 		return nil, fmt.Errorf("%s: more than %d endpoints", s.watched.spec, MaxBackends)
@@ -170,11 +170,19 @@ func enginePrefix(p *corev1.Pod) (string, error) {
 	return e.String() + "+", nil
 }
 
-// slimPod keeps of a pod only what discovery reads.
+// pods is the core API's Pod resource, read through the dynamic client
+// (typed clients would build every API group into the binary).
+var pods = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// slimPod keeps of a pod only what discovery reads, as a typed Pod.
 func slimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
+	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil // a tombstone
+	}
+	p := new(corev1.Pod)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
+		return nil, fmt.Errorf("pod %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	out := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{

@@ -8,9 +8,11 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 )
 
 // sliceSource is k8s://NAMESPACE/SERVICE:PORT: the ready endpoints of the
@@ -19,18 +21,34 @@ import (
 type sliceSource struct {
 	*watched
 	ns, port string
-	lister   discoverylisters.EndpointSliceNamespaceLister
+	lister   cache.GenericNamespaceLister
+}
+
+// endpointSlices is the discovery API's EndpointSlice resource, read
+// through the dynamic client.
+var endpointSlices = schema.GroupVersionResource{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}
+
+// typedSlice turns a listed EndpointSlice into its typed form without
+// managedFields.
+func typedSlice(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil // a tombstone
+	}
+	es := new(discoveryv1.EndpointSlice)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, es); err != nil {
+		return nil, fmt.Errorf("EndpointSlice %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	es.ManagedFields = nil
+	return es, nil
 }
 
 func openSlices(c *clients, spec, ns, svc, port string, changed func()) *sliceSource {
-	f := informers.NewSharedInformerFactoryWithOptions(c.typed, 0, informers.WithNamespace(ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = discoveryv1.LabelServiceName + "=" + svc
-		}))
-	inf := f.Discovery().V1().EndpointSlices()
-	s := &sliceSource{watched: newWatched(spec), ns: ns, port: port, lister: inf.Lister().EndpointSlices(ns)}
-	s.watch(inf.Informer(), dropManagedFields, changed)
-	f.Start(s.stop)
+	inf := informer(c.dynamic, endpointSlices, ns, func(o *metav1.ListOptions) {
+		o.LabelSelector = discoveryv1.LabelServiceName + "=" + svc
+	})
+	s := &sliceSource{watched: newWatched(spec), ns: ns, port: port, lister: lister(inf, endpointSlices, ns)}
+	s.watch(inf, typedSlice, changed)
 	return s
 }
 
@@ -44,7 +62,11 @@ func (s *sliceSource) Discover(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("%s: %w", s.spec, err)
 	}
 	var out []string
-	for _, es := range list {
+	for _, o := range list {
+		es, ok := o.(*discoveryv1.EndpointSlice)
+		if !ok {
+			continue
+		}
 		port, ok := s.portOf(es)
 		if !ok {
 			continue

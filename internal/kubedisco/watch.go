@@ -7,6 +7,12 @@ import (
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -21,6 +27,33 @@ type watched struct {
 	lastErr atomic.Pointer[error] // the informers' last list or watch error
 }
 
+// informer watches the objects of resource gvr in namespace ns through the
+// dynamic client (typed clients and informer factories would build every
+// API group into the binary); tweak narrows the list and watch. The
+// transform given to watch turns the objects into what the source reads.
+func informer(c dynamic.Interface, gvr schema.GroupVersionResource, ns string, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+	ri := c.Resource(gvr).Namespace(ns)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			tweak(&o)
+			return ri.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			tweak(&o)
+			return ri.Watch(ctx, o)
+		},
+	}
+	return cache.NewSharedIndexInformerWithOptions(lw, &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{
+		Indexers:          cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
+		ObjectDescription: gvr.String(),
+	})
+}
+
+// lister reads inf's cache of namespace ns.
+func lister(inf cache.SharedIndexInformer, gvr schema.GroupVersionResource, ns string) cache.GenericNamespaceLister {
+	return cache.NewGenericLister(inf.GetIndexer(), gvr.GroupResource()).ByNamespace(ns)
+}
+
 // watch registers inf's sync state and error with w, and calls changed on
 // each of its events.
 func (w *watched) watch(inf cache.SharedIndexInformer, transform cache.TransformFunc, changed func()) {
@@ -31,6 +64,7 @@ func (w *watched) watch(inf cache.SharedIndexInformer, transform cache.Transform
 	})
 	_, _ = inf.AddEventHandler(onChange(changed))
 	w.synced = append(w.synced, inf.HasSynced)
+	go inf.Run(w.stop)
 }
 
 func newWatched(spec string) *watched { return &watched{spec: spec, stop: make(chan struct{})} }
