@@ -193,6 +193,7 @@ var Internal = map[string]string{
 	"Server.Pool.OnState":            "the server's callback",
 	"Server.Pool.OnMembership":       "the server's callback",
 	"Server.Pool.OnScrape":           "the server's callback",
+	"Server.Pool.ScrapeMark":         "the server's callback",
 }
 
 func setAdmin(s *Settings, v string) error {
