@@ -211,32 +211,6 @@ func TestWithPriority(t *testing.T) {
 	}
 }
 
-func TestCapacityLearning(t *testing.T) {
-	var c capacity
-	at := time.Unix(100, 0)
-	c.learn(Scrape{Known: true, At: at, Running: 5, Waiting: 1}, 2)
-	if c.slots != 0 {
-		t.Fatal("a short queue taught a capacity")
-	}
-	c.learn(Scrape{Known: true, At: at.Add(time.Second), Running: 8, Waiting: 10}, 2)
-	c.learn(Scrape{Known: true, At: at.Add(time.Second), Running: 3, Waiting: 10}, 2)
-	if c.slots != 8 {
-		t.Fatalf("slots %d; want 8 (the same scrape is read once)", c.slots)
-	}
-	c.learn(Scrape{Known: true, At: at.Add(2 * time.Second), Running: 8}, 2)
-	if c.slots != 9 {
-		t.Fatalf("slots %d; want 9 after a full scrape with nothing waiting", c.slots)
-	}
-	c.learn(Scrape{Known: true, At: at.Add(3 * time.Second), Running: 8, Waiting: 1}, 2)
-	if c.slots != 8 {
-		t.Fatalf("slots %d; want 8 back when the ninth waited", c.slots)
-	}
-	c.learn(Scrape{Known: true, At: at.Add(4 * time.Second), Running: 5, Waiting: 1}, 2)
-	if c.slots != 8 {
-		t.Fatalf("slots %d; a request not yet scheduled, with room to run, taught a capacity", c.slots)
-	}
-}
-
 // metricValue sums the samples of family name whose flow label is flow.
 func metricValue(t *testing.T, reg *prometheus.Registry, name, flow string) float64 {
 	t.Helper()
