@@ -12,8 +12,9 @@ import (
 )
 
 // prefixgateGate is serve's flow control with its default settings
-// (flowgate.Config with the workload's bands as flow_control.objectives),
-// on the same package flowcontrol types serve's gate uses. Each request
+// (flowgate.Config with the workload's bands as flow_control.objectives;
+// Options.FlowControl changes them), on the same package flowcontrol
+// types serve's gate uses. Each request
 // of band priority is judged on every candidate by flowcontrol.Room: the
 // router's in-flight count against the member's threshold and the
 // engine's learned capacity, slow start while no scrape has shown the
@@ -23,9 +24,9 @@ import (
 // bands, in requests and in queued prefill (the prefix index's prompt
 // tokens without a first token, against
 // flow_control.headroom_prefill_tokens). No token limit applies
-// (flow_control.max_queued_tokens is off). A request goes on at once
-// while its queue is empty and some replica takes it; otherwise it waits
-// in the queue (strict priority across bands, virtual token counters
+// (flow_control.max_queued_tokens is off by default). A request goes on
+// at once while its queue is empty and some replica takes it; otherwise
+// it waits in the queue (strict priority across bands, virtual token counters
 // across flows, FCFS within a flow; a full band evicts its longest flow's
 // newest request for a shorter flow's arrival). A sheddable request is
 // refused at once only when every replica is full; held back by headroom
@@ -52,7 +53,11 @@ var pgObjectives = map[string]string{"interactive": strconv.Itoa(PriorityInterac
 	"standard": strconv.Itoa(PriorityStandard), "batch": strconv.Itoa(PriorityBatch)}
 
 func newPrefixgateGate(f *fleet) (flowGate, error) {
-	pol, rc, err := flowgate.Config{Objectives: pgObjectives}.Parts()
+	cfg := f.opts.FlowControl
+	if len(cfg.Objectives) == 0 {
+		cfg.Objectives = pgObjectives
+	}
+	pol, rc, err := cfg.Parts()
 	if err != nil {
 		return nil, err
 	}
