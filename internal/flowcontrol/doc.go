@@ -86,7 +86,7 @@
 //	func (t Thresholds) Validate() (Thresholds, error)
 //	func DefaultThresholds() Thresholds
 //	type Member struct{ InFlight, Limit, QueuedTokens, TokenLimit int; Engine Engine }
-//	type Engine struct{ Known bool; Age time.Duration; Waiting int; KVUtil float64; Freed int }
+//	type Engine struct{ Known bool; Age time.Duration; Waiting int; KVUtil float64 }
 //	func Judge(m Member, t Thresholds) Verdict // Free, FullInFlight, FullWork, FullWaiting, FullKV, FullStale
 //	func Saturated(ms []Member, t Thresholds) bool
 //	type HeadroomConfig struct{ Window time.Duration; Fraction float64 }
