@@ -117,6 +117,9 @@ func (b *Backend) ModelEntries() []byte {
 // DefaultProbeInterval is Options.ProbeInterval when it is 0.
 const DefaultProbeInterval = 2 * time.Second
 
+// DefaultScrapeInterval is Options.ScrapeInterval when it is 0.
+const DefaultScrapeInterval = 2 * time.Second
+
 // Options tune the pool. Zero values take the defaults in parentheses.
 type Options struct {
 	ConnectTimeout   time.Duration // dial timeout (2s)
@@ -191,7 +194,7 @@ func (o *Options) defaults() {
 	def(&o.DiscoveryInterval, 10*time.Second)
 	def(&o.ResolveTimeout, 5*time.Second)
 	if o.ScrapeInterval == 0 {
-		o.ScrapeInterval = 2 * time.Second
+		o.ScrapeInterval = DefaultScrapeInterval
 	}
 	if o.MaxEjectBackoff < o.EjectBackoff {
 		o.MaxEjectBackoff = o.EjectBackoff

@@ -31,6 +31,11 @@
 // queueing in the engine, from prefixgate's own signals and the engine's
 // scraped ones; stale scraped signals count as full. Headroom keeps, on
 // each member, slots for bands above a request's that asked recently.
+// Room puts them together for one member and one request: what the
+// engine's scrapes teach of its capacity, slow start while none is known,
+// the headroom of active higher bands in requests and in queued prefill;
+// the server's gate and the simulator's prefixgate variant both admit by
+// it.
 //
 // # API
 //
@@ -73,7 +78,7 @@
 //	func (q *Queue) Served(f Flow) (prompt, output int64, ok bool)
 //	func (q *Queue) Counter(f Flow) (float64, bool)
 //	type ShedError struct{ Reason Reason; Flow Flow }
-//	Reasons: ReasonSheddable, ReasonQueueFull, ReasonQueueBytes, ReasonTTL, ReasonFlows, ReasonBands
+//	Reasons: ReasonSheddable, ReasonQueueFull, ReasonQueueBytes, ReasonEvicted, ReasonTTL, ReasonFlows, ReasonBands
 //
 // Saturation and headroom:
 //
@@ -81,7 +86,7 @@
 //	func (t Thresholds) Validate() (Thresholds, error)
 //	func DefaultThresholds() Thresholds
 //	type Member struct{ InFlight, Limit, QueuedTokens, TokenLimit int; Engine Engine }
-//	type Engine struct{ Known bool; Age time.Duration; Waiting int; KVUtil float64; Freed int }
+//	type Engine struct{ Known bool; Age time.Duration; Waiting int; KVUtil float64 }
 //	func Judge(m Member, t Thresholds) Verdict // Free, FullInFlight, FullWork, FullWaiting, FullKV, FullStale
 //	func Saturated(ms []Member, t Thresholds) bool
 //	type HeadroomConfig struct{ Window time.Duration; Fraction float64 }
@@ -90,9 +95,20 @@
 //	func (h *Headroom) Reserved(priority, limit int, now time.Time) int
 //	func (h *Headroom) Admits(priority, inFlight, limit int, now time.Time) bool
 //
-// A dispatcher's loop: on arrival, Headroom.Saw; if the queue is empty
-// and a member is Free and Admits the request, dispatch it and Charge its
-// prompt tokens; else Push (a *ShedError is an answer: 429). Whenever a
+// Admission, one judgement for the server's gate and the simulator:
+//
+//	type RoomConfig struct{ Thresholds Thresholds; Headroom HeadroomConfig; PrefillHeadroom, TokenLimit int;
+//	    EnginePriority bool; Rescrape time.Duration }
+//	type Scrape struct{ Known bool; At time.Time; Running, Waiting int; KVUtil float64; TakesPriority bool }
+//	type Load struct{ InFlight, Limit, QueuedTokens int }
+//	func NewRoom[K comparable](cfg RoomConfig) (*Room[K], error)
+//	func (r *Room[K]) Saw(priority int, now time.Time)
+//	func (r *Room[K]) Fit(k K, l Load, s Scrape, priority int, now time.Time) (Fit, bool) // Fits, Paced, Full; rescrape due
+//
+// A dispatcher's loop: on arrival, Room.Saw; if the queue is empty and a
+// member Fits the request, dispatch it and Charge its prompt tokens; else
+// Push when every member is Full, Hold when some is only Paced (a
+// *ShedError is an answer: 429). Whenever a
 // member frees a slot, Peek the head, and Pop it if a member takes it,
 // picking the member then (late binding). Charge output tokens as they are
 // served, Expire at NextExpiry, and Remove a request whose client left.

@@ -6,7 +6,7 @@ package flowcontrol
 // requests) is taken out and passed to fn, and the arrival takes its
 // place — provided that flow is not the arrival's own and holds at least
 // two more requests than it. fn must answer the evicted request (a 429,
-// ReasonQueueFull). Without OnEvict a full band refuses the arrival, so
+// ReasonEvicted). Without OnEvict a full band refuses the arrival, so
 // one flooding tenant can lock every other tenant of its band out. The
 // walk for the longest flow covers the band's backlogged flows and
 // happens only when the band is full.

@@ -16,6 +16,7 @@ const (
 	ReasonQueueFull  Reason = "queue_full"  // the band holds MaxRequests
 	ReasonQueueBytes Reason = "queue_bytes" // the band holds MaxBytes
 	ReasonTTL        Reason = "ttl"         // waited the band's TTL
+	ReasonEvicted    Reason = "evicted"     // taken out of a full band for another flow's arrival (OnEvict)
 	ReasonFlows      Reason = "flows"       // MaxFlows flows all have queued requests
 	ReasonBands      Reason = "bands"       // MaxBands priorities already in use
 )

@@ -69,9 +69,6 @@ type Engine struct {
 	Waiting int
 	// KVUtil is the KV cache's fill at the scrape, 0..1.
 	KVUtil float64
-	// Freed is how many of this router's requests to the member finished
-	// since the scrape: each frees a place the scrape saw taken.
-	Freed int
 }
 
 // Member is what is known of one candidate replica.
@@ -122,9 +119,9 @@ func Judge(m Member, t Thresholds) Verdict {
 		return Free
 	case m.Engine.Age > t.MaxSignalAge:
 		return FullStale
-	case t.MaxWaiting >= 0 && m.Engine.Waiting-m.Engine.Freed > t.MaxWaiting:
+	case t.MaxWaiting >= 0 && m.Engine.Waiting > t.MaxWaiting:
 		return FullWaiting
-	case m.Engine.KVUtil >= t.MaxKVUtil && m.Engine.Freed == 0:
+	case m.Engine.KVUtil >= t.MaxKVUtil:
 		return FullKV
 	}
 	return Free

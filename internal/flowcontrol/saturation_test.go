@@ -21,9 +21,7 @@ func TestJudge(t *testing.T) {
 		{Member{Engine: Engine{Known: false, Age: time.Hour, Waiting: 100}}, Free},
 		{Member{Engine: withWaiting(fresh, DefaultMaxWaiting)}, Free},
 		{Member{Engine: withWaiting(fresh, DefaultMaxWaiting+1)}, FullWaiting},
-		{Member{Engine: Engine{Known: true, Waiting: DefaultMaxWaiting + 1, Freed: 1}}, Free},
 		{Member{Engine: Engine{Known: true, KVUtil: 0.95}}, FullKV},
-		{Member{Engine: Engine{Known: true, KVUtil: 0.95, Freed: 1}}, Free},
 		{Member{Engine: Engine{Known: true, KVUtil: 0.5}}, Free},
 	} {
 		if got := Judge(tc.m, th); got != tc.want {

@@ -31,13 +31,9 @@ const (
 	MaxMetricFlows      = 1000
 	DefaultRetryAfter   = time.Second
 	DefaultPollInterval = 50 * time.Millisecond
-	// DefaultHeadroomPrefillTokens: while a higher band is active, a
-	// member with this much prefill work queued takes no request of a
-	// lower band. Engines share their prefill compute among the prompts
-	// they prefill at once, so a short high-priority prompt beside several
-	// long ones waits for all of them; about one long prompt at a time
-	// keeps the engine's prefill busy and the short prompt's share large.
-	DefaultHeadroomPrefillTokens = 4096
+	// DefaultHeadroomPrefillTokens is flow_control.headroom_prefill_tokens'
+	// default (flowcontrol.DefaultPrefillHeadroom).
+	DefaultHeadroomPrefillTokens = flowcontrol.DefaultPrefillHeadroom
 	// DefaultFairnessID is the flow of a request that names none.
 	DefaultFairnessID = "default"
 )
@@ -108,10 +104,21 @@ func (c Config) On() bool { return c.Enabled == nil || *c.Enabled }
 
 // compiled is a validated Config.
 type compiled struct {
-	cfg      Config
-	policy   *flowcontrol.Policy
-	th       flowcontrol.Thresholds
-	headroom flowcontrol.HeadroomConfig
+	cfg    Config
+	policy *flowcontrol.Policy
+	room   flowcontrol.RoomConfig
+}
+
+// Parts are what c gives package flowcontrol, validated: the policy that
+// orders the queue, and how each member is judged for admission (slow
+// start rescrapes at most every DefaultPollInterval). The gate runs on
+// them; the simulator builds serve's flow control from them.
+func (c Config) Parts() (*flowcontrol.Policy, flowcontrol.RoomConfig, error) {
+	cc, err := c.compile()
+	if err != nil {
+		return nil, flowcontrol.RoomConfig{}, err
+	}
+	return cc.policy, cc.room, nil
 }
 
 // Validate checks c; errors name the setting (flow_control.KEY).
@@ -129,16 +136,16 @@ func (c Config) compile() (compiled, error) {
 	if err != nil {
 		return compiled{}, err
 	}
-	th, err := flowcontrol.Thresholds{MaxWaiting: c.MaxWaiting, MaxKVUtil: c.MaxKVUtilization, MaxSignalAge: c.MaxSignalAge}.Validate()
+	room, err := flowcontrol.RoomConfig{
+		Thresholds:      flowcontrol.Thresholds{MaxWaiting: c.MaxWaiting, MaxKVUtil: c.MaxKVUtilization, MaxSignalAge: c.MaxSignalAge},
+		Headroom:        flowcontrol.HeadroomConfig{Window: c.HeadroomWindow, Fraction: c.HeadroomFraction},
+		PrefillHeadroom: c.HeadroomPrefillTokens,
+		TokenLimit:      c.MaxQueuedTokens,
+		EnginePriority:  c.EnginePriority,
+		Rescrape:        DefaultPollInterval,
+	}.Validate()
 	if err != nil {
 		return compiled{}, err
-	}
-	hr, err := flowcontrol.HeadroomConfig{Window: c.HeadroomWindow, Fraction: c.HeadroomFraction}.Validate()
-	if err != nil {
-		return compiled{}, err
-	}
-	if c.MaxQueuedTokens < 0 {
-		return compiled{}, fmt.Errorf("flow_control.max_queued_tokens: %d is negative", c.MaxQueuedTokens)
 	}
 	if c.MetricFlows < 0 || c.MetricFlows > MaxMetricFlows {
 		return compiled{}, fmt.Errorf("flow_control.metric_flows: %d is outside 0..%d", c.MetricFlows, MaxMetricFlows)
@@ -152,7 +159,7 @@ func (c Config) compile() (compiled, error) {
 		return compiled{}, err
 	}
 	c.FairnessHeader = http.CanonicalHeaderKey(c.FairnessHeader)
-	return compiled{cfg: c, policy: pol, th: th, headroom: hr}, nil
+	return compiled{cfg: c, policy: pol, room: room}, nil
 }
 
 func (c Config) policyConfig() (flowcontrol.Config, error) {

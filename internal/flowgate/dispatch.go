@@ -74,7 +74,7 @@ func (g *Gate) dispatchLocked(now time.Time) time.Time {
 		for q.Len() > 0 {
 			it := q.Peek()
 			w := it.Value.(*waiter)
-			if !g.roomLocked(&w.req, it.Flow.Priority, now) {
+			if g.fitLocked(&w.req, it.Flow.Priority, now) != flowcontrol.Fits {
 				break
 			}
 			d, err := g.rt.TryPick(w.req)

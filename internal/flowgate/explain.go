@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prefixgate/prefixgate/internal/flowcontrol"
 	"github.com/prefixgate/prefixgate/route"
 )
 
@@ -28,7 +29,7 @@ func (g *Gate) Explain(id Identity, req route.Request) Explanation {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ex.Saturated = !g.roomLocked(&req, id.Flow.Priority, time.Now())
+	ex.Saturated = g.fitLocked(&req, id.Flow.Priority, time.Now()) != flowcontrol.Fits
 	if q := g.queues[req.Model]; q != nil {
 		ex.Ahead, ex.Queued = q.Ahead(id.Flow.Priority), q.Len()
 	}

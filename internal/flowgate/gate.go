@@ -21,20 +21,7 @@ import (
 const MaxQueues = 1024
 
 // Scrape is what a member's engine said at its last scrape.
-type Scrape struct {
-	// Known is true when the engine publishes load metrics.
-	Known bool
-	// At is when the scrape finished.
-	At time.Time
-	// Running and Waiting are the engine's running and queued requests.
-	Running, Waiting int
-	// KVUtil is the KV cache's fill, 0..1.
-	KVUtil float64
-	// TakesPriority is true when the engine takes a request's priority in
-	// its body (its profile has a field; flow_control.engine_priority
-	// decides whether it is sent).
-	TakesPriority bool
-}
+type Scrape = flowcontrol.Scrape
 
 // SignalFunc reads a member's last scrape; nil reads none.
 type SignalFunc func(route.Target) Scrape
@@ -55,8 +42,7 @@ type Gate struct {
 
 	mu      sync.Mutex
 	queues  map[string]*flowcontrol.Queue
-	hr      *flowcontrol.Headroom
-	caps    map[route.Target]*capacity
+	room    *flowcontrol.Room[route.Target]
 	queued  int
 	running bool
 	kick    chan struct{}
@@ -69,12 +55,14 @@ func New(cfg Config, rt *route.Router, signals SignalFunc, log *slog.Logger, reg
 	if err != nil {
 		return nil, err
 	}
-	hr, err := flowcontrol.NewHeadroom(c.headroom)
+	rc := c.room
+	rc.Rescrape = 0 // until SetRescrape
+	room, err := flowcontrol.NewRoom[route.Target](rc)
 	if err != nil {
 		return nil, err
 	}
 	g := &Gate{c: c, rt: rt, signals: signals, log: log, m: newMetrics(c), queues: map[string]*flowcontrol.Queue{},
-		hr: hr, caps: map[route.Target]*capacity{}, kick: make(chan struct{}, 1)}
+		room: room, kick: make(chan struct{}, 1)}
 	if reg != nil {
 		for _, col := range g.m.collectors() {
 			if err := reg.Register(col); err != nil {
@@ -90,7 +78,17 @@ func New(cfg Config, rt *route.Router, signals SignalFunc, log *slog.Logger, reg
 // used. With it, a member whose capacity is not known yet is loaded step
 // by step, each step confirmed by a fresh scrape, so a burst cannot fill
 // an engine's queue before the gate has seen it queue.
-func (g *Gate) SetRescrape(f func(route.Target)) { g.rescrape = f }
+func (g *Gate) SetRescrape(f func(route.Target)) {
+	rc := g.c.room
+	if f == nil {
+		rc.Rescrape = 0
+	}
+	room, err := flowcontrol.NewRoom[route.Target](rc)
+	if err != nil {
+		panic(err) // rc was validated in New
+	}
+	g.rescrape, g.room = f, room
+}
 
 // Enabled reports whether flow control is on; when it is not, callers use
 // the router directly.
@@ -131,10 +129,11 @@ type waiter struct {
 func (g *Gate) Acquire(ctx context.Context, f flowcontrol.Flow, req route.Request, bytes int) (route.Decision, Admission, error) {
 	now := time.Now()
 	g.mu.Lock()
-	g.hr.Saw(f.Priority, now)
+	g.room.Saw(f.Priority, now)
 	s := g.m.of(f)
 	q := g.queues[req.Model]
-	if (q == nil || q.Len() == 0) && g.roomLocked(&req, f.Priority, now) {
+	fit := g.fitLocked(&req, f.Priority, now)
+	if (q == nil || q.Len() == 0) && fit == flowcontrol.Fits {
 		d, err := g.rt.TryPick(req)
 		if !errors.Is(err, route.ErrSaturated) {
 			if err == nil {
@@ -148,10 +147,11 @@ func (g *Gate) Acquire(ctx context.Context, f flowcontrol.Flow, req route.Reques
 			g.mu.Unlock()
 			return d, Admission{}, err
 		}
+		fit = flowcontrol.Full // the router found every candidate full
 	}
 	w := &waiter{req: req, ch: make(chan result, 1), s: s}
 	w.item = flowcontrol.Item{Flow: f, PromptTokens: req.PromptTokens, Bytes: int64(bytes), Value: w}
-	pos, err := g.pushLocked(q, w, now)
+	pos, err := g.pushLocked(q, w, fit == flowcontrol.Full, now)
 	g.mu.Unlock()
 	if err != nil {
 		return route.Decision{}, Admission{}, err
@@ -161,14 +161,20 @@ func (g *Gate) Acquire(ctx context.Context, f flowcontrol.Flow, req route.Reques
 }
 
 // pushLocked queues w in its model's queue (created if need be), or
-// refuses it.
-func (g *Gate) pushLocked(q *flowcontrol.Queue, w *waiter, now time.Time) (flowcontrol.Position, error) {
+// refuses it. A sheddable request is refused while the fleet is
+// saturated; held back only by headroom or slow start it waits
+// (flowcontrol.Queue.Hold), as capacity exists to run it.
+func (g *Gate) pushLocked(q *flowcontrol.Queue, w *waiter, saturated bool, now time.Time) (flowcontrol.Position, error) {
 	if q == nil {
 		if q = g.queue(w.req.Model); q == nil {
 			return flowcontrol.Position{}, g.refuseLocked(w, flowcontrol.ReasonFlows, 0)
 		}
 	}
-	if err := q.Push(&w.item, now); err != nil {
+	push := q.Hold
+	if saturated {
+		push = q.Push
+	}
+	if err := push(&w.item, now); err != nil {
 		var se *flowcontrol.ShedError
 		if errors.As(err, &se) {
 			return flowcontrol.Position{}, g.refuseLocked(w, se.Reason, 0)
@@ -230,8 +236,18 @@ func (g *Gate) queue(model string) *flowcontrol.Queue {
 		}
 	}
 	q := flowcontrol.NewQueue(g.c.policy)
+	q.OnEvict(g.evictedLocked)
 	g.queues[model] = q
 	return q
+}
+
+// evictedLocked answers a request a full band took out for a shorter
+// flow's arrival (flowcontrol.Queue.OnEvict).
+func (g *Gate) evictedLocked(it *flowcontrol.Item) {
+	w := it.Value.(*waiter)
+	g.queued--
+	w.s.queued.Dec()
+	w.ch <- result{err: g.refuseLocked(w, flowcontrol.ReasonEvicted, time.Since(it.Enqueued()))}
 }
 
 // refuseLocked counts, logs and returns the 429 for a refused request.
@@ -256,6 +272,8 @@ func reasonText(r flowcontrol.Reason) string {
 		return "the fleet is saturated and its band's queue holds flow_control.max_queued_bytes bytes"
 	case flowcontrol.ReasonTTL:
 		return "it waited its band's time to live (flow_control.ttl) while the fleet was saturated"
+	case flowcontrol.ReasonEvicted:
+		return "its band's queue was full and the request was the newest of the flow with the most queued, taken out for another flow's request"
 	case flowcontrol.ReasonFlows:
 		return "the fleet is saturated and flow_control.max_flows flows are all waiting"
 	}

@@ -211,32 +211,6 @@ func TestWithPriority(t *testing.T) {
 	}
 }
 
-func TestCapacityLearning(t *testing.T) {
-	var c capacity
-	at := time.Unix(100, 0)
-	c.learn(Scrape{Known: true, At: at, Running: 5, Waiting: 1}, 2)
-	if c.slots != 0 {
-		t.Fatal("a short queue taught a capacity")
-	}
-	c.learn(Scrape{Known: true, At: at.Add(time.Second), Running: 8, Waiting: 10}, 2)
-	c.learn(Scrape{Known: true, At: at.Add(time.Second), Running: 3, Waiting: 10}, 2)
-	if c.slots != 8 {
-		t.Fatalf("slots %d; want 8 (the same scrape is read once)", c.slots)
-	}
-	c.learn(Scrape{Known: true, At: at.Add(2 * time.Second), Running: 8}, 2)
-	if c.slots != 9 {
-		t.Fatalf("slots %d; want 9 after a full scrape with nothing waiting", c.slots)
-	}
-	c.learn(Scrape{Known: true, At: at.Add(3 * time.Second), Running: 8, Waiting: 1}, 2)
-	if c.slots != 8 {
-		t.Fatalf("slots %d; want 8 back when the ninth waited", c.slots)
-	}
-	c.learn(Scrape{Known: true, At: at.Add(4 * time.Second), Running: 5, Waiting: 1}, 2)
-	if c.slots != 8 {
-		t.Fatalf("slots %d; a request not yet scheduled, with room to run, taught a capacity", c.slots)
-	}
-}
-
 // metricValue sums the samples of family name whose flow label is flow.
 func metricValue(t *testing.T, reg *prometheus.Registry, name, flow string) float64 {
 	t.Helper()
@@ -451,6 +425,90 @@ func TestProbeCapacity(t *testing.T) {
 	}
 	mu.Unlock()
 	for _, d := range held {
+		d.Done()
+	}
+}
+
+// TestFullBandEvicts: a band at max_queued_requests takes a light flow's
+// arrival by refusing the newest request of the flow with the most queued
+// (429 with Retry-After, reason evicted); the light request waits and is
+// served.
+func TestFullBandEvicts(t *testing.T) {
+	g, reg := newGate(t, Config{MaxQueuedRequests: 3})
+	ctx := context.Background()
+	a, b := <-acquire(g, ctx, "x", 0), <-acquire(g, ctx, "x", 0)
+	if a.err != nil || b.err != nil {
+		t.Fatal(a.err, b.err)
+	}
+	var flood []chan pickOut
+	for i := range 3 {
+		flood = append(flood, acquire(g, ctx, "flood", 0))
+		queuedCount(t, g, i+1)
+	}
+	light := acquire(g, ctx, "light", 0)
+	r := <-flood[2]
+	var pe *pipeline.Error
+	if !errors.As(r.err, &pe) || pe.Status != http.StatusTooManyRequests || pe.RetryAfter <= 0 || pe.Code != "flow_control_evicted" {
+		t.Fatalf("the flood's newest request: %v, want a 429 evicted", r.err)
+	}
+	queuedCount(t, g, 3)
+	if got := metricValue(t, reg, "prefixgate_flow_shed_total", "flood"); got != 1 {
+		t.Errorf("shed metric of the flood %v, want 1", got)
+	}
+	a.d.Done()
+	b.d.Done()
+	served := make(chan pickOut, 3)
+	for _, ch := range []chan pickOut{flood[0], flood[1], light} {
+		go func() {
+			r := <-ch
+			if r.err == nil {
+				r.d.Done()
+			}
+			served <- r
+		}()
+	}
+	for range 3 {
+		if r := <-served; r.err != nil || !r.adm.Queued {
+			t.Fatalf("a queued request: %v %+v", r.err, r.adm)
+		}
+	}
+}
+
+// TestHeldByHeadroomWaits: a sheddable request held back only by the
+// headroom kept for active higher bands, while the member could still run
+// it, waits instead of being refused, and goes once a slot frees.
+func TestHeldByHeadroomWaits(t *testing.T) {
+	rt, err := route.New(route.Config{Policy: "least-outstanding"}, []route.Member{{Name: "a", Threshold: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(Config{Objectives: objectives}, rt, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var running []route.Decision
+	for i, prio := range []int{10, 0, 0, 0, 0, 0} {
+		r := <-acquire(g, ctx, "x", prio)
+		if r.err != nil || r.adm.Queued {
+			t.Fatalf("request %d: %v %+v", i, r.err, r.adm)
+		}
+		running = append(running, r.d)
+	}
+	// Six of eight run; two are kept for the interactive and standard
+	// bands above batch.
+	batch := acquire(g, ctx, "bulk", -1)
+	queuedCount(t, g, 1)
+	if ex := g.Explain(Identity{Flow: flowcontrol.Flow{FairnessID: "bulk", Priority: -1}}, route.Request{Key: 1}); !ex.Saturated {
+		t.Error("Explain: a batch request would go now")
+	}
+	running[5].Done()
+	r := <-batch
+	if r.err != nil || !r.adm.Queued {
+		t.Fatalf("held batch request: %v %+v", r.err, r.adm)
+	}
+	r.d.Done()
+	for _, d := range running[:5] {
 		d.Done()
 	}
 }

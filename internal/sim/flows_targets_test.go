@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/prefixgate/prefixgate/backends/vllmsim"
+	"github.com/prefixgate/prefixgate/internal/flowgate"
 )
 
 // nnTestRequests scales the noisy-neighbor workload down for tests: the
@@ -67,19 +68,22 @@ func TestNoisyNeighborFlowControl(t *testing.T) {
 
 	// Interactive: far below what fcfs gives it (the 1.2× alone target is
 	// out of reach while the engines share prefill among running
-	// requests: docs/flow-control.md, "Simulation").
+	// requests: docs/flow-control.md, "Simulation"). Seed 1 shows 6.6×
+	// alone and fcfs / 27.
 	alone := flow(t, chatAlone, "chat").P99
-	if got, ff := flow(t, pg, "chat").P99, flow(t, fc, "chat").P99; got > ff/8 || got > 15*alone {
-		t.Errorf("interactive TTFT p99 %.0f ms: want at most fcfs's %.0f / 8 and 15× alone (%.0f ms)", got, ff, alone)
+	if got, ff := flow(t, pg, "chat").P99, flow(t, fc, "chat").P99; got > ff/20 || got > 8*alone {
+		t.Errorf("interactive TTFT p99 %.0f ms: want at most fcfs's %.0f / 20 and 8× alone (%.0f ms)", got, ff, alone)
 	}
+	// The light tenants: none shed (a full standard band evicts the heavy
+	// tenant's newest request instead), p90 at most 22× alone and fcfs / 6.9.
 	for _, id := range nnLightFlows {
 		f := flow(t, pg, id)
 		if f.Shed != 0 {
 			t.Errorf("light tenant %s: %d requests shed", id, f.Shed)
 		}
 		a, ff := flow(t, lightAlone, id).P90, flow(t, fc, id).P90
-		if f.P90 > ff/4 || f.P90 > 25*a {
-			t.Errorf("%s TTFT p90 %.0f ms: want at most fcfs's %.0f / 4 and 25× alone (%.0f ms)", id, f.P90, ff, a)
+		if f.P90 > ff/6 || f.P90 > 25*a {
+			t.Errorf("%s TTFT p90 %.0f ms: want at most fcfs's %.0f / 6 and 25× alone (%.0f ms)", id, f.P90, ff, a)
 		}
 		for _, peer := range []string{VariantGIE, VariantSMG} {
 			if p := flow(t, variant(t, main, peer), id).P90; f.P90 >= p {
@@ -88,14 +92,15 @@ func TestNoisyNeighborFlowControl(t *testing.T) {
 		}
 	}
 	checkFairness(t, main)
-	// Work conservation: output tokens/s and hit rate no worse than fcfs's
-	// by more than 3% and a point (both come out higher: flow control
-	// serves fewer of the long uncached prompts within the run).
-	if pg.OutputTokensPerSec < 0.97*fc.OutputTokensPerSec {
-		t.Errorf("output %.0f tokens/s, below 97%% of fcfs's %.0f", pg.OutputTokensPerSec, fc.OutputTokensPerSec)
+	// Work conservation: output tokens/s and hit rate no lower than
+	// fcfs's (flow control serves fewer of the long uncached prompts
+	// within the run).
+	t.Logf("output %.0f tokens/s, hit %.4f; fcfs %.0f, %.4f", pg.OutputTokensPerSec, pg.HitRate, fc.OutputTokensPerSec, fc.HitRate)
+	if pg.OutputTokensPerSec < fc.OutputTokensPerSec {
+		t.Errorf("output %.0f tokens/s, below fcfs's %.0f", pg.OutputTokensPerSec, fc.OutputTokensPerSec)
 	}
-	if pg.HitRate < fc.HitRate-0.01 {
-		t.Errorf("hit rate %.4f, more than a point below fcfs's %.4f", pg.HitRate, fc.HitRate)
+	if pg.HitRate < fc.HitRate {
+		t.Errorf("hit rate %.4f, below fcfs's %.4f", pg.HitRate, fc.HitRate)
 	}
 }
 
@@ -132,35 +137,52 @@ func TestNoisyNeighborFCFSEngines(t *testing.T) {
 	if pg.Preempted != 0 {
 		t.Errorf("%d preemptions on first-come-first-served engines", pg.Preempted)
 	}
-	if got, ff := flow(t, pg, "chat").P99, flow(t, fc, "chat").P99; got > ff/8 {
-		t.Errorf("interactive TTFT p99 %.0f ms, want at most fcfs's %.0f / 8", got, ff)
+	if got, ff := flow(t, pg, "chat").P99, flow(t, fc, "chat").P99; got > ff/20 {
+		t.Errorf("interactive TTFT p99 %.0f ms, want at most fcfs's %.0f / 20", got, ff)
 	}
 	for _, id := range nnLightFlows {
-		if got, ff := flow(t, pg, id).P90, flow(t, fc, id).P90; got > ff/4 {
-			t.Errorf("%s TTFT p90 %.0f ms, want at most fcfs's %.0f / 4", id, got, ff)
+		if got, ff := flow(t, pg, id).P90, flow(t, fc, id).P90; got > ff/6 {
+			t.Errorf("%s TTFT p90 %.0f ms, want at most fcfs's %.0f / 6", id, got, ff)
 		}
 	}
 }
 
 // TestNoisyNeighborBelowSaturation: at 0.15× the base rate (fcfs meets
-// its 2 s SLO up to 0.5×) flow control holds nothing back, so every
-// request goes where and when it would without it.
+// its 2 s SLO up to 0.5×) flow control holds back only what
+// flow_control.headroom_prefill_tokens holds while the interactive band
+// is active (a standard request when every replica has that much prefill
+// queued: 152 of 5,000 with seed 1) and what slow start holds at the
+// start (4). The hit rate stays that of fcfs, and every flow's TTFT p50
+// and p90 within 2% of fcfs's; the prefill headroom costs the light
+// tenants up to 2.7× at p99 (light-1), and with it off every flow's p99
+// is that of fcfs.
 func TestNoisyNeighborBelowSaturation(t *testing.T) {
-	rep := runNN(t, Options{Rate: 0.15, Variants: []string{VariantPrefixgate, VariantFCFS}})
-	pg, fc := variant(t, rep, VariantPrefixgate), variant(t, rep, VariantFCFS)
-	if pg.Held != 0 {
-		t.Errorf("%d requests held below saturation", pg.Held)
-	}
-	for i := range pg.Replicas {
-		if pg.Replicas[i] != fc.Replicas[i] {
-			t.Fatalf("request %d placed on replica %d, %d without flow control", i, pg.Replicas[i], fc.Replicas[i])
+	for _, tc := range []struct {
+		prefill  int
+		held     int
+		p99Ratio float64 // bound on a flow's TTFT p99 over fcfs's
+	}{
+		{0, 200, 3},
+		{-1, 4, 1.01},
+	} {
+		rep := runNN(t, Options{Rate: 0.15, Variants: []string{VariantPrefixgate, VariantFCFS},
+			FlowControl: flowgate.Config{HeadroomPrefillTokens: tc.prefill}})
+		pg, fc := variant(t, rep, VariantPrefixgate), variant(t, rep, VariantFCFS)
+		t.Logf("headroom_prefill_tokens %d: %d of %d requests held; hit rate %.5f, fcfs %.5f", tc.prefill, pg.Held, len(pg.TTFTs), pg.HitRate, fc.HitRate)
+		if pg.Held > tc.held {
+			t.Errorf("headroom_prefill_tokens %d: %d requests held below saturation, want at most %d", tc.prefill, pg.Held, tc.held)
 		}
-		if a, b := pg.TTFTs[i], fc.TTFTs[i]; math.Abs(a-b) > 0.01*b {
-			t.Fatalf("request %d TTFT %.1f ms, %.1f ms without flow control", i, a, b)
+		if d := math.Abs(pg.HitRate - fc.HitRate); d > 0.0002 {
+			t.Errorf("headroom_prefill_tokens %d: hit rate %.5f, %.5f without flow control", tc.prefill, pg.HitRate, fc.HitRate)
 		}
-	}
-	if d := math.Abs(pg.HitRate - fc.HitRate); d > 0.001 {
-		t.Errorf("hit rate %.4f, %.4f without flow control", pg.HitRate, fc.HitRate)
+		for _, id := range append([]string{"chat"}, nnLightFlows...) {
+			f, ff := flow(t, pg, id), flow(t, fc, id)
+			t.Logf("  %-8s TTFT p50/p90/p99 over fcfs's: %.3f %.3f %.3f", id, f.P50/ff.P50, f.P90/ff.P90, f.P99/ff.P99)
+			if f.P50 > 1.01*ff.P50 || f.P90 > 1.02*ff.P90 || f.P99 > tc.p99Ratio*ff.P99 {
+				t.Errorf("headroom_prefill_tokens %d: %s TTFT p50/p90/p99 %.1f/%.1f/%.1f ms, fcfs %.1f/%.1f/%.1f", tc.prefill, id,
+					f.P50, f.P90, f.P99, ff.P50, ff.P90, ff.P99)
+			}
+		}
 	}
 }
 

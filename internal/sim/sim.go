@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prefixgate/prefixgate/backends/vllmsim"
+	"github.com/prefixgate/prefixgate/internal/flowgate"
 	"github.com/prefixgate/prefixgate/route"
 )
 
@@ -80,6 +81,10 @@ type Options struct {
 	// Variants are the flow-control variants to run on a workload with
 	// flows; empty means FlowVariants.
 	Variants []string
+	// FlowControl is the prefixgate variant's flow_control section; the
+	// zero value is serve's defaults, and Objectives, when empty, are the
+	// workload's bands.
+	FlowControl flowgate.Config
 }
 
 // DefaultRequests is the request count when Options.Requests is 0.
