@@ -35,15 +35,11 @@ func (g *Gate) run() {
 	defer timer.Stop()
 	for {
 		ch := g.rt.Watch()
-		g.mu.Lock()
-		next := g.dispatchLocked(time.Now())
-		if g.queued == 0 {
-			g.running = false
-			g.mu.Unlock()
+		next, idle := g.dispatchRound()
+		if idle {
 			g.rt.Unwatch()
 			return
 		}
-		g.mu.Unlock()
 		timer.Reset(min(DefaultPollInterval, max(time.Until(next), time.Millisecond)))
 		select {
 		case <-ch:
@@ -58,6 +54,20 @@ func (g *Gate) run() {
 			}
 		}
 	}
+}
+
+// dispatchRound serves every queue once; idle says nothing waits any
+// more (the dispatcher then exits, and the next queued request starts
+// another).
+func (g *Gate) dispatchRound() (next time.Time, idle bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	next = g.dispatchLocked(time.Now())
+	if g.queued == 0 {
+		g.running = false
+		return next, true
+	}
+	return next, false
 }
 
 // dispatchLocked serves every queue as far as the fleet allows and

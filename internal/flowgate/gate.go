@@ -128,7 +128,20 @@ type waiter struct {
 // once with ctx's error.
 func (g *Gate) Acquire(ctx context.Context, f flowcontrol.Flow, req route.Request, bytes int) (route.Decision, Admission, error) {
 	now := time.Now()
+	d, w, pos, err := g.admit(f, req, bytes, now)
+	if w == nil || err != nil {
+		return d, Admission{}, err
+	}
+	g.wake()
+	return g.await(ctx, w, pos, now)
+}
+
+// admit picks a backend for req at once when the fleet has room and
+// nobody of its model waits (w is nil), else queues a waiter for it or
+// refuses it.
+func (g *Gate) admit(f flowcontrol.Flow, req route.Request, bytes int, now time.Time) (route.Decision, *waiter, flowcontrol.Position, error) {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.room.Saw(f.Priority, now)
 	s := g.m.of(f)
 	q := g.queues[req.Model]
@@ -144,20 +157,14 @@ func (g *Gate) Acquire(ctx context.Context, f flowcontrol.Flow, req route.Reques
 				s.dispatched.Inc()
 				s.wait.Observe(0)
 			}
-			g.mu.Unlock()
-			return d, Admission{}, err
+			return d, nil, flowcontrol.Position{}, err
 		}
 		fit = flowcontrol.Full // the router found every candidate full
 	}
 	w := &waiter{req: req, ch: make(chan result, 1), s: s}
 	w.item = flowcontrol.Item{Flow: f, PromptTokens: req.PromptTokens, Bytes: int64(bytes), Value: w}
 	pos, err := g.pushLocked(q, w, fit == flowcontrol.Full, now)
-	g.mu.Unlock()
-	if err != nil {
-		return route.Decision{}, Admission{}, err
-	}
-	g.wake()
-	return g.await(ctx, w, pos, now)
+	return route.Decision{}, w, pos, err
 }
 
 // pushLocked queues w in its model's queue (created if need be), or
@@ -190,6 +197,20 @@ func (g *Gate) pushLocked(q *flowcontrol.Queue, w *waiter, saturated bool, now t
 	return q.Position(&w.item), nil
 }
 
+// remove takes w out of its queue; false if it was dispatched or refused
+// meanwhile.
+func (g *Gate) remove(w *waiter) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	q := g.queues[w.req.Model]
+	if q == nil || !q.Remove(&w.item) {
+		return false
+	}
+	g.queued--
+	w.s.queued.Dec()
+	return true
+}
+
 // await waits for w's dispatch, its refusal, or the end of ctx.
 func (g *Gate) await(ctx context.Context, w *waiter, pos flowcontrol.Position, start time.Time) (route.Decision, Admission, error) {
 	adm := Admission{Queued: true, Position: pos}
@@ -200,15 +221,7 @@ func (g *Gate) await(ctx context.Context, w *waiter, pos flowcontrol.Position, s
 		return r.d, adm, r.err
 	case <-ctx.Done():
 	}
-	g.mu.Lock()
-	q := g.queues[w.req.Model]
-	removed := q != nil && q.Remove(&w.item)
-	if removed {
-		g.queued--
-		w.s.queued.Dec()
-	}
-	g.mu.Unlock()
-	if !removed {
+	if !g.remove(w) {
 		// Dispatched or refused meanwhile: the answer is in the channel.
 		if r := <-w.ch; r.err == nil {
 			r.d.Done()
@@ -287,8 +300,8 @@ func (g *Gate) Charge(model string, f flowcontrol.Flow, promptTokens, outputToke
 		return
 	}
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.chargeLocked(g.queue(model), g.m.of(f), f, promptTokens, outputTokens)
-	g.mu.Unlock()
 }
 
 // chargeLocked charges f in q (nil when there is no room for its model's
