@@ -112,6 +112,8 @@ func (f *simFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.PD.ChunkTokens, "pd-chunk-tokens", 0, fmt.Sprintf("--pd: every engine's chunked-prefill budget per step (0: %d)", sim.DefaultPDChunkTokens))
 	fs.StringVar(&f.flows, "flows", "", "keep only these fairness ids' requests, comma-separated (a workload with flows, e.g. noisy-neighbor)")
 	fs.StringVar(&o.EngineScheduling, "engine-scheduling", "", "replicas' scheduling policy: fcfs or priority (default: the workload's)")
+	fs.IntVar(&o.FlowControl.HeadroomPrefillTokens, "headroom-prefill-tokens", 0, "the prefixgate variant's flow_control.headroom_prefill_tokens (0: serve's default; negative: off)")
+	fs.Float64Var(&o.FlowControl.ShortPromptShare, "short-prompt-share", 0, "the prefixgate variant's flow_control.short_prompt_share (0: serve's default; negative: off)")
 	fs.StringVar(&f.variants, "variants", "all", "flow-control variants on a workload with flows, comma-separated: "+strings.Join(sim.FlowVariants, ", ")+", or all")
 	fs.BoolVar(&f.asJSON, "json", false, "print exactly one JSON object instead of the table")
 	fs.StringVar(&f.plot, "plot", "", "write SVG charts into this directory")
@@ -190,6 +192,9 @@ func (f *simFlags) flowOptions(opts *sim.Options) error {
 	}
 	if e := opts.EngineScheduling; e != "" && e != "fcfs" && e != "priority" {
 		return fmt.Errorf("--engine-scheduling %q is not fcfs or priority", e)
+	}
+	if err := opts.FlowControl.Validate(); err != nil {
+		return fmt.Errorf("the prefixgate variant's %w", err)
 	}
 	if f.variants != "all" && f.variants != "" {
 		for v := range strings.SplitSeq(f.variants, ",") {

@@ -158,6 +158,8 @@ var Table = []Entry{
 	{Key: "flow_control.headroom_fraction", Field: "Server.FlowControl.HeadroomFraction", Default: ftoa(flowcontrol.DefaultHeadroomFraction), Doc: "share of each backend's slots kept free for each active higher band (negative: none)"},
 	{Key: "flow_control.headroom_prefill_tokens", Field: "Server.FlowControl.HeadroomPrefillTokens", Default: strconv.Itoa(flowgate.DefaultHeadroomPrefillTokens),
 		Doc: "while a higher band is active, a backend on which the prefix-index policy counts this many prompt tokens not yet prefilled takes no request of a lower band (negative: no bound)"},
+	{Key: "flow_control.short_prompt_share", Field: "Server.FlowControl.ShortPromptShare", Default: strconv.FormatFloat(flowcontrol.DefaultShortShare, 'g', -1, 64),
+		Doc: "share of the backends (rounded down) kept free of long prompts' prefill while short prompts are active; a prompt is long from headroom_prefill_tokens tokens, a backend busy with one while the prefix-index policy counts that many tokens not yet prefilled (negative: off)"},
 	{Key: "flow_control.engine_priority", Field: "Server.FlowControl.EnginePriority", Default: "false", Doc: "send each request's priority in its engine's own field (vLLM with --scheduling-policy priority, SGLang with --enable-priority-scheduling)"},
 	{Key: "flow_control.engine_priority_field", Field: "Server.FlowControl.EnginePriorityField", Doc: "the body field priorities go in, for every engine (empty: each engine's own)"},
 	{Key: "flow_control.metric_flows", Field: "Server.FlowControl.MetricFlows", Default: strconv.Itoa(flowgate.DefaultMetricFlows), Doc: "fairness ids with a metrics label of their own besides the configured tenants; the rest count as other"},

@@ -2,6 +2,7 @@ package flowcontrol
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -13,6 +14,11 @@ import (
 // about one long prompt at a time keeps the engine's prefill busy and the
 // short prompt's share large.
 const DefaultPrefillHeadroom = 4096
+
+// DefaultShortShare is RoomConfig.ShortShare's default: one replica in
+// eight is kept free of long prompts' prefill while short prompts are
+// active.
+const DefaultShortShare = 0.125
 
 // MinProbeStep is how many requests past the most it was seen running
 // without queueing (more than MaxWaiting) a member whose capacity is not
@@ -60,6 +66,15 @@ type RoomConfig struct {
 	// with this many QueuedTokens takes no request of the lower band. 0
 	// means DefaultPrefillHeadroom; negative turns it off.
 	PrefillHeadroom int
+	// ShortShare is the share of the members (rounded down) kept free of
+	// long prompts' prefill while short prompts are active: a prompt of
+	// PrefillHeadroom tokens or more is held while all but that many
+	// members have PrefillHeadroom tokens of prefill queued, so a short
+	// prompt always finds a member whose engine is not prefilling a long
+	// one. Short prompts are active when one was seen within the headroom
+	// window. 0 means DefaultShortShare; negative turns it off (and so
+	// does a negative PrefillHeadroom).
+	ShortShare float64
 	// TokenLimit bounds a member's QueuedTokens (Member.TokenLimit); 0
 	// means none.
 	TokenLimit int
@@ -90,6 +105,12 @@ func (c RoomConfig) Validate() (RoomConfig, error) {
 	}
 	if c.PrefillHeadroom == 0 {
 		c.PrefillHeadroom = DefaultPrefillHeadroom
+	}
+	if math.IsNaN(c.ShortShare) || c.ShortShare >= 1 {
+		return c, fmt.Errorf("flow_control.short_prompt_share: %v is not below 1", c.ShortShare)
+	}
+	if c.ShortShare == 0 {
+		c.ShortShare = DefaultShortShare
 	}
 	return c, nil
 }
@@ -128,6 +149,9 @@ type Room[K comparable] struct {
 	cfg  RoomConfig
 	hr   *Headroom
 	caps map[K]*capacity
+	// short is when a short prompt (below PrefillHeadroom tokens) was
+	// last seen.
+	short time.Time
 }
 
 // NewRoom returns a Room under cfg, validated.
@@ -146,8 +170,39 @@ func NewRoom[K comparable](cfg RoomConfig) (*Room[K], error) {
 // Config is r's configuration, defaults filled.
 func (r *Room[K]) Config() RoomConfig { return r.cfg }
 
-// Saw records a request of band priority at now (Headroom.Saw).
-func (r *Room[K]) Saw(priority int, now time.Time) { r.hr.Saw(priority, now) }
+// Saw records a request of band priority with a prompt of tokens at now:
+// its band is active (Headroom.Saw), and so are short prompts if it is
+// one.
+func (r *Room[K]) Saw(priority, tokens int, now time.Time) {
+	r.hr.Saw(priority, now)
+	if tokens < r.cfg.PrefillHeadroom {
+		r.short = now
+	}
+}
+
+// Long reports whether a prompt of tokens is long: it is held by the
+// short-prompt lane (LaneFull) and counts a member as busy.
+func (r *Room[K]) Long(tokens int) bool {
+	return r.cfg.PrefillHeadroom > 0 && r.cfg.ShortShare > 0 && tokens >= r.cfg.PrefillHeadroom
+}
+
+// LaneFull reports whether a long prompt is held at now to keep the
+// short-prompt lane free: short prompts are active and busy of n members
+// already have PrefillHeadroom tokens of prefill queued, so one more
+// long prompt would leave fewer than ShortShare of them free of one.
+func (r *Room[K]) LaneFull(busy, n int, now time.Time) bool {
+	keep := int(r.cfg.ShortShare * float64(n))
+	if keep < 1 || r.short.IsZero() || now.Sub(r.short) > r.cfg.Headroom.Window {
+		return false
+	}
+	return busy >= n-keep
+}
+
+// Busy reports whether a member with queued prefill tokens counts as
+// prefilling a long prompt for LaneFull.
+func (r *Room[K]) Busy(queued int) bool {
+	return r.cfg.PrefillHeadroom > 0 && queued >= r.cfg.PrefillHeadroom
+}
 
 // Fit judges member k, with load l and last scrape s, for a request of
 // band priority at now. rescrape is true when a fresh scrape of k is due:

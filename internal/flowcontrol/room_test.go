@@ -49,7 +49,7 @@ func TestRoomFit(t *testing.T) {
 	if f, _ := r.Fit("a", Load{InFlight: 7, Limit: 8}, free, 0, t0); f != Fits {
 		t.Fatalf("no higher band active: %v, want fits", f)
 	}
-	r.Saw(10, t0)
+	r.Saw(10, 0, t0)
 	for _, tc := range []struct {
 		name string
 		l    Load
@@ -78,7 +78,7 @@ func TestRoomFit(t *testing.T) {
 	// priorities takes the highest active band past it.
 	for _, send := range []bool{false, true} {
 		r := newRoom(t, RoomConfig{EnginePriority: send})
-		r.Saw(10, t0)
+		r.Saw(10, 0, t0)
 		s := Scrape{Known: true, At: t0, Running: 2, Waiting: 5, TakesPriority: true}
 		if f, _ := r.Fit("a", Load{InFlight: 2, Limit: 100}, s, 0, t0); f != Full {
 			t.Errorf("engine priority %v: the lower band at the learned capacity: %v, want full", send, f)
@@ -130,5 +130,44 @@ func TestRoomConfigErrors(t *testing.T) {
 		if _, err := NewRoom[string](cfg); err == nil {
 			t.Errorf("NewRoom(%+v) accepted", cfg)
 		}
+	}
+}
+
+// TestShortPromptLane: while short prompts are active, a long prompt is
+// held when all but ShortShare of the members (rounded down) are busy with
+// one; not when no short prompt was seen within the headroom window, not
+// on a fleet too small to keep one free, not when it is turned off.
+func TestShortPromptLane(t *testing.T) {
+	r := newRoom(t, RoomConfig{})
+	long, short := DefaultPrefillHeadroom, DefaultPrefillHeadroom-1
+	if !r.Long(long) || r.Long(short) || !r.Busy(long) || r.Busy(short) {
+		t.Fatalf("Long/Busy at %d and %d tokens", long, short)
+	}
+	if r.LaneFull(7, 8, t0) {
+		t.Error("held with no short prompt seen")
+	}
+	r.Saw(0, long, t0)
+	if r.LaneFull(7, 8, t0) {
+		t.Error("a long prompt made short prompts active")
+	}
+	r.Saw(0, short, t0)
+	for _, tc := range []struct {
+		busy, n int
+		want    bool
+	}{{6, 8, false}, {7, 8, true}, {8, 8, true}, {13, 16, false}, {14, 16, true}, {6, 7, false}, {1, 2, false}} {
+		if got := r.LaneFull(tc.busy, tc.n, t0); got != tc.want {
+			t.Errorf("%d of %d busy: held %v, want %v", tc.busy, tc.n, got, tc.want)
+		}
+	}
+	if r.LaneFull(7, 8, t0.Add(DefaultHeadroomWindow+time.Millisecond)) {
+		t.Error("held after the window with no short prompt since")
+	}
+	off := newRoom(t, RoomConfig{ShortShare: -1})
+	off.Saw(0, short, t0)
+	if off.Long(long) {
+		t.Error("a long prompt with the lane off")
+	}
+	if _, err := NewRoom[string](RoomConfig{ShortShare: 1}); err == nil {
+		t.Error("a share of 1 was accepted")
 	}
 }

@@ -89,6 +89,12 @@ type Config struct {
 	// no request of the lower band. 0 means
 	// DefaultHeadroomPrefillTokens; negative turns it off.
 	HeadroomPrefillTokens int
+	// ShortPromptShare is the share of the backends (rounded down) kept
+	// free of long prompts' prefill while short prompts are active
+	// (flowcontrol.RoomConfig.ShortShare; a prompt is long from
+	// HeadroomPrefillTokens tokens). 0 means flowcontrol.DefaultShortShare;
+	// negative turns it off.
+	ShortPromptShare float64
 	// EnginePriority sends each request's priority to engines that
 	// schedule by it, in the engine's own field; EnginePriorityField
 	// overrides the field's name for every engine.
@@ -140,6 +146,7 @@ func (c Config) compile() (compiled, error) {
 		Thresholds:      flowcontrol.Thresholds{MaxWaiting: c.MaxWaiting, MaxKVUtil: c.MaxKVUtilization, MaxSignalAge: c.MaxSignalAge},
 		Headroom:        flowcontrol.HeadroomConfig{Window: c.HeadroomWindow, Fraction: c.HeadroomFraction},
 		PrefillHeadroom: c.HeadroomPrefillTokens,
+		ShortShare:      c.ShortPromptShare,
 		TokenLimit:      c.MaxQueuedTokens,
 		EnginePriority:  c.EnginePriority,
 		Rescrape:        DefaultPollInterval,

@@ -142,7 +142,7 @@ func (g *Gate) Acquire(ctx context.Context, f flowcontrol.Flow, req route.Reques
 func (g *Gate) admit(f flowcontrol.Flow, req route.Request, bytes int, now time.Time) (route.Decision, *waiter, flowcontrol.Position, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.room.Saw(f.Priority, now)
+	g.room.Saw(f.Priority, req.PromptTokens, now)
 	s := g.m.of(f)
 	q := g.queues[req.Model]
 	fit := g.fitLocked(&req, f.Priority, now)

@@ -3,6 +3,7 @@ package flowgate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -372,6 +373,59 @@ func TestPrefillHeadroom(t *testing.T) {
 		t.Fatalf("after the first bytes: %v %+v", r.err, r.adm)
 	}
 	for _, d := range []route.Decision{p1.d, p2.d, chat.d, r.d} {
+		d.Done()
+	}
+}
+
+// TestShortPromptLane: while short prompts are active, a long prompt
+// waits when all but one of eight members are prefilling a long one, a
+// short prompt still goes at once, and the long one goes when a first
+// byte frees a member.
+func TestShortPromptLane(t *testing.T) {
+	var ms []route.Member
+	for i := range 8 {
+		ms = append(ms, route.Member{Name: fmt.Sprintf("m%d", i), Threshold: 64})
+	}
+	rt, err := route.New(route.Config{Policy: "prefix-index"}, ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(Config{HeadroomPrefillTokens: 1000}, rt, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	get := func(key uint64, tokens int) chan pickOut {
+		out := make(chan pickOut, 1)
+		go func() {
+			req := route.Request{Key: key, PromptTokens: tokens, Blocks: []uint64{key<<8 | 1, key<<8 | 2}}
+			d, adm, err := g.Acquire(ctx, flowcontrol.Flow{FairnessID: "t"}, req, 100)
+			out <- pickOut{d, adm, err}
+		}()
+		return out
+	}
+	var longs []route.Decision
+	for i := range 8 { // no short prompt seen yet: every member may take one
+		r := <-get(uint64(100+i), 2000)
+		if r.err != nil || r.adm.Queued {
+			t.Fatalf("long prompt %d before any short one: %v %+v", i, r.err, r.adm)
+		}
+		longs = append(longs, r.d)
+	}
+	longs[7].Report(route.Outcome{FirstByte: true}) // seven members busy
+	short := <-get(1, 100)
+	if short.err != nil || short.adm.Queued {
+		t.Fatalf("short prompt: %v %+v", short.err, short.adm)
+	}
+	held := get(200, 2000)
+	queuedCount(t, g, 1)
+	longs[0].Report(route.Outcome{FirstByte: true})
+	g.Wake()
+	r := <-held
+	if r.err != nil || !r.adm.Queued {
+		t.Fatalf("the held long prompt: %v %+v", r.err, r.adm)
+	}
+	for _, d := range append(longs, short.d, r.d) {
 		d.Done()
 	}
 }

@@ -14,14 +14,19 @@ const MinProbeStep = flowcontrol.MinProbeStep
 
 // fitLocked is how the fleet stands for req at band priority now: Fits
 // when some candidate takes it now (flowcontrol.Room), else Paced when
-// some candidate is held back only by headroom or slow start, else Full
-// (the fleet is saturated). With no candidate it reports Fits: the
-// router's pick then says why. A member in slow start at its probe bound
-// is scraped afresh, and the dispatcher woken when the scrape is read.
+// some candidate is held back only by headroom or slow start, or a long
+// prompt is held to keep the short-prompt lane free, else Full (the fleet
+// is saturated). With no candidate it reports Fits: the router's pick
+// then says why. A member in slow start at its probe bound is scraped
+// afresh, and the dispatcher woken when the scrape is read.
 func (g *Gate) fitLocked(req *route.Request, priority int, now time.Time) flowcontrol.Fit {
-	seen, best := false, flowcontrol.Full
+	long := g.room.Long(req.PromptTokens)
+	n, busy, best := 0, 0, flowcontrol.Full
 	g.rt.EachLoad(req.Model, func(l route.Load) bool {
-		seen = true
+		n++
+		if g.room.Busy(l.QueuedTokens) {
+			busy++
+		}
 		var s flowcontrol.Scrape
 		if g.signals != nil {
 			s = g.signals(l.Member)
@@ -36,10 +41,13 @@ func (g *Gate) fitLocked(req *route.Request, priority int, now time.Time) flowco
 			}()
 		}
 		best = min(best, fit)
-		return best != flowcontrol.Fits
+		return long || best != flowcontrol.Fits
 	})
-	if !seen {
+	switch {
+	case n == 0:
 		return flowcontrol.Fits
+	case long && best == flowcontrol.Fits && g.room.LaneFull(busy, n, now):
+		return flowcontrol.Paced
 	}
 	return best
 }

@@ -81,8 +81,8 @@ func flowOf(fl *flight) flowcontrol.Flow {
 func (g *prefixgateGate) arrive(fl *flight, now time.Time) {
 	g.at(now)
 	flow := flowOf(fl)
-	g.room.Saw(flow.Priority, now)
-	fit := g.fit(flow.Priority, now)
+	g.room.Saw(flow.Priority, fl.req.est, now)
+	fit := g.fit(flow.Priority, fl.req.est, now)
 	if g.q.Len() == 0 && fit == flowcontrol.Fits {
 		g.q.Charge(flow, fl.req.est, 0)
 		g.f.route(fl, now)
@@ -102,14 +102,21 @@ func (g *prefixgateGate) arrive(fl *flight, now time.Time) {
 	}
 }
 
-// fit is how the fleet stands at now for a request of band priority, as
-// serve's gate judges it: Fits when some candidate takes it, Paced when
-// some is held back only by headroom or slow start, else Full. A replica
-// the Room finds due a fresh scrape is scraped at once and judged again.
-func (g *prefixgateGate) fit(priority int, now time.Time) flowcontrol.Fit {
+// fit is how the fleet stands at now for a request of band priority with
+// a prompt of tokens, as serve's gate judges it: Fits when some candidate
+// takes it, Paced when some is held back only by headroom or slow start
+// or a long prompt is held to keep the short-prompt lane free, else Full.
+// A replica the Room finds due a fresh scrape is scraped at once and
+// judged again.
+func (g *prefixgateGate) fit(priority, tokens int, now time.Time) flowcontrol.Fit {
 	g.scrape(now)
-	best := flowcontrol.Full
+	long := g.room.Long(tokens)
+	n, busy, best := 0, 0, flowcontrol.Full
 	g.rp.r.EachLoad("", func(l route.Load) bool {
+		n++
+		if g.room.Busy(l.QueuedTokens) {
+			busy++
+		}
 		a := g.rp.idx[l.Member.ID()]
 		ld := flowcontrol.Load{InFlight: l.Hinted, Limit: l.Threshold, QueuedTokens: l.QueuedTokens}
 		fit, rescrape := g.room.Fit(a, ld, g.scrapes[a], priority, now)
@@ -118,8 +125,11 @@ func (g *prefixgateGate) fit(priority int, now time.Time) flowcontrol.Fit {
 			fit, _ = g.room.Fit(a, ld, g.scrapes[a], priority, now)
 		}
 		best = min(best, fit)
-		return best != flowcontrol.Fits
+		return long || best != flowcontrol.Fits
 	})
+	if long && best == flowcontrol.Fits && g.room.LaneFull(busy, n, now) {
+		return flowcontrol.Paced
+	}
 	return best
 }
 
@@ -147,7 +157,7 @@ func (g *prefixgateGate) wake(now time.Time) {
 	g.q.Expire(now, func(it *flowcontrol.Item) { g.shed(it.Value.(*flight), now) })
 	for {
 		it := g.q.Peek()
-		if it == nil || g.fit(it.Flow.Priority, now) != flowcontrol.Fits {
+		if it == nil || g.fit(it.Flow.Priority, it.PromptTokens, now) != flowcontrol.Fits {
 			return
 		}
 		g.q.Pop()

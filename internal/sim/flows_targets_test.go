@@ -18,7 +18,10 @@ var nnLightFlows = []string{"light-1", "light-2", "light-3", "light-4", "light-5
 
 func runNN(t *testing.T, o Options) *Report {
 	t.Helper()
-	o.Workload, o.Requests = "noisy-neighbor", nnTestRequests
+	o.Workload = "noisy-neighbor"
+	if o.Requests == 0 {
+		o.Requests = nnTestRequests
+	}
 	if o.Policies == nil {
 		o.Policies = []string{"random"} // cheap; the variants are under test
 	}
@@ -55,9 +58,10 @@ func flow(t *testing.T, v FlowVariant, id string) FlowResult {
 // noisy-neighbor workload (seed 1) that the simulated fleet reaches, and
 // bounds those it does not (see docs/flow-control.md, "Simulation").
 func TestNoisyNeighborFlowControl(t *testing.T) {
-	main := runNN(t, Options{})
-	chatAlone := variant(t, runNN(t, Options{Flows: []string{"chat"}, Variants: []string{VariantFCFS}}), VariantFCFS)
-	lightAlone := variant(t, runNN(t, Options{Flows: nnLightFlows, Variants: []string{VariantFCFS}}), VariantFCFS)
+	// The targets' own run: the default 20,000 requests.
+	main := runNN(t, Options{Requests: DefaultRequests})
+	chatAlone := variant(t, runNN(t, Options{Requests: DefaultRequests, Flows: []string{"chat"}, Variants: []string{VariantFCFS}}), VariantFCFS)
+	lightAlone := variant(t, runNN(t, Options{Requests: DefaultRequests, Flows: nnLightFlows, Variants: []string{VariantFCFS}}), VariantFCFS)
 	pg, fc := variant(t, main, VariantPrefixgate), variant(t, main, VariantFCFS)
 	for _, id := range append([]string{"chat"}, nnLightFlows...) {
 		t.Logf("%-8s TTFT p90/p99 ms: prefixgate %.0f/%.0f, fcfs %.0f/%.0f, gie %.0f/%.0f, smg %.0f/%.0f", id,
@@ -68,22 +72,23 @@ func TestNoisyNeighborFlowControl(t *testing.T) {
 
 	// Interactive: far below what fcfs gives it (the 1.2× alone target is
 	// out of reach while the engines share prefill among running
-	// requests: docs/flow-control.md, "Simulation"). Seed 1 shows 6.6×
-	// alone and fcfs / 27.
+	// requests: docs/flow-control.md, "Simulation"). Seed 1 shows 4.5×
+	// alone and fcfs / 1,360.
 	alone := flow(t, chatAlone, "chat").P99
-	if got, ff := flow(t, pg, "chat").P99, flow(t, fc, "chat").P99; got > ff/20 || got > 8*alone {
-		t.Errorf("interactive TTFT p99 %.0f ms: want at most fcfs's %.0f / 20 and 8× alone (%.0f ms)", got, ff, alone)
+	if got, ff := flow(t, pg, "chat").P99, flow(t, fc, "chat").P99; got > ff/1000 || got > 5*alone {
+		t.Errorf("interactive TTFT p99 %.0f ms: want at most fcfs's %.0f / 1000 and 5× alone (%.0f ms)", got, ff, alone)
 	}
 	// The light tenants: none shed (a full standard band evicts the heavy
-	// tenant's newest request instead), p90 at most 22× alone and fcfs / 6.9.
+	// tenant's newest request instead), p90 at most 8.8× alone and
+	// fcfs / 700 with seed 1.
 	for _, id := range nnLightFlows {
 		f := flow(t, pg, id)
 		if f.Shed != 0 {
 			t.Errorf("light tenant %s: %d requests shed", id, f.Shed)
 		}
 		a, ff := flow(t, lightAlone, id).P90, flow(t, fc, id).P90
-		if f.P90 > ff/6 || f.P90 > 25*a {
-			t.Errorf("%s TTFT p90 %.0f ms: want at most fcfs's %.0f / 6 and 25× alone (%.0f ms)", id, f.P90, ff, a)
+		if f.P90 > ff/500 || f.P90 > 10*a {
+			t.Errorf("%s TTFT p90 %.0f ms: want at most fcfs's %.0f / 500 and 10× alone (%.0f ms)", id, f.P90, ff, a)
 		}
 		for _, peer := range []string{VariantGIE, VariantSMG} {
 			if p := flow(t, variant(t, main, peer), id).P90; f.P90 >= p {
@@ -151,18 +156,19 @@ func TestNoisyNeighborFCFSEngines(t *testing.T) {
 // its 2 s SLO up to 0.5×) flow control holds back only what
 // flow_control.headroom_prefill_tokens holds while the interactive band
 // is active (a standard request when every replica has that much prefill
-// queued: 152 of 5,000 with seed 1) and what slow start holds at the
-// start (4). The hit rate stays that of fcfs, and every flow's TTFT p50
-// and p90 within 2% of fcfs's; the prefill headroom costs the light
-// tenants up to 2.7× at p99 (light-1), and with it off every flow's p99
-// is that of fcfs.
+// queued) or a long prompt when all but one replica have one queued (the
+// short-prompt lane): 198 of 5,000 with seed 1; and what slow start holds
+// at the start (4). The hit rate stays that of fcfs, every flow's TTFT p50
+// within 1% and p90 within 3.5% of fcfs's; the headroom costs the light
+// tenants up to 1.26× at p99, and with it off every flow's p99 is that of
+// fcfs.
 func TestNoisyNeighborBelowSaturation(t *testing.T) {
 	for _, tc := range []struct {
 		prefill  int
 		held     int
 		p99Ratio float64 // bound on a flow's TTFT p99 over fcfs's
 	}{
-		{0, 200, 3},
+		{0, 220, 3},
 		{-1, 4, 1.01},
 	} {
 		rep := runNN(t, Options{Rate: 0.15, Variants: []string{VariantPrefixgate, VariantFCFS},
@@ -178,7 +184,7 @@ func TestNoisyNeighborBelowSaturation(t *testing.T) {
 		for _, id := range append([]string{"chat"}, nnLightFlows...) {
 			f, ff := flow(t, pg, id), flow(t, fc, id)
 			t.Logf("  %-8s TTFT p50/p90/p99 over fcfs's: %.3f %.3f %.3f", id, f.P50/ff.P50, f.P90/ff.P90, f.P99/ff.P99)
-			if f.P50 > 1.01*ff.P50 || f.P90 > 1.02*ff.P90 || f.P99 > tc.p99Ratio*ff.P99 {
+			if f.P50 > 1.01*ff.P50 || f.P90 > 1.035*ff.P90 || f.P99 > tc.p99Ratio*ff.P99 {
 				t.Errorf("headroom_prefill_tokens %d: %s TTFT p50/p90/p99 %.1f/%.1f/%.1f ms, fcfs %.1f/%.1f/%.1f", tc.prefill, id,
 					f.P50, f.P90, f.P99, ff.P50, ff.P90, ff.P99)
 			}
