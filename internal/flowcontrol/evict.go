@@ -13,10 +13,11 @@ package flowcontrol
 func (q *Queue) OnEvict(fn func(*Item)) { q.evict = fn }
 
 // makeRoom evicts for it from full band b; false when b is full and
-// nothing may be evicted.
+// nothing may be evicted. A band above its limits (SetPolicy lowered
+// them) evicts nothing: it drains below them first.
 func (q *Queue) makeRoom(b *band, it *Item) bool {
 	for b.n+1 > b.lim.MaxRequests || b.bytes+it.Bytes > b.lim.MaxBytes {
-		if q.evict == nil {
+		if q.evict == nil || b.n > b.lim.MaxRequests || b.bytes > b.lim.MaxBytes {
 			return false
 		}
 		own, ownN := q.flows[it.Flow], 0
