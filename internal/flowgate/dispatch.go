@@ -9,9 +9,10 @@ import (
 )
 
 // Wake tells the dispatcher to look again: a backend's load changed
-// (an answer's first byte released its prefill work).
+// (an answer's first byte released its prefill work). Requests queued
+// before flow control was turned off (Reconfigure) are still dispatched.
 func (g *Gate) Wake() {
-	if g.Enabled() {
+	if g != nil {
 		g.wake()
 	}
 }

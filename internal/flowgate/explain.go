@@ -65,11 +65,15 @@ func HeaderValue(id Identity, adm Admission) string {
 // priority; ok is false when none is to be sent: the setting is off, the
 // engine takes none, or priority is 0 (every engine's default).
 func (g *Gate) EnginePriority(field string, lowerFirst, engineTakes bool, priority int) (string, int, bool) {
-	if !g.Enabled() || !g.c.cfg.EnginePriority || !engineTakes || priority == 0 {
+	if g == nil || !engineTakes || priority == 0 {
 		return "", 0, false
 	}
-	if g.c.cfg.EnginePriorityField != "" {
-		field = g.c.cfg.EnginePriorityField
+	c := &g.c.Load().cfg
+	if !c.On() || !c.EnginePriority {
+		return "", 0, false
+	}
+	if c.EnginePriorityField != "" {
+		field = c.EnginePriorityField
 	}
 	if lowerFirst {
 		priority = -priority

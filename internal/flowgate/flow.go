@@ -30,7 +30,8 @@ type Identity struct {
 // or an overlong header, or one with a byte outside printable ASCII, is a
 // 400 *pipeline.Error naming the header.
 func (g *Gate) Identify(h Headers, tenant, group string) (Identity, error) {
-	id, err := g.fairnessID(h, tenant, group)
+	c := g.c.Load()
+	id, err := fairnessID(h, c.cfg.FairnessHeader, tenant, group)
 	if err != nil {
 		return Identity{}, err
 	}
@@ -38,7 +39,7 @@ func (g *Gate) Identify(h Headers, tenant, group string) (Identity, error) {
 	if obj == "" {
 		obj, objHeader = h.Get(GatewayObjectiveHeader), GatewayObjectiveHeader
 	}
-	res, err := g.c.policy.Resolve(id, obj)
+	res, err := c.policy.Resolve(id, obj)
 	if err != nil {
 		if errors.Is(err, flowcontrol.ErrUnknownObjective) {
 			return Identity{}, &pipeline.Error{Status: http.StatusBadRequest, Code: "unknown_objective", Param: objHeader,
@@ -47,16 +48,18 @@ func (g *Gate) Identify(h Headers, tenant, group string) (Identity, error) {
 		return Identity{}, err
 	}
 	if res.Objective == "" {
-		res.Objective = g.c.policy.ObjectiveName(res.Priority)
+		res.Objective = c.policy.ObjectiveName(res.Priority)
 	}
 	return Identity{Flow: flowcontrol.Flow{FairnessID: id, Priority: res.Priority}, Objective: res.Objective, Capped: res.Capped}, nil
 }
 
-func (g *Gate) fairnessID(h Headers, tenant, group string) (string, error) {
+// fairnessID is the request's fairness id; extra is the configured
+// header (flow_control.fairness_header), "" for none.
+func fairnessID(h Headers, extra, tenant, group string) (string, error) {
 	if tenant != "" {
 		return tenant, nil
 	}
-	for _, name := range [...]string{FairnessHeader, GatewayFairnessHeader, g.c.cfg.FairnessHeader} {
+	for _, name := range [...]string{FairnessHeader, GatewayFairnessHeader, extra} {
 		if name == "" {
 			continue
 		}

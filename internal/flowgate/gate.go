@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,7 +33,9 @@ type SignalFunc func(route.Target) Scrape
 // dispatcher picks a backend for it, or is refused. Safe for concurrent
 // use.
 type Gate struct {
-	c       compiled
+	// c is the configuration in force: read without the lock, replaced
+	// under it (Reconfigure).
+	c       atomic.Pointer[compiled]
 	rt      *route.Router
 	signals SignalFunc
 	// rescrape scrapes a member's engine at once (SetRescrape).
@@ -61,8 +64,9 @@ func New(cfg Config, rt *route.Router, signals SignalFunc, log *slog.Logger, reg
 	if err != nil {
 		return nil, err
 	}
-	g := &Gate{c: c, rt: rt, signals: signals, log: log, m: newMetrics(c), queues: map[string]*flowcontrol.Queue{},
+	g := &Gate{rt: rt, signals: signals, log: log, m: newMetrics(c), queues: map[string]*flowcontrol.Queue{},
 		room: room, kick: make(chan struct{}, 1)}
+	g.c.Store(&c)
 	if reg != nil {
 		for _, col := range g.m.collectors() {
 			if err := reg.Register(col); err != nil {
@@ -79,23 +83,30 @@ func New(cfg Config, rt *route.Router, signals SignalFunc, log *slog.Logger, reg
 // by step, each step confirmed by a fresh scrape, so a burst cannot fill
 // an engine's queue before the gate has seen it queue.
 func (g *Gate) SetRescrape(f func(route.Target)) {
-	rc := g.c.room
-	if f == nil {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.rescrape = f
+	if err := g.room.SetConfig(g.roomConfigLocked(g.c.Load())); err != nil {
+		panic(err) // validated in New
+	}
+}
+
+// roomConfigLocked is c's RoomConfig as the gate runs it: slow start
+// only with a way to rescrape (SetRescrape).
+func (g *Gate) roomConfigLocked(c *compiled) flowcontrol.RoomConfig {
+	rc := c.room
+	if g.rescrape == nil {
 		rc.Rescrape = 0
 	}
-	room, err := flowcontrol.NewRoom[route.Target](rc)
-	if err != nil {
-		panic(err) // rc was validated in New
-	}
-	g.rescrape, g.room = f, room
+	return rc
 }
 
 // Enabled reports whether flow control is on; when it is not, callers use
 // the router directly.
-func (g *Gate) Enabled() bool { return g != nil && g.c.cfg.On() }
+func (g *Gate) Enabled() bool { return g != nil && g.c.Load().cfg.On() }
 
-// Config is the gate's configuration.
-func (g *Gate) Config() Config { return g.c.cfg }
+// Config is the gate's configuration in force.
+func (g *Gate) Config() Config { return g.c.Load().cfg }
 
 // Admission is how a request went through the gate.
 type Admission struct {
@@ -248,7 +259,7 @@ func (g *Gate) queue(model string) *flowcontrol.Queue {
 			return nil
 		}
 	}
-	q := flowcontrol.NewQueue(g.c.policy)
+	q := flowcontrol.NewQueue(g.c.Load().policy)
 	q.OnEvict(g.evictedLocked)
 	g.queues[model] = q
 	return q

@@ -293,7 +293,7 @@ func (x *exchange) firstByte() {
 	if x.d != nil {
 		x.d.Report(route.Outcome{FirstByte: true})
 	}
-	if x.s != nil && x.s.gate.Enabled() {
+	if x.s != nil {
 		x.s.gate.Wake()
 	}
 }
