@@ -337,11 +337,13 @@ func (s *Server) updateReadiness() {
 func (s *Server) rt() *route.Router { return s.router }
 
 // Reload applies a new configuration without dropping requests: backends
-// are added and removed in place (those that stay keep their state), and
-// the routing settings change in place (route.Router.Reconfigure), so the
-// in-flight counts of requests picked before the reload stay exact.
-// Requests in flight finish on the backend they were sent to. Listen
-// address, limits and tenants apply at restart only.
+// are added and removed in place (those that stay keep their state), the
+// routing settings change in place (route.Router.Reconfigure), so the
+// in-flight counts of requests picked before the reload stay exact, and
+// so do the flow_control settings (flowgate.Gate.Reconfigure: requests
+// queued in flow control stay queued and are served). Requests in flight
+// finish on the backend they were sent to. Listen address, limits,
+// tenants and flow_control.metric_flows apply at restart only.
 func (s *Server) Reload(next Config) error {
 	next = next.Defaults()
 	if err := next.Validate(); err != nil {
@@ -359,7 +361,11 @@ func (s *Server) Reload(next Config) error {
 	if err := s.pd.prefill.Reconfigure(next.Route); err != nil {
 		return err
 	}
-	s.log.Info("configuration reloaded", "backends", len(next.Backends), "policy", s.rt().Config().Policy)
+	if err := s.gate.Reconfigure(next.FlowControl); err != nil {
+		return err
+	}
+	s.log.Info("configuration reloaded", "backends", len(next.Backends), "policy", s.rt().Config().Policy,
+		"flow_control", s.gate.Enabled())
 	return nil
 }
 
