@@ -10,6 +10,9 @@
 // Prometheus metrics per band and flow with a bounded number of flow
 // labels.
 //
+// Reconfigure applies a new configuration to a running gate: requests
+// already queued stay queued under it and are served.
+//
 // It knows no HTTP server or ext_proc stream: callers pass the headers
 // (Headers), the route request and the body's size, and call Charge with
 // the answer's output tokens.
