@@ -14,8 +14,7 @@ import (
 // prefixgateGate is serve's flow control with its default settings
 // (flowgate.Config with the workload's bands as flow_control.objectives;
 // Options.FlowControl changes them), on the same package flowcontrol
-// types serve's gate uses. Each request
-// of band priority is judged on every candidate by flowcontrol.Room: the
+// types serve's gate uses. Each request of band priority is judged on every candidate by flowcontrol.Room: the
 // router's in-flight count against the member's threshold and the
 // engine's learned capacity, slow start while no scrape has shown the
 // engine queueing (a member at its probe bound is scraped afresh, at most
@@ -23,7 +22,10 @@ import (
 // requests, KV use and signal age, and the headroom of active higher
 // bands, in requests and in queued prefill (the prefix index's prompt
 // tokens without a first token, against
-// flow_control.headroom_prefill_tokens). No token limit applies
+// flow_control.headroom_prefill_tokens); and the short-prompt lane (while
+// short prompts are active, a long prompt waits while all but
+// flow_control.short_prompt_share of the replicas have a long prompt's
+// prefill queued). No token limit applies
 // (flow_control.max_queued_tokens is off by default). A request goes on
 // at once while its queue is empty and some replica takes it; otherwise
 // it waits in the queue (strict priority across bands, virtual token counters
